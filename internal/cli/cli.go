@@ -1,0 +1,226 @@
+// Package cli holds what kjob's binaries share: flags that mirror
+// environment variables, logging set-up, the Redis client and the HTTP
+// endpoints for health and metrics.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+)
+
+// Flags is a flag set whose flags each mirror an environment variable: the
+// variable sets the value, a flag on the command line overrides it.
+type Flags struct {
+	fs   *flag.FlagSet
+	envs []envFlag
+}
+
+type envFlag struct{ name, env string }
+
+// NewFlags returns a flag set for a command. usage is printed above the
+// flag list by --help.
+func NewFlags(name, usage string) *Flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	f := &Flags{fs: fs}
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "%s\n\nFlags (each can also be set by the environment variable shown):\n", strings.TrimSpace(usage))
+		fs.VisitAll(func(fl *flag.Flag) {
+			env := ""
+			for _, e := range f.envs {
+				if e.name == fl.Name {
+					env = e.env
+				}
+			}
+			typ, help := flag.UnquoteUsage(fl)
+			fmt.Fprintf(out, "  --%s %s\n", fl.Name, typ)
+			if env != "" {
+				fmt.Fprintf(out, "        [%s] ", env)
+			} else {
+				fmt.Fprint(out, "        ")
+			}
+			fmt.Fprint(out, help)
+			if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "0s" && fl.DefValue != "false" {
+				fmt.Fprintf(out, " (default %q)", fl.DefValue)
+			}
+			fmt.Fprintln(out)
+		})
+	}
+	return f
+}
+
+// SetOutput sets where usage and errors are printed.
+func (f *Flags) SetOutput(w io.Writer) { f.fs.SetOutput(w) }
+
+func (f *Flags) env(name, env string) {
+	if env != "" {
+		f.envs = append(f.envs, envFlag{name, env})
+	}
+}
+
+// String defines a string flag mirrored by env.
+func (f *Flags) String(p *string, name, env, def, help string) {
+	f.fs.StringVar(p, name, def, help)
+	f.env(name, env)
+}
+
+// Int defines an int flag mirrored by env.
+func (f *Flags) Int(p *int, name, env string, def int, help string) {
+	f.fs.IntVar(p, name, def, help)
+	f.env(name, env)
+}
+
+// Bool defines a bool flag mirrored by env.
+func (f *Flags) Bool(p *bool, name, env string, def bool, help string) {
+	f.fs.BoolVar(p, name, def, help)
+	f.env(name, env)
+}
+
+// Duration defines a duration flag mirrored by env.
+func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, help string) {
+	f.fs.DurationVar(p, name, def, help)
+	f.env(name, env)
+}
+
+// Parse applies the environment, then the command line. An invalid value
+// names the variable or flag, the value and the expected form. It returns
+// flag.ErrHelp for --help.
+func (f *Flags) Parse(args []string) error {
+	for _, e := range f.envs {
+		v, ok := os.LookupEnv(e.env)
+		if !ok {
+			continue
+		}
+		if err := f.fs.Set(e.name, v); err != nil {
+			return fmt.Errorf("environment variable %s=%q: %v (see --help for the expected form)", e.env, v, cause(err))
+		}
+	}
+	return f.fs.Parse(args)
+}
+
+func cause(err error) error {
+	var ne *strconv.NumError
+	if errors.As(err, &ne) {
+		return ne.Err
+	}
+	return err
+}
+
+// Args returns the non-flag arguments.
+func (f *Flags) Args() []string { return f.fs.Args() }
+
+// Logger builds the process logger: format "text" or "json", level "debug",
+// "info", "warn" or "error".
+func Logger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// DefaultID is the replica id used when none is configured: hostname-pid.
+func DefaultID() string {
+	h, err := os.Hostname()
+	if err != nil {
+		h = "kjob"
+	}
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+// RedisOptions selects a Redis deployment.
+type RedisOptions struct {
+	// URL is redis:// or rediss:// for a single server.
+	URL string
+	// Addrs, comma-separated, selects a Cluster, or a Sentinel set when
+	// MasterName is set; it overrides URL's address.
+	Addrs string
+	// MasterName is the Sentinel master name.
+	MasterName string
+}
+
+// Register adds the Redis flags.
+func (o *RedisOptions) Register(f *Flags) {
+	f.String(&o.URL, "redis-url", "KJOB_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL (redis:// or rediss:// for TLS; user:password@ for ACL users)")
+	f.String(&o.Addrs, "redis-addrs", "KJOB_REDIS_ADDRS", "", "comma-separated Redis Cluster nodes, or Sentinels with --redis-master (overrides the URL's address)")
+	f.String(&o.MasterName, "redis-master", "KJOB_REDIS_MASTER", "", "Sentinel master name")
+}
+
+// Client returns a go-redis UniversalClient: a single server, a Sentinel
+// failover client or a Cluster client, per the options.
+func (o RedisOptions) Client() (redis.UniversalClient, error) {
+	opt, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url %q: %v; want redis://[user:password@]host:port/db", o.URL, err)
+	}
+	u := &redis.UniversalOptions{
+		Addrs: []string{opt.Addr}, DB: opt.DB, Username: opt.Username, Password: opt.Password,
+		TLSConfig: opt.TLSConfig, MasterName: o.MasterName,
+	}
+	if o.Addrs != "" {
+		u.Addrs = strings.Split(o.Addrs, ",")
+		if o.MasterName == "" && len(u.Addrs) > 1 && u.DB != 0 {
+			return nil, fmt.Errorf("--redis-url db %d: Redis Cluster has only db 0", u.DB)
+		}
+	}
+	return redis.NewUniversalClient(u), nil
+}
+
+// Serve runs the process's HTTP endpoints on addr until ctx is done:
+// /healthz (alive), /readyz (ready() == nil) and /metrics (Prometheus).
+// An empty addr serves nothing and returns when ctx is done.
+func Serve(ctx context.Context, log *slog.Logger, addr string, reg *prometheus.Registry, ready func() error) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--http-addr %q: %w (use another address, or empty to turn the HTTP server off)", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("http listening", "addr", l.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	<-errc
+	return nil
+}

@@ -1,0 +1,193 @@
+// Package testenv starts the real services kjob's tests run against: an
+// embedded Kafka broker (kfake) and a real redis-server, each on a free
+// loopback port in the test's temp dir, cleaned up when the test ends.
+//
+// Environment variables point tests at external services instead:
+//
+//	KJOB_TEST_BROKERS        comma-separated seed brokers of a real Kafka cluster
+//	KJOB_TEST_REDIS_URL      redis:// URL of an external Redis (tests flush nothing but
+//	                         their own keys; Kill/Restart are unavailable)
+//	KJOB_TEST_REQUIRE_REDIS  "1": fail instead of falling back to miniredis when no
+//	                         redis-server is on PATH (CI sets this)
+//
+// When redis-server is not installed and KJOB_TEST_REQUIRE_REDIS is unset,
+// Redis falls back to the in-process miniredis and says so in the test log:
+// this keeps `make test` working on a machine with only Go installed, but it
+// is not what CI accepts.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Brokers returns seed brokers for a Kafka the test may use: KJOB_TEST_BROKERS
+// when set, otherwise a fresh in-process kfake cluster closed at test end.
+// Topics are not created: the code under test creates what it needs, as it
+// must against a real cluster.
+func Brokers(tb testing.TB, opts ...kfake.Opt) []string {
+	tb.Helper()
+	if s := os.Getenv("KJOB_TEST_BROKERS"); s != "" {
+		return strings.Split(s, ",")
+	}
+	c := Cluster(tb, opts...)
+	return c.ListenAddrs()
+}
+
+// Cluster starts an in-process kfake cluster on a free loopback port and
+// closes it when the test ends. Use it when a test needs fault injection
+// (Cluster.Fault); otherwise prefer Brokers.
+func Cluster(tb testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	tb.Helper()
+	base := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(FreePort(tb))}
+	c, err := kfake.NewCluster(append(base, opts...)...)
+	if err != nil {
+		tb.Fatalf("testenv: start kfake: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testenv: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Redis is a Redis server owned by one test.
+type Redis struct {
+	// Addr is host:port.
+	Addr string
+	// Kind is "redis-server", "external" or "miniredis (fallback)".
+	Kind string
+
+	tb   testing.TB
+	dir  string
+	bin  string
+	port int
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	mini *miniredis.Miniredis
+}
+
+// URL returns a redis:// URL for the server.
+func (r *Redis) URL() string { return "redis://" + r.Addr }
+
+// Real reports whether this is a real redis-server (started here or external).
+func (r *Redis) Real() bool { return r.mini == nil }
+
+// NewRedis starts a real redis-server for the test (see the package doc for
+// the fallback rules). The server and its client are closed at test end.
+func NewRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	if u := os.Getenv("KJOB_TEST_REDIS_URL"); u != "" {
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			tb.Fatalf("testenv: KJOB_TEST_REDIS_URL=%q: %v", u, err)
+		}
+		return &Redis{Addr: opt.Addr, Kind: "external", tb: tb}
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("KJOB_TEST_REQUIRE_REDIS") == "1" {
+			tb.Fatalf("testenv: KJOB_TEST_REQUIRE_REDIS=1 but redis-server is not on PATH; install it (apt-get install -y redis-server)")
+		}
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			tb.Fatalf("testenv: miniredis: %v", err)
+		}
+		tb.Cleanup(m.Close)
+		tb.Logf("testenv: redis-server not on PATH; using in-process miniredis (fallback, not a real Redis)")
+		return &Redis{Addr: m.Addr(), Kind: "miniredis (fallback)", tb: tb, mini: m}
+	}
+	r := &Redis{Kind: "redis-server", tb: tb, dir: tb.TempDir(), bin: bin, port: FreePort(tb)}
+	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+	r.start()
+	tb.Cleanup(r.Kill)
+	return r
+}
+
+// Client returns a new go-redis client for the server, closed at test end.
+func (r *Redis) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	r.tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (r *Redis) start() {
+	r.tb.Helper()
+	cmd := exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.dir,
+		"--logfile", filepath.Join(r.dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		r.tb.Fatalf("testenv: start redis-server: %v", err)
+	}
+	r.mu.Lock()
+	r.cmd = cmd
+	r.mu.Unlock()
+	// Wait until it answers PING.
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+			r.tb.Fatalf("testenv: redis-server on %s did not answer within 10s: %v\n%s", r.Addr, err, log)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval while the process boots
+	}
+}
+
+// Kill stops the server abruptly (SIGKILL). Its data is lost, as in a crash
+// of a server without persistence.
+func (r *Redis) Kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mini != nil {
+		return
+	}
+	if r.cmd != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// Restart kills the server (if running) and starts a new one on the same
+// port. Only for a redis-server started here.
+func (r *Redis) Restart() {
+	r.tb.Helper()
+	if r.bin == "" {
+		r.tb.Fatalf("testenv: Restart needs a redis-server started by testenv (have %s)", r.Kind)
+	}
+	r.Kill()
+	r.start()
+}
+
+// String describes the server for logs.
+func (r *Redis) String() string { return fmt.Sprintf("%s at %s", r.Kind, r.Addr) }

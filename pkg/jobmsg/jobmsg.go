@@ -1,0 +1,379 @@
+package jobmsg
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Version is the schema version this package writes and the newest it reads.
+const Version = 1
+
+// Header names and values set on every record.
+const (
+	HeaderSchema      = "kjob-schema"
+	HeaderContentType = "content-type"
+	ContentType       = "application/json"
+)
+
+// MaxValueBytes bounds an encoded value. Larger records are refused by
+// Encode and rejected by Decode (the worker dead-letters them).
+const MaxValueBytes = 256 << 10
+
+// Trigger says why a window was published.
+type Trigger string
+
+// The triggers.
+const (
+	// TriggerSchedule is a window published at its start time by the leader.
+	TriggerSchedule Trigger = "schedule"
+	// TriggerCatchup is a window missed while no leader was live, published
+	// late because it was still within the job's catch-up limit.
+	TriggerCatchup Trigger = "catchup"
+	// TriggerManual is a window requested by an operator ("run now").
+	TriggerManual Trigger = "manual"
+	// TriggerBackfill is a past window republished by an operator.
+	TriggerBackfill Trigger = "backfill"
+)
+
+// Valid reports whether t is one of the known triggers.
+func (t Trigger) Valid() bool {
+	switch t {
+	case TriggerSchedule, TriggerCatchup, TriggerManual, TriggerBackfill:
+		return true
+	}
+	return false
+}
+
+// Window is the time range one run of a job covers: [Start, End), where End
+// is the next window's start.
+type Window struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Policy carries the job's execution settings from the schedules file to the
+// worker, so workers need no copy of that file.
+type Policy struct {
+	// Timeout bounds one attempt of the handler.
+	Timeout Duration `json:"timeout"`
+	// MaxAttempts is how many attempts a window gets before it is
+	// dead-lettered (at least 1).
+	MaxAttempts int `json:"max_attempts"`
+	// Backoff is the delay before the second attempt; it doubles per attempt
+	// up to MaxBackoff, with jitter.
+	Backoff Duration `json:"backoff"`
+	// MaxBackoff caps the delay between attempts.
+	MaxBackoff Duration `json:"max_backoff"`
+}
+
+// Message is one job window on the wire.
+type Message struct {
+	// V is the schema version; Encode sets it to Version.
+	V int `json:"v"`
+	// ID is the window id, unique per window (see WindowID).
+	ID string `json:"id"`
+	// Job is the job name; also the record key.
+	Job string `json:"job"`
+	// Handler names the registered handler that runs the window.
+	Handler string `json:"handler"`
+	// Window is the time range the run covers.
+	Window Window `json:"window"`
+	// ScheduledAt is when the window was due (its start, or the trigger time
+	// for a manual window).
+	ScheduledAt time.Time `json:"scheduled_at"`
+	// PublishedAt is when the producer published the record.
+	PublishedAt time.Time `json:"published_at"`
+	// Trigger says why the window was published.
+	Trigger Trigger `json:"trigger"`
+	// Payload is the job's payload from the schedules file: a JSON object.
+	Payload json.RawMessage `json:"payload"`
+	// Policy holds the job's timeout and retry settings.
+	Policy Policy `json:"policy"`
+}
+
+// Duration is a time.Duration that encodes as a Go duration string ("30s").
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\": %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// WindowID returns the id of the scheduled window of job starting at start:
+// "<job>@<start in RFC 3339, UTC>". Catch-up windows share it: a catch-up is
+// the same window, published late.
+func WindowID(job string, start time.Time) string {
+	return job + "@" + start.UTC().Format(time.RFC3339Nano)
+}
+
+// ManualID returns the id of a manual trigger of job at time at. nonce tells
+// apart two triggers in the same instant (use a random string).
+func ManualID(job string, at time.Time, nonce string) string {
+	return WindowID(job, at) + "#manual-" + nonce
+}
+
+// BackfillID returns the id of a backfilled window. It is deterministic, so
+// backfilling the same range twice yields the same ids (and dedupe runs each
+// once); it differs from the scheduled window's id so a backfill re-runs a
+// window that already ran.
+func BackfillID(job string, start time.Time) string {
+	return WindowID(job, start) + "#backfill"
+}
+
+// JobOfID returns the job name part of a window id.
+func JobOfID(id string) (string, bool) {
+	job, _, ok := strings.Cut(id, "@")
+	return job, ok && job != ""
+}
+
+// Errors callers test with errors.Is. Every decoding error also matches
+// ErrInvalid.
+var (
+	// ErrInvalid matches every error of Decode and Validate.
+	ErrInvalid = errors.New("jobmsg: invalid message")
+	// ErrUnsupportedVersion is returned for a schema version newer than
+	// Version (or otherwise unknown). Upgrade the worker.
+	ErrUnsupportedVersion = errors.New("jobmsg: unsupported schema version")
+	// ErrTooLarge is returned for a value over MaxValueBytes.
+	ErrTooLarge = errors.New("jobmsg: value too large")
+)
+
+// DecodeError describes what is wrong with a message.
+type DecodeError struct {
+	// Field is the JSON field (or header) at fault, e.g. "window.start".
+	Field string
+	// Value is the offending value, shortened for display.
+	Value string
+	// Reason explains the problem and the expected form.
+	Reason string
+	// Err is the underlying sentinel (ErrUnsupportedVersion, ErrTooLarge) or
+	// parse error, if any.
+	Err error
+}
+
+// Error implements error.
+func (e *DecodeError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("jobmsg: %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("jobmsg: %s: %s: %s", e.Field, e.Value, e.Reason)
+}
+
+// Unwrap lets errors.Is match ErrInvalid and the wrapped cause.
+func (e *DecodeError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
+
+func invalid(field, value, reason string) *DecodeError {
+	return &DecodeError{Field: field, Value: shorten(value), Reason: reason}
+}
+
+func shorten(s string) string {
+	const max = 80
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	if s == "" {
+		return ""
+	}
+	return strconv.Quote(s)
+}
+
+// Validate checks that m is a well-formed version-1 message.
+func (m *Message) Validate() error {
+	switch {
+	case m.V != Version:
+		return &DecodeError{Field: "v", Value: strconv.Itoa(m.V), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+	case m.Job == "":
+		return invalid("job", "", "required")
+	case m.ID == "":
+		return invalid("id", "", "required")
+	case m.Handler == "":
+		return invalid("handler", "", "required")
+	case m.Window.Start.IsZero():
+		return invalid("window.start", "", "required (RFC 3339 time)")
+	case m.Window.End.IsZero():
+		return invalid("window.end", "", "required (RFC 3339 time)")
+	case !m.Window.End.After(m.Window.Start):
+		return invalid("window.end", m.Window.End.Format(time.RFC3339Nano), "must be after window.start "+m.Window.Start.Format(time.RFC3339Nano))
+	case m.ScheduledAt.IsZero():
+		return invalid("scheduled_at", "", "required (RFC 3339 time)")
+	case m.PublishedAt.IsZero():
+		return invalid("published_at", "", "required (RFC 3339 time)")
+	case !m.Trigger.Valid():
+		return invalid("trigger", string(m.Trigger), "want one of schedule, catchup, manual, backfill")
+	case m.Policy.Timeout <= 0:
+		return invalid("policy.timeout", time.Duration(m.Policy.Timeout).String(), "must be positive")
+	case m.Policy.MaxAttempts < 1:
+		return invalid("policy.max_attempts", strconv.Itoa(m.Policy.MaxAttempts), "must be at least 1")
+	case m.Policy.Backoff < 0 || m.Policy.MaxBackoff < m.Policy.Backoff:
+		return invalid("policy.backoff", time.Duration(m.Policy.Backoff).String(), "must be >= 0 and <= policy.max_backoff "+time.Duration(m.Policy.MaxBackoff).String())
+	}
+	if job, ok := JobOfID(m.ID); !ok || job != m.Job {
+		return invalid("id", m.ID, fmt.Sprintf("must start with the job name and '@' (%q)", m.Job+"@"))
+	}
+	if p := bytes.TrimSpace(m.Payload); len(p) == 0 || p[0] != '{' || !json.Valid(p) {
+		return invalid("payload", string(m.Payload), "must be a JSON object")
+	}
+	return nil
+}
+
+// Marshal validates m (setting V to Version if zero) and returns its JSON value.
+func Marshal(m *Message) ([]byte, error) {
+	if m.V == 0 {
+		m.V = Version
+	}
+	if len(m.Payload) == 0 {
+		m.Payload = json.RawMessage("{}")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("jobmsg: marshal %s: %w", m.ID, err)
+	}
+	if len(b) > MaxValueBytes {
+		return nil, &DecodeError{Field: "value", Value: strconv.Itoa(len(b)) + " bytes", Reason: fmt.Sprintf("exceeds %d bytes; shrink the payload", MaxValueBytes), Err: ErrTooLarge}
+	}
+	return b, nil
+}
+
+// Unmarshal decodes and validates a JSON value.
+func Unmarshal(value []byte) (*Message, error) {
+	if len(value) > MaxValueBytes {
+		return nil, &DecodeError{Field: "value", Value: strconv.Itoa(len(value)) + " bytes", Reason: fmt.Sprintf("exceeds the limit of %d bytes", MaxValueBytes), Err: ErrTooLarge}
+	}
+	// Read the version first, so a future version's different shape is
+	// reported as unsupported rather than as a confusing field error.
+	var head struct {
+		V *json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(value, &head); err != nil {
+		reason := "not a JSON object"
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			reason += ": " + se.Error()
+		}
+		return nil, &DecodeError{Field: "value", Value: shorten(string(value)), Reason: reason, Err: err}
+	}
+	if head.V == nil {
+		return nil, invalid("v", "", "required (schema version)")
+	}
+	var v int
+	if err := json.Unmarshal(*head.V, &v); err != nil {
+		return nil, invalid("v", string(*head.V), "want an integer schema version")
+	}
+	if v != Version {
+		return nil, &DecodeError{Field: "v", Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+	}
+	// Times are decoded as strings first so a bad one is reported with its
+	// field name.
+	var w struct {
+		Message
+		Window struct {
+			Start string `json:"start"`
+			End   string `json:"end"`
+		} `json:"window"`
+		ScheduledAt string `json:"scheduled_at"`
+		PublishedAt string `json:"published_at"`
+	}
+	if err := json.Unmarshal(value, &w); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, &DecodeError{Field: strings.TrimPrefix(te.Field, "Message."), Value: te.Value, Reason: "want " + te.Type.String(), Err: err}
+		}
+		return nil, &DecodeError{Field: "value", Reason: err.Error(), Err: err}
+	}
+	m := w.Message
+	for _, f := range []struct {
+		name string
+		s    string
+		t    *time.Time
+	}{
+		{"window.start", w.Window.Start, &m.Window.Start},
+		{"window.end", w.Window.End, &m.Window.End},
+		{"scheduled_at", w.ScheduledAt, &m.ScheduledAt},
+		{"published_at", w.PublishedAt, &m.PublishedAt},
+	} {
+		if f.s == "" {
+			continue // Validate reports it as required
+		}
+		t, err := time.Parse(time.RFC3339Nano, f.s)
+		if err != nil {
+			return nil, &DecodeError{Field: f.name, Value: shorten(f.s), Reason: "want an RFC 3339 time such as 2026-11-22T10:00:00Z", Err: err}
+		}
+		*f.t = t
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Record encodes m as a record for topic: key = job, value = JSON, headers =
+// schema version and content type.
+func Record(topic string, m *Message) (*kgo.Record, error) {
+	b, err := Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{
+		Topic: topic,
+		Key:   []byte(m.Job),
+		Value: b,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderSchema, Value: []byte(strconv.Itoa(Version))},
+			{Key: HeaderContentType, Value: []byte(ContentType)},
+		},
+	}, nil
+}
+
+// FromRecord decodes and validates a record: its headers (when present they
+// must agree with the value), its value, and that its key is the job name.
+func FromRecord(r *kgo.Record) (*Message, error) {
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSchema:
+			if v, err := strconv.Atoi(string(h.Value)); err != nil || v != Version {
+				return nil, &DecodeError{Field: "header " + HeaderSchema, Value: shorten(string(h.Value)), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+			}
+		case HeaderContentType:
+			if string(h.Value) != ContentType {
+				return nil, invalid("header "+HeaderContentType, string(h.Value), "want "+ContentType)
+			}
+		}
+	}
+	m, err := Unmarshal(r.Value)
+	if err != nil {
+		return nil, err
+	}
+	if string(r.Key) != m.Job {
+		return nil, invalid("key", string(r.Key), fmt.Sprintf("record key must be the job name %q", m.Job))
+	}
+	return m, nil
+}
