@@ -1,0 +1,118 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClaimBatch claims every window of ids for owner in one round trip (a
+// pipeline of the same script Claim runs; each claim is atomic on its own,
+// the batch is not). Result i is the outcome for ids[i], as Claim would
+// report it; an id repeated in ids reports Busy (held by owner) the second
+// time. An invalid id fails the whole batch before Redis is contacted. Any
+// other error means the outcome of every window is unknown: some may have
+// been claimed, and those are Busy until their claims expire.
+func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]Claim, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([][]string, len(ids))
+	args := make([][]any, len(ids))
+	for i, id := range ids {
+		w, c, t, err := s.keys(id)
+		if err != nil {
+			return nil, fmt.Errorf("claim batch: %w", err)
+		}
+		keys[i] = []string{w, c, t}
+		args[i] = []any{owner, s.claimMS, s.retainMS}
+	}
+	cmds, err := s.pipeline(ctx, claimScript, keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
+	}
+	out := make([]Claim, len(ids))
+	for i, cmd := range cmds {
+		c, err := parseClaim(ids[i], cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("claim batch: claim %s: %w", ids[i], err)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// CompleteBatch completes ids[i] with tokens[i] for every i in one round
+// trip (a pipeline of the script Complete runs). errs[i] is what Complete
+// would return for ids[i]: nil, ErrAlreadyDone or ErrFenced (wrapped). The
+// second result is an error for the batch as a whole (mismatched lengths,
+// an invalid id, Redis unreachable): then no per-window result is known,
+// and the caller may retry; windows completed by the failed call then
+// report ErrAlreadyDone.
+func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	if len(ids) != len(tokens) {
+		return nil, fmt.Errorf("complete batch: %d ids but %d tokens; pass one token per id", len(ids), len(tokens))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([][]string, len(ids))
+	args := make([][]any, len(ids))
+	for i, id := range ids {
+		w, c, _, err := s.keys(id)
+		if err != nil {
+			return nil, fmt.Errorf("complete batch: %w", err)
+		}
+		keys[i] = []string{w, c}
+		args[i] = []any{strconv.FormatInt(tokens[i], 10), s.retainMS}
+	}
+	cmds, err := s.pipeline(ctx, completeScript, keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("complete batch of %d: %w", len(ids), err)
+	}
+	errs := make([]error, len(ids))
+	for i, cmd := range cmds {
+		res, err := cmd.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("complete batch: complete %s: %w", ids[i], err)
+		}
+		errs[i] = casResult("complete", ids[i], res)
+	}
+	return errs, nil
+}
+
+// pipeline runs script once per keys[i], args[i] in one pipeline of
+// EVALSHA. Commands the server answered NOSCRIPT (script cache flushed, a
+// new server, another Cluster node) did not run; they are sent again as
+// EVAL, which also caches the script. It returns an error if any command
+// failed otherwise.
+func (s *Store) pipeline(ctx context.Context, script *redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	pipe := s.rdb.Pipeline()
+	for i := range keys {
+		cmds[i] = script.EvalSha(ctx, pipe, keys[i], args[i]...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+
+	var retry []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		pipe := s.rdb.Pipeline()
+		for _, i := range retry {
+			cmds[i] = script.Eval(ctx, pipe, keys[i], args[i]...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return cmds, nil
+}

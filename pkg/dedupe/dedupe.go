@@ -1,0 +1,391 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors callers branch on with errors.Is. Every other error (an
+// unreachable Redis, a cancelled context) means the outcome is unknown.
+var (
+	// ErrFenced is returned by Extend, Complete and Release when the token
+	// is not the window's current claim: a newer token has claimed it since,
+	// the claim was released, or the record is gone (Forget, Retention).
+	// The caller must stop treating the window as its own.
+	ErrFenced = errors.New("dedupe: fenced: claim is held by a newer token")
+	// ErrAlreadyDone is returned by Complete (and Extend, Release) when the
+	// window is done, by this token or any other. The caller acknowledges
+	// the window and moves on.
+	ErrAlreadyDone = errors.New("dedupe: window already done")
+	// ErrNotFound is returned by State when the window has no record.
+	ErrNotFound = errors.New("dedupe: no record of window")
+	// ErrInvalidID is returned, before any call to Redis, for a window id
+	// that is not "<job>@<window>" with a non-empty job.
+	ErrInvalidID = errors.New("dedupe: invalid window id")
+)
+
+// Defaults and bounds of Config.
+const (
+	// DefaultClaimTTL is Config.ClaimTTL when it is zero.
+	DefaultClaimTTL = 30 * time.Second
+	// MinClaimTTL is the smallest Config.ClaimTTL New accepts. Production
+	// deployments want seconds; the low floor is for tests.
+	MinClaimTTL = 100 * time.Millisecond
+	// DefaultRetention is Config.Retention when it is zero.
+	DefaultRetention = 7 * 24 * time.Hour
+)
+
+// maxReasonBytes caps the error text Release stores.
+const maxReasonBytes = 4 << 10
+
+// Window statuses reported by State.Status.
+const (
+	// StatusRunning: the latest token claimed the window and has neither
+	// completed nor released it (its claim may have expired: see
+	// State.ClaimTTL).
+	StatusRunning = "running"
+	// StatusFailed: the latest attempt released the window after a failure.
+	StatusFailed = "failed"
+	// StatusDone: the window completed; it will not run again while the
+	// record lasts.
+	StatusDone = "done"
+)
+
+// Config configures a Store. The zero value of each duration picks its
+// default; Namespace is required.
+type Config struct {
+	// Namespace isolates one kjob deployment's keys from another's in the
+	// same Redis, e.g. "prod". Required; letters, digits, '_', '.', '-'.
+	// Every replica of a deployment must use the same one.
+	Namespace string
+	// ClaimTTL is how long a claim lives without Extend: how long a window
+	// whose worker crashed stays Busy before another worker re-runs it.
+	// Default 30s, minimum 100ms. Extend well within it (e.g. every
+	// ClaimTTL/3).
+	ClaimTTL time.Duration
+	// Retention is how long a window's record is kept after its last write,
+	// in particular how long a done window is reported AlreadyDone: the
+	// replay horizon. Default 7 days; must be at least ClaimTTL.
+	Retention time.Duration
+}
+
+// validate applies defaults and checks every field.
+func (c *Config) validate() error {
+	if c.Namespace == "" {
+		return errors.New(`dedupe: Config.Namespace is empty; set it to the deployment's name, e.g. "prod" (letters, digits, '_', '.', '-')`)
+	}
+	for _, r := range c.Namespace {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return fmt.Errorf("dedupe: Config.Namespace = %q contains %q; use only letters, digits, '_', '.', '-'", c.Namespace, r)
+		}
+	}
+	switch {
+	case c.ClaimTTL == 0:
+		c.ClaimTTL = DefaultClaimTTL
+	case c.ClaimTTL < MinClaimTTL:
+		return fmt.Errorf("dedupe: Config.ClaimTTL = %v is below the minimum %v; set it to at least %v, or 0 for the default %v",
+			c.ClaimTTL, MinClaimTTL, MinClaimTTL, DefaultClaimTTL)
+	}
+	switch {
+	case c.Retention == 0:
+		c.Retention = DefaultRetention
+	case c.Retention < c.ClaimTTL:
+		return fmt.Errorf("dedupe: Config.Retention = %v is shorter than Config.ClaimTTL = %v; set it to at least ClaimTTL, or 0 for the default %v",
+			c.Retention, c.ClaimTTL, DefaultRetention)
+	}
+	return nil
+}
+
+// Store is the idempotency store of one kjob deployment (one Namespace).
+// It is safe for concurrent use.
+type Store struct {
+	rdb       redis.UniversalClient
+	cfg       Config
+	claimMS   string
+	retainMS  string
+	keyPrefix string // "kjob:{<ns>:"
+}
+
+// New returns a Store using client, which may be a single-node, Sentinel or
+// Cluster client. It validates cfg (see Config for defaults and bounds) and
+// does not contact Redis.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("dedupe: New: client is nil; pass a redis.UniversalClient, e.g. redis.NewClient(opts)")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{
+		rdb:       client,
+		cfg:       cfg,
+		claimMS:   strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
+		retainMS:  strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
+		keyPrefix: "kjob:{" + cfg.Namespace + ":",
+	}, nil
+}
+
+// Outcome is the result of a Claim.
+type Outcome int
+
+const (
+	// Claimed: the caller holds the window with a new fencing token and
+	// must run it, then Complete or Release it.
+	Claimed Outcome = iota
+	// AlreadyDone: the window completed before; the caller skips it and
+	// acknowledges the record.
+	AlreadyDone
+	// Busy: another claim is live. The caller must neither run the window
+	// nor acknowledge past it; it looks again after Claim.Retry.
+	Busy
+)
+
+// String returns the constant's name.
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "Claimed"
+	case AlreadyDone:
+		return "AlreadyDone"
+	case Busy:
+		return "Busy"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Claim is the result of Store.Claim.
+type Claim struct {
+	// Outcome says what the caller must do.
+	Outcome Outcome
+	// WindowID is the claimed window's id.
+	WindowID string
+	// Token is the fencing token: for Claimed the caller's new token; for
+	// AlreadyDone the token that completed the window; for Busy the live
+	// holder's token.
+	Token int64
+	// Attempt counts the attempts at this window: including this one for
+	// Claimed, the attempts recorded so far otherwise.
+	Attempt int
+	// Holder is the owner of the live claim (Busy), the caller (Claimed), or
+	// the owner that completed the window (AlreadyDone).
+	Holder string
+	// Retry is, for Busy, the remaining TTL of the live claim: when to look
+	// again. Zero otherwise.
+	Retry time.Duration
+}
+
+// State is a window's record, for status and diagnostics.
+type State struct {
+	// Status is StatusRunning, StatusFailed or StatusDone.
+	Status string
+	// Token is the latest fencing token that claimed the window.
+	Token int64
+	// Attempts counts the claims of the window.
+	Attempts int
+	// Holder is the owner of the latest claim (for done: who completed it).
+	Holder string
+	// UpdatedAt is the Redis server's time of the latest transition.
+	UpdatedAt time.Time
+	// LastError is the reason given to the latest Release; it is kept after
+	// a later attempt succeeds.
+	LastError string
+	// ClaimTTL is the remaining lifetime of the live claim; 0 when no claim
+	// is live.
+	ClaimTTL time.Duration
+}
+
+// keys returns the window hash, claim and token counter keys of id.
+func (s *Store) keys(id string) (window, claim, token string, err error) {
+	job, _, ok := strings.Cut(id, "@")
+	if !ok {
+		return "", "", "", fmt.Errorf(`%w %q: no '@'; window ids are "<job>@<window>", e.g. "report@2026-11-22T10:00:00Z"`, ErrInvalidID, id)
+	}
+	if job == "" {
+		return "", "", "", fmt.Errorf(`%w %q: empty job name before '@'; window ids are "<job>@<window>"`, ErrInvalidID, id)
+	}
+	tag := s.keyPrefix + job + "}:"
+	return tag + "w:" + id, tag + "c:" + id, tag + "token", nil
+}
+
+// Claim tries to claim window id for owner, a string naming the caller
+// that should be unique per worker process (e.g. host/pid/random).
+//
+//   - A done window gives AlreadyDone (the caller skips and acknowledges it).
+//   - A live claim gives Busy (the caller waits Retry: it neither skips the
+//     window nor commits past it).
+//   - Otherwise the window gets a new fencing token from the job's counter,
+//     its attempt count grows by one, a claim lives for ClaimTTL, and the
+//     result is Claimed.
+func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
+	w, c, t, err := s.keys(id)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err)
+	}
+	v, err := claimScript.Run(ctx, s.rdb, []string{w, c, t}, owner, s.claimMS, s.retainMS).Result()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	cl, err := parseClaim(id, v)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	return cl, nil
+}
+
+// Extend keeps the claim of token on window id alive for another ClaimTTL;
+// call it periodically while the handler runs. It succeeds as long as token
+// is the window's latest claim and the window is neither done nor released,
+// even if the claim had expired (nobody re-claimed, so nobody else ran the
+// window); it then re-creates the claim. It returns ErrFenced if another
+// token claimed the window since (stop the handler: the window is someone
+// else's) and ErrAlreadyDone if the window is done.
+func (s *Store) Extend(ctx context.Context, id string, token int64) error {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return fmt.Errorf("extend: %w", err)
+	}
+	return s.cas(ctx, "extend", id, extendScript, []string{w, c}, strconv.FormatInt(token, 10), s.claimMS, s.retainMS)
+}
+
+// Complete marks window id done by compare-and-set on token: it succeeds iff
+// token is the window's latest claim and the window is neither done nor
+// released, even if the claim key expired (as long as nobody re-claimed,
+// nobody else ran the window). It records the time, deletes the claim and
+// keeps the record for Retention. It returns ErrAlreadyDone if the window is
+// done (by anyone; also when retrying a Complete whose reply was lost) and
+// ErrFenced if another token has claimed it since.
+func (s *Store) Complete(ctx context.Context, id string, token int64) error {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	return s.cas(ctx, "complete", id, completeScript, []string{w, c}, strconv.FormatInt(token, 10), s.retainMS)
+}
+
+// Release gives up the claim of token on window id after a failed attempt,
+// recording reason (truncated to 4 KiB) as the window's last error. The
+// next Claim succeeds at once with a higher token; the attempt count is
+// kept. Releasing again with the same token is a no-op. It returns ErrFenced
+// if the claim is not token's and ErrAlreadyDone if the window is done.
+func (s *Store) Release(ctx context.Context, id string, token int64, reason string) error {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return s.cas(ctx, "release", id, releaseScript, []string{w, c}, strconv.FormatInt(token, 10), truncate(reason, maxReasonBytes), s.retainMS)
+}
+
+// Forget deletes window id's record and any live claim, so the next Claim
+// runs it again (operators' replay --rerun). The job's token counter is
+// kept: the re-run gets a higher token than any earlier attempt, and an
+// attempt still running is fenced. Forgetting an unknown window is not an
+// error.
+func (s *Store) Forget(ctx context.Context, id string) error {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	if err := s.rdb.Del(ctx, w, c).Err(); err != nil {
+		return fmt.Errorf("forget %s: %w", id, err)
+	}
+	return nil
+}
+
+// State returns window id's record, or ErrNotFound if it has none.
+func (s *Store) State(ctx context.Context, id string) (State, error) {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return State{}, fmt.Errorf("state: %w", err)
+	}
+	v, err := stateScript.Run(ctx, s.rdb, []string{w, c}).Slice()
+	if errors.Is(err, redis.Nil) {
+		return State{}, fmt.Errorf("state %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("state %s: %w", id, err)
+	}
+	if len(v) != 7 {
+		return State{}, fmt.Errorf("state %s: dedupe: unexpected reply %#v", id, v)
+	}
+	status, ok0 := v[0].(string)
+	tok, ok1 := v[1].(string)
+	attempts, ok2 := v[2].(int64)
+	holder, ok3 := v[3].(string)
+	updated, ok4 := v[4].(int64)
+	lastErr, ok5 := v[5].(string)
+	pttl, ok6 := v[6].(int64)
+	token, perr := strconv.ParseInt(tok, 10, 64)
+	if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || perr != nil {
+		return State{}, fmt.Errorf("state %s: dedupe: unexpected reply %#v", id, v)
+	}
+	return State{
+		Status:    status,
+		Token:     token,
+		Attempts:  int(attempts),
+		Holder:    holder,
+		UpdatedAt: time.UnixMilli(updated),
+		LastError: lastErr,
+		ClaimTTL:  time.Duration(pttl) * time.Millisecond,
+	}, nil
+}
+
+// cas runs one of the compare-and-set scripts and maps its result code.
+func (s *Store) cas(ctx context.Context, op, id string, script *redis.Script, keys []string, args ...any) error {
+	res, err := script.Run(ctx, s.rdb, keys, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	return casResult(op, id, res)
+}
+
+func casResult(op, id string, res int64) error {
+	switch res {
+	case resOK:
+		return nil
+	case resDone:
+		return fmt.Errorf("%s %s: %w", op, id, ErrAlreadyDone)
+	case resFenced:
+		return fmt.Errorf("%s %s: %w", op, id, ErrFenced)
+	}
+	return fmt.Errorf("%s %s: dedupe: unexpected reply %d", op, id, res)
+}
+
+// parseClaim decodes claimScript's reply.
+func parseClaim(id string, v any) (Claim, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 5 {
+		return Claim{}, fmt.Errorf("dedupe: unexpected reply %#v", v)
+	}
+	outcome, ok0 := a[0].(int64)
+	tok, ok1 := a[1].(string)
+	attempts, ok2 := a[2].(int64)
+	holder, ok3 := a[3].(string)
+	pttl, ok4 := a[4].(int64)
+	token, err := strconv.ParseInt(tok, 10, 64)
+	if !(ok0 && ok1 && ok2 && ok3 && ok4) || err != nil || outcome < int64(Claimed) || outcome > int64(Busy) {
+		return Claim{}, fmt.Errorf("dedupe: unexpected reply %#v", v)
+	}
+	c := Claim{Outcome: Outcome(outcome), WindowID: id, Token: token, Attempt: int(attempts), Holder: holder}
+	if c.Outcome == Busy {
+		c.Retry = time.Duration(pttl) * time.Millisecond
+	}
+	return c, nil
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

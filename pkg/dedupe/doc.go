@@ -1,0 +1,100 @@
+// Package dedupe is kjob's Redis idempotency store: it makes running a job
+// window exactly-once-like across a consumer group of workers.
+//
+// A worker that receives a window calls Claim. If the window is already
+// done, it skips the record and commits its offset; if another worker holds
+// a live claim, it waits (it neither runs the window nor commits past it);
+// otherwise it gets a new fencing token, runs the handler while calling
+// Extend, and finally calls Complete, which marks the window done by
+// compare-and-set on the token. A failed attempt calls Release so the next
+// Claim can retry at once.
+//
+//	store, err := dedupe.New(rdb, dedupe.Config{Namespace: "prod"})
+//	...
+//	c, err := store.Claim(ctx, "report@2026-11-22T10:00:00Z", "worker-1/7f3a")
+//	if err != nil {
+//		return err // Redis unreachable: outcome unknown, retry, commit nothing
+//	}
+//	switch c.Outcome {
+//	case dedupe.AlreadyDone:
+//		// skip the window and commit its offset
+//	case dedupe.Busy:
+//		// someone else runs it: look again after c.Retry, commit nothing
+//	case dedupe.Claimed:
+//		// run the handler with c.Token, calling store.Extend every ClaimTTL/3;
+//		// then store.Complete(ctx, c.WindowID, c.Token), or store.Release on failure
+//	}
+//
+// # Guarantee
+//
+// A window is completed at most once: Complete succeeds only for the token
+// of the latest claim, and only while the window is not done. A handler can
+// start more than once for the same window: when its worker crashed or
+// stalled past ClaimTTL without Extend (the claim expires and the next
+// Claim re-runs it), or after Release. Every such re-run carries a strictly
+// higher fencing token, and the stale attempt's Complete, Extend and
+// Release fail with ErrFenced (or ErrAlreadyDone once the window is done).
+// A done window is reported AlreadyDone for Config.Retention after it
+// completed (the replay horizon); after that, or after Forget, its record is
+// gone and a new Claim runs it again.
+//
+// Redis is the source of truth for "done": run it with persistence (AOF) in
+// production. A Redis that loses its data forgets which windows ran.
+//
+// # Fencing tokens
+//
+// Tokens come from one INCR counter per (namespace, job) that never expires
+// and is never reset, not even by Forget. So tokens grow strictly per job,
+// across all of that job's windows: a downstream store keyed by job can
+// remember the highest token it has accepted and reject writes carrying a
+// lower one, which stops a zombie attempt that lost its claim from
+// overwriting the work of a newer one. Tokens of different jobs are
+// unrelated (each job's counter starts at 1).
+//
+// # Key layout
+//
+// Every key of a window carries the hash tag {<namespace>:<job>}, where job
+// is the part of the window id before the first '@'. So every key one
+// script touches lives in one Redis Cluster slot, and different jobs spread
+// across the cluster:
+//
+//	kjob:{<ns>:<job>}:w:<id>  hash: status, token, attempts, holder,
+//	                          updated_ms, last_error; TTL Retention,
+//	                          refreshed on every write
+//	kjob:{<ns>:<job>}:c:<id>  string "<token>|<owner>", PX ClaimTTL: the
+//	                          live claim
+//	kjob:{<ns>:<job>}:token   INCR counter of fencing tokens; no TTL
+//
+// # States
+//
+// A window's record moves through these states (State.Status):
+//
+//	(no record) --Claim--> running --Complete--> done
+//	                       running --Release---> failed --Claim--> running
+//	                       running --claim expires, Claim--> running (new token)
+//	done --Retention passes, or Forget--> (no record)
+//
+// "running" means the latest token claimed it and neither completed nor
+// released it; State.ClaimTTL tells whether that claim is still live (0: it
+// expired, its holder crashed or stalled, and the next Claim takes over).
+// Until someone re-claims, the holder of an expired claim may still Extend
+// or Complete: nobody else has run the window.
+//
+// Every transition is one Lua script (EVALSHA, falling back to EVAL), so it
+// is atomic on the server. Timestamps (updated_ms) come from the Redis
+// server's TIME inside the scripts: one clock for every worker, never a
+// comparison of clocks across machines. Expiry uses Redis TTLs (PX), so
+// correctness never depends on any clock but the server's. Redis 5 or later
+// is required (scripts that read TIME and then write).
+//
+// # Errors
+//
+// Conditions callers branch on are sentinels (ErrFenced, ErrAlreadyDone,
+// ErrNotFound, ErrInvalidID), matched with errors.Is. Any other error, for
+// example an unreachable Redis, is returned wrapped with the operation and
+// window id: the outcome is unknown and the caller should retry later
+// without acknowledging the window. Retrying is safe: a Claim whose reply
+// was lost reports Busy (held by the caller's own owner string) until the
+// claim expires, a repeated Complete reports ErrAlreadyDone, and a repeated
+// Release or Extend succeeds.
+package dedupe
