@@ -1,0 +1,559 @@
+package producer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/pkg/topic"
+)
+
+// ErrFenced is returned (wrapped) when a newer holder of the transactional
+// id has fenced this producer: another replica took over publishing.
+var ErrFenced = errors.New("producer: fenced by a newer producer with the same transactional id")
+
+// Elector runs lead while this replica holds leadership; lead's context is
+// cancelled when leadership is lost. *lease.Elector implements it.
+type Elector interface {
+	Run(ctx context.Context, lead func(ctx context.Context) error) error
+}
+
+// Config configures a Producer. Zero values take the documented defaults.
+type Config struct {
+	// Brokers are the seed brokers (required).
+	Brokers []string
+	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
+	// logging, hooks).
+	ClientOpts []kgo.Opt
+	// Topic receives the window records. Default "kjob.windows".
+	Topic string
+	// StateTopic is the compacted topic holding the last published window of
+	// each job. Default Topic + ".state".
+	StateTopic string
+	// Partitions is the windows topic's partition count when it is created
+	// (default 1). An existing topic with another count stops Run.
+	Partitions int32
+	// ReplicationFactor for created topics (default 1).
+	ReplicationFactor int16
+	// TransactionalID is the one transactional id of this kjob deployment:
+	// every producer replica of the deployment must use the same value, and
+	// no other deployment may. Default "kjob-producer-" + Topic.
+	TransactionalID string
+	// TransactionTimeout bounds how long an open transaction of a crashed
+	// leader can hold back read-committed consumers. Default 10s.
+	TransactionTimeout time.Duration
+	// Jobs are the validated jobs to publish (required, from pkg/schedule).
+	Jobs []*schedule.Job
+	// Elector decides leadership (required).
+	Elector Elector
+	// MaxBatch bounds the windows published in one transaction. Default 500.
+	MaxBatch int
+	// Clock is the time source. Default the system clock.
+	Clock clock.Clock
+	// Logger receives logs. Default slog.Default().
+	Logger *slog.Logger
+	// OnPublished, if set, is called after each committed transaction with
+	// the windows it published.
+	OnPublished func([]Published)
+	// OnSkipped, if set, is called when windows older than a job's catch-up
+	// limit are skipped.
+	OnSkipped func(job string, count int)
+}
+
+// Published describes one window a committed transaction made visible.
+type Published struct {
+	ID          string
+	Job         string
+	Trigger     jobmsg.Trigger
+	Start       time.Time
+	PublishedAt time.Time
+}
+
+// Producer publishes windows while its replica leads. Create it with New.
+type Producer struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is a snapshot of what the producer is doing, for status pages.
+type Status struct {
+	// Leading reports whether this replica is publishing now.
+	Leading bool
+	// Epoch is the producer epoch of the current term (transactional fencing
+	// epoch), valid while Leading.
+	Epoch int16
+	// Last maps job name to the start of the last window published.
+	Last map[string]time.Time
+	// Next maps job name to the start of its next window.
+	Next map[string]time.Time
+}
+
+const (
+	defaultTopic    = "kjob.windows"
+	defaultMaxBatch = 500
+)
+
+// New validates cfg and returns a Producer.
+func New(cfg Config) (*Producer, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("producer: Brokers is empty: set at least one seed broker (e.g. 127.0.0.1:9092)")
+	}
+	if cfg.Elector == nil {
+		return nil, errors.New("producer: Elector is nil: use lease.NewElector")
+	}
+	if len(cfg.Jobs) == 0 {
+		return nil, errors.New("producer: Jobs is empty: load a schedules file with schedule.Load")
+	}
+	seen := map[string]bool{}
+	for i, j := range cfg.Jobs {
+		if j == nil {
+			return nil, fmt.Errorf("producer: Jobs[%d] is nil", i)
+		}
+		if seen[j.Name] {
+			return nil, fmt.Errorf("producer: Jobs[%d]: job name %q appears twice: names must be unique", i, j.Name)
+		}
+		seen[j.Name] = true
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = defaultTopic
+	}
+	if cfg.StateTopic == "" {
+		cfg.StateTopic = cfg.Topic + ".state"
+	}
+	if cfg.StateTopic == cfg.Topic {
+		return nil, fmt.Errorf("producer: StateTopic = %q is the windows topic: use a separate topic (default %q)", cfg.StateTopic, cfg.Topic+".state")
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.Partitions < 0 {
+		return nil, fmt.Errorf("producer: Partitions = %d: must be at least 1", cfg.Partitions)
+	}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = 1
+	}
+	if cfg.ReplicationFactor < 0 {
+		return nil, fmt.Errorf("producer: ReplicationFactor = %d: must be at least 1", cfg.ReplicationFactor)
+	}
+	if cfg.TransactionalID == "" {
+		cfg.TransactionalID = "kjob-producer-" + cfg.Topic
+	}
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = 10 * time.Second
+	}
+	if cfg.TransactionTimeout < time.Second {
+		return nil, fmt.Errorf("producer: TransactionTimeout = %v: must be at least 1s", cfg.TransactionTimeout)
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = defaultMaxBatch
+	}
+	if cfg.MaxBatch < 1 {
+		return nil, fmt.Errorf("producer: MaxBatch = %d: must be at least 1", cfg.MaxBatch)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Producer{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Status returns a snapshot of the producer's state.
+func (p *Producer) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.status
+	s.Last = make(map[string]time.Time, len(p.status.Last))
+	for k, v := range p.status.Last {
+		s.Last[k] = v
+	}
+	s.Next = make(map[string]time.Time, len(p.status.Next))
+	for k, v := range p.status.Next {
+		s.Next[k] = v
+	}
+	return s
+}
+
+// Run creates the topics if missing (stopping with an error wrapping
+// topic.ErrMismatch if they exist with other settings), then campaigns for
+// leadership and publishes while leading. It returns when ctx is done and
+// every goroutine it started has exited.
+func (p *Producer) Run(ctx context.Context) error {
+	if err := p.ensureTopics(ctx); err != nil {
+		return err
+	}
+	err := p.cfg.Elector.Run(ctx, p.lead)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (p *Producer) ensureTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("producer: kafka client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	backoff := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = topic.Ensure(tctx, adm,
+			topic.Spec{Name: p.cfg.Topic, Partitions: p.cfg.Partitions, ReplicationFactor: p.cfg.ReplicationFactor},
+			topic.Spec{Name: p.cfg.StateTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor, Compacted: true},
+		)
+		cancel()
+		if err == nil || errors.Is(err, topic.ErrMismatch) {
+			return err
+		}
+		p.log.Warn("cannot reach kafka to check topics; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// lead runs leadership terms until ctx (leadership) ends. A term ends on a
+// Kafka error; the next term fences again and re-reads the state, so no
+// window is published twice whatever state the failed transaction left.
+func (p *Producer) lead(ctx context.Context) error {
+	defer p.setLeading(false, 0)
+	backoff := 100 * time.Millisecond
+	for {
+		err := p.term(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrFenced) {
+			return err // another replica publishes; let the elector re-campaign
+		}
+		p.log.Warn("publishing term ended; starting a new one", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (p *Producer) setLeading(leading bool, epoch int16) {
+	p.mu.Lock()
+	p.status.Leading, p.status.Epoch = leading, epoch
+	p.mu.Unlock()
+}
+
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
+
+func (p *Producer) term(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.TransactionalID(p.cfg.TransactionalID),
+		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Kafka's Java client
+	}, p.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("producer: kafka client: %w", err)
+	}
+	defer cl.Close()
+
+	// Fence first: bumping the epoch of the transactional id makes every
+	// older holder's writes fail and aborts its open transaction.
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		if isFenced(err) {
+			return fmt.Errorf("init producer id: %w: %w", ErrFenced, err)
+		}
+		return fmt.Errorf("init producer id: %w", err)
+	}
+	state, err := p.readState(ctx, cl)
+	if err != nil {
+		return err
+	}
+	p.setLeading(true, epoch)
+	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(p.cfg.Jobs), "known_jobs", len(state))
+
+	q := newQueue()
+	now := p.cfg.Clock.Now()
+	var catchup []window
+	for _, j := range p.cfg.Jobs {
+		if !j.Enabled {
+			continue
+		}
+		last, known := state[j.Name]
+		if known {
+			due, skipped := missed(j, last, now)
+			if skipped > 0 {
+				p.log.Warn("skipping windows older than the catch-up limit", "job", j.Name, "count", skipped, "catchup", j.Catchup, "last_published", last)
+				if p.cfg.OnSkipped != nil {
+					p.cfg.OnSkipped(j.Name, skipped)
+				}
+			}
+			for _, w := range due {
+				catchup = append(catchup, window{job: j, start: w, trigger: jobmsg.TriggerCatchup})
+			}
+		}
+		from := now
+		if last.After(from) { // a previous leader's clock ran ahead of ours
+			from = last
+		}
+		q.push(j, j.Next(from))
+	}
+	p.setNext(q)
+	for len(catchup) > 0 {
+		n := min(len(catchup), p.cfg.MaxBatch)
+		if err := p.publish(ctx, cl, catchup[:n]); err != nil {
+			return err
+		}
+		catchup = catchup[n:]
+	}
+
+	timer := p.cfg.Clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		at, ok := q.peek()
+		if !ok {
+			<-ctx.Done() // every job is disabled or has no future windows
+			return nil
+		}
+		timer.Reset(at.Sub(p.cfg.Clock.Now()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C():
+		}
+		now := p.cfg.Clock.Now()
+		var batch []window
+		for len(batch) < p.cfg.MaxBatch {
+			at, ok := q.peek()
+			if !ok || at.After(now) {
+				break
+			}
+			j, w := q.pop()
+			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule})
+			q.push(j, j.Next(w))
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := p.publish(ctx, cl, batch); err != nil {
+			return err
+		}
+		p.setNext(q)
+	}
+}
+
+// missed returns the windows after last and up to now that are within the
+// job's catch-up limit, and how many older ones are skipped.
+func missed(j *schedule.Job, last, now time.Time) (due []time.Time, skipped int) {
+	const maxCount = 1_000_000 // stop counting skipped windows here
+	cutoff := now.Add(-j.Catchup)
+	w := j.Next(last)
+	for ; !w.IsZero() && w.Before(cutoff); w = j.Next(w) {
+		if skipped++; skipped == maxCount {
+			w = j.Next(cutoff.Add(-time.Nanosecond))
+			break
+		}
+	}
+	for ; !w.IsZero() && !w.After(now); w = j.Next(w) {
+		due = append(due, w)
+	}
+	return due, skipped
+}
+
+type window struct {
+	job     *schedule.Job
+	start   time.Time
+	trigger jobmsg.Trigger
+}
+
+type stateValue struct {
+	V           int       `json:"v"`
+	Job         string    `json:"job"`
+	LastWindow  time.Time `json:"last_window"`
+	LastID      string    `json:"last_id"`
+	PublishedAt time.Time `json:"published_at"`
+}
+
+// publish writes the windows and the jobs' new state in one transaction.
+func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) error {
+	now := p.cfg.Clock.Now()
+	recs := make([]*kgo.Record, 0, 2*len(ws))
+	last := map[string]window{}
+	out := make([]Published, 0, len(ws))
+	for _, w := range ws {
+		msg := &jobmsg.Message{
+			ID:          jobmsg.WindowID(w.job.Name, w.start),
+			Job:         w.job.Name,
+			Handler:     w.job.Handler,
+			Window:      jobmsg.Window{Start: w.start.UTC(), End: w.job.Next(w.start).UTC()},
+			ScheduledAt: w.start.UTC(),
+			PublishedAt: now.UTC(),
+			Trigger:     w.trigger,
+			Payload:     w.job.Payload,
+			Policy: jobmsg.Policy{
+				Timeout:     jobmsg.Duration(w.job.Timeout),
+				MaxAttempts: w.job.Retries.MaxAttempts,
+				Backoff:     jobmsg.Duration(w.job.Retries.Backoff),
+				MaxBackoff:  jobmsg.Duration(w.job.Retries.MaxBackoff),
+			},
+		}
+		rec, err := jobmsg.Record(p.cfg.Topic, msg)
+		if err != nil {
+			// A job that cannot be encoded is a configuration error that
+			// schedule validation should have caught; do not block the others.
+			p.log.Error("cannot encode window; skipping it", "job", w.job.Name, "window", msg.ID, "err", err)
+			continue
+		}
+		recs = append(recs, rec)
+		out = append(out, Published{ID: msg.ID, Job: msg.Job, Trigger: msg.Trigger, Start: msg.Window.Start, PublishedAt: msg.PublishedAt})
+		if l, ok := last[w.job.Name]; !ok || w.start.After(l.start) {
+			last[w.job.Name] = w
+		}
+	}
+	for name, w := range last {
+		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: jobmsg.WindowID(name, w.start), PublishedAt: now.UTC()})
+		recs = append(recs, &kgo.Record{Topic: p.cfg.StateTopic, Key: []byte(name), Value: b})
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if aerr := cl.EndTransaction(actx, kgo.TryAbort); aerr != nil {
+			p.log.Warn("abort transaction failed", "err", aerr)
+		}
+		if isFenced(err) {
+			return fmt.Errorf("produce: %w: %w", ErrFenced, err)
+		}
+		return fmt.Errorf("produce %d records: %w", len(recs), err)
+	}
+	// Do not cancel EndTransaction (see kgo docs): once the records are
+	// written, finishing the commit is the right thing even if leadership is
+	// being lost; fencing protects against a concurrent leader.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
+		if isFenced(err) {
+			return fmt.Errorf("commit: %w: %w", ErrFenced, err)
+		}
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	p.mu.Lock()
+	if p.status.Last == nil {
+		p.status.Last = map[string]time.Time{}
+	}
+	for name, w := range last {
+		p.status.Last[name] = w.start
+	}
+	p.mu.Unlock()
+	for _, o := range out {
+		p.log.Info("published", "job", o.Job, "window", o.ID, "trigger", string(o.Trigger), "late", now.Sub(o.Start).Round(time.Microsecond))
+	}
+	if p.cfg.OnPublished != nil {
+		p.cfg.OnPublished(out)
+	}
+	return nil
+}
+
+// readState reads the state topic to its end, read-committed. The caller
+// has already fenced, so no transaction of an older producer is still open.
+func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.cfg.StateTopic)
+	if err != nil {
+		return nil, fmt.Errorf("read state: list end offsets of %s: %w", p.cfg.StateTopic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("read state: list end offsets of %s: %w", p.cfg.StateTopic, err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	state := map[string]time.Time{}
+	if len(want) == 0 {
+		return state, nil
+	}
+	parts := map[int32]kgo.Offset{}
+	for part := range want {
+		parts[part] = kgo.NewOffset().AtStart()
+	}
+	cons, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.StateTopic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // the last offset may be a transaction marker
+	}, p.cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	defer cons.Close()
+	for len(want) > 0 {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read state: %s not read to its end %v within 30s: %w", p.cfg.StateTopic, want, err)
+		}
+		var ferr error
+		fs.EachError(func(t string, part int32, err error) { ferr = fmt.Errorf("read state: fetch %s[%d]: %w", t, part, err) })
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset >= end-1 {
+				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() || r.Value == nil {
+				return
+			}
+			var v stateValue
+			if err := json.Unmarshal(r.Value, &v); err != nil || v.Job == "" {
+				p.log.Warn("ignoring unreadable state record", "offset", r.Offset, "key", string(r.Key), "err", err)
+				return
+			}
+			state[v.Job] = v.LastWindow
+		})
+	}
+	p.mu.Lock()
+	p.status.Last = map[string]time.Time{}
+	for k, v := range state {
+		p.status.Last[k] = v
+	}
+	p.mu.Unlock()
+	return state, nil
+}
+
+func (p *Producer) setNext(q *queue) {
+	next := q.snapshot()
+	p.mu.Lock()
+	p.status.Next = next
+	p.mu.Unlock()
+}

@@ -1,0 +1,45 @@
+package schedule
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ValidationError is one problem in a schedules file. Parse joins all of a
+// file's problems with errors.Join; use errors.As to get at the first, or
+// unwrap the join (interface{ Unwrap() []error }) to get at each.
+type ValidationError struct {
+	// File is the schedules file's path as given to Parse or Load.
+	File string
+	// Line is the 1-based line of the offending node; 0 if unknown.
+	Line int
+	// Field is the path of the offending field, such as "jobs[1].timezone";
+	// "" for a problem with the file as a whole (invalid YAML).
+	Field string
+	// Value is the offending value as written; "" if there is none to show.
+	Value string
+	// Msg says what is wrong and how to fix it.
+	Msg string
+}
+
+// Error formats the problem as "file:line: field: "value": message",
+// leaving out the parts that are empty.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	if e.Field != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Field)
+	}
+	if e.Value != "" {
+		b.WriteString(": ")
+		b.WriteString(strconv.Quote(e.Value))
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}

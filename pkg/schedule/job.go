@@ -1,0 +1,100 @@
+package schedule
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Defaults applied to fields a job leaves out.
+const (
+	DefaultTimeout     = time.Minute
+	DefaultMaxAttempts = 3
+	DefaultBackoff     = time.Second
+	DefaultMaxBackoff  = time.Minute
+)
+
+// MaxPayloadBytes bounds a job's payload once converted to JSON, so that a
+// window record stays well below the wire format's size limit.
+const MaxPayloadBytes = 64 << 10
+
+// Job is one validated job from a schedules file.
+type Job struct {
+	// Name is the job's name: lower-case letters, digits and '-', at most
+	// 63 characters, starting and ending with a letter or digit (like a
+	// DNS label).
+	Name string
+	// Spec is the cron spec as written.
+	Spec string
+	// Timezone is the IANA time zone name as written; "" means UTC.
+	Timezone string
+	// Location is the loaded time zone (time.UTC when Timezone is "").
+	Location *time.Location
+	// Handler names the worker handler that runs the job: lower-case
+	// letters, digits, '-', '.' and '_'.
+	Handler string
+	// Payload is the job's payload as a JSON object; "{}" when absent.
+	Payload json.RawMessage
+	// Timeout bounds one attempt (default 1m); always > 0.
+	Timeout time.Duration
+	// Catchup is how old a missed window may be and still be published
+	// when a leader takes over; 0 (the default) means never.
+	Catchup time.Duration
+	// Retries is the job's retry policy.
+	Retries RetryPolicy
+	// Enabled reports whether the producer publishes the job (default true).
+	Enabled bool
+	// File is the schedules file the job came from.
+	File string
+	// Line is the line of the job's mapping in File.
+	Line int
+
+	sched Schedule
+}
+
+// RetryPolicy says how often and how fast a failing window is retried.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts in all, the first included
+	// (default 3, at least 1).
+	MaxAttempts int
+	// Backoff is the delay before the second attempt (default 1s, > 0).
+	Backoff time.Duration
+	// MaxBackoff caps the delay between attempts (default 1m, >= Backoff).
+	MaxBackoff time.Duration
+}
+
+// Schedule returns the job's parsed schedule. For a Job that did not come
+// from Parse it parses Spec in Location on each call.
+func (j *Job) Schedule() (Schedule, error) {
+	if j.sched != nil {
+		return j.sched, nil
+	}
+	return ParseSpec(j.Spec, j.Location)
+}
+
+// Next returns the job's first window start strictly after t, in UTC; the
+// zero time if there is none (or, for a hand-made Job, if Spec is invalid).
+func (j *Job) Next(t time.Time) time.Time {
+	s, err := j.Schedule()
+	if err != nil {
+		return time.Time{}
+	}
+	return s.Next(t)
+}
+
+// Windows returns the window starts w with from < w <= to, in order, at
+// most max of them (max <= 0 means no limit): the windows missed between
+// two instants, for catch-up.
+func (j *Job) Windows(from, to time.Time, max int) []time.Time {
+	s, err := j.Schedule()
+	if err != nil {
+		return nil
+	}
+	var out []time.Time
+	for w := s.Next(from); !w.IsZero() && !w.After(to); w = s.Next(w) {
+		if max > 0 && len(out) >= max {
+			break
+		}
+		out = append(out, w)
+	}
+	return out
+}
