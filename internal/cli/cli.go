@@ -177,6 +177,9 @@ func (o RedisOptions) Client() (redis.UniversalClient, error) {
 	u := &redis.UniversalOptions{
 		Addrs: []string{opt.Addr}, DB: opt.DB, Username: opt.Username, Password: opt.Password,
 		TLSConfig: opt.TLSConfig, MasterName: o.MasterName,
+		// Honour context deadlines, so a hung server cannot hold up the
+		// lease's renewals or the worker's claims past their deadlines.
+		ContextTimeoutEnabled: true,
 	}
 	if o.Addrs != "" {
 		u.Addrs = strings.Split(o.Addrs, ",")

@@ -95,7 +95,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"missing job", edit(func(m map[string]any) { delete(m, "job") }), `jobmsg: job: required`, false},
 		{"job wrong type", edit(func(m map[string]any) { m["job"] = 5 }), `jobmsg: job: number: want string`, false},
 		{"missing handler", edit(func(m map[string]any) { m["handler"] = "" }), `jobmsg: handler: required`, false},
-		{"bad start", edit(func(m map[string]any) { m["window"] = map[string]any{"start": "yesterday", "end": "2026-11-22T11:00:00Z"} }), `jobmsg: window.start: "yesterday": want an RFC 3339 time such as 2026-11-22T10:00:00Z`, false},
+		{"bad start", edit(func(m map[string]any) {
+			m["window"] = map[string]any{"start": "yesterday", "end": "2026-11-22T11:00:00Z"}
+		}), `jobmsg: window.start: "yesterday": want an RFC 3339 time such as 2026-11-22T10:00:00Z`, false},
 		{"end before start", edit(func(m map[string]any) {
 			m["window"] = map[string]any{"start": "2026-11-22T11:00:00Z", "end": "2026-11-22T10:00:00Z"}
 		}), `jobmsg: window.end: "2026-11-22T10:00:00Z": must be after window.start 2026-11-22T11:00:00Z`, false},

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/kjob/kjob/internal/cli"
+)
+
+const demoUsage = `kjobctl demo: run kjob end to end on this machine.
+
+Starts the embedded broker (kjobctl dev-broker), Redis (a real redis-server
+when one is on PATH, else the in-process miniredis fallback, and says which),
+two producers and three workers as separate processes, with example jobs that
+fire every few seconds. A ledger (an HTTP endpoint the "http" jobs call)
+counts executions per window, so the output shows each window ran once.
+Ctrl-C stops everything cleanly and prints a summary.
+
+Usage: kjobctl demo [flags]`
+
+type demoConfig struct {
+	bin, dir           string
+	producers, workers int
+	partitions         int
+	duration           time.Duration
+	handoverAfter      time.Duration
+	verbose            bool
+}
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c demoConfig
+	f := cli.NewFlags("demo", demoUsage)
+	f.SetOutput(stderr)
+	f.String(&c.bin, "bin", "", "", "directory holding the producer and worker binaries (default: next to kjobctl)")
+	f.String(&c.dir, "dir", "", "", "working directory for data and logs (default: a new temp dir)")
+	f.Int(&c.producers, "producers", "", 2, "producer replicas")
+	f.Int(&c.workers, "workers", "", 3, "worker replicas")
+	f.Int(&c.partitions, "partitions", "", 3, "partitions of the windows topic")
+	f.Duration(&c.duration, "duration", "", 0, "stop after this long (0: run until Ctrl-C)")
+	f.Duration(&c.handoverAfter, "handover-after", "", 0, "if set, SIGTERM the leading producer after this long to show a handover")
+	f.Bool(&c.verbose, "verbose", "", false, "print every log line of every process")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if c.bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		c.bin = filepath.Dir(exe)
+	}
+	for _, b := range []string{"producer", "worker"} {
+		if _, err := os.Stat(filepath.Join(c.bin, b)); err != nil {
+			return fmt.Errorf("--bin %q: no %s binary there; build with `make build` or pass --bin: %w", c.bin, b, errUsage)
+		}
+	}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "kjob-demo-")
+		if err != nil {
+			return err
+		}
+		c.dir = d
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	d := &demoRun{cfg: c, out: stdout, seen: map[string][]execution{}}
+	return d.run(ctx)
+}
+
+type execution struct {
+	Worker string
+	Token  int64
+	Late   time.Duration
+}
+
+type demoRun struct {
+	cfg demoConfig
+	out io.Writer
+
+	outMu  sync.Mutex
+	mu     sync.Mutex
+	seen   map[string][]execution
+	procs  []*proc
+	leader string
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (d *demoRun) say(format string, args ...any) {
+	d.outMu.Lock()
+	defer d.outMu.Unlock()
+	fmt.Fprintf(d.out, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (d *demoRun) run(ctx context.Context) (err error) {
+	d.say("demo: working directory %s", d.cfg.dir)
+	defer d.stopAll()
+
+	// Kafka: the embedded broker as its own process.
+	bport, err := freePort()
+	if err != nil {
+		return err
+	}
+	broker := fmt.Sprintf("127.0.0.1:%d", bport)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := d.start("broker", self, "dev-broker", "--listen", broker, "--data-dir", filepath.Join(d.cfg.dir, "kafka")); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, broker); err != nil {
+		return fmt.Errorf("broker did not start: %w", err)
+	}
+	d.say("demo: Kafka: embedded broker (kfake) at %s", broker)
+
+	// Redis: a real server if installed, else the labelled fallback.
+	rport, err := freePort()
+	if err != nil {
+		return err
+	}
+	redisAddr := fmt.Sprintf("127.0.0.1:%d", rport)
+	if bin, lerr := exec.LookPath("redis-server"); lerr == nil {
+		if err := d.start("redis", bin, "--port", strconv.Itoa(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", d.cfg.dir); err != nil {
+			return err
+		}
+		if err := waitTCP(ctx, redisAddr); err != nil {
+			return fmt.Errorf("redis-server did not start: %w", err)
+		}
+		d.say("demo: Redis: real redis-server (%s) at %s", bin, redisAddr)
+	} else {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr(redisAddr); err != nil {
+			return fmt.Errorf("miniredis: %w", err)
+		}
+		defer m.Close()
+		d.say("demo: Redis: redis-server not found on PATH; using the in-process miniredis FALLBACK at %s (install redis-server for the real thing)", redisAddr)
+	}
+
+	// The ledger: the http handler POSTs every execution here.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(d.ledger), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	ledgerURL := "http://" + ln.Addr().String() + "/ledger"
+
+	schedules := filepath.Join(d.cfg.dir, "schedules.yaml")
+	if err := os.WriteFile(schedules, []byte(fmt.Sprintf(demoSchedules, ledgerURL, ledgerURL)), 0o644); err != nil {
+		return err
+	}
+	d.say("demo: schedules file %s (jobs: heartbeat every 2s, report every 5s, slow-sync every 7s; all call the ledger)", schedules)
+
+	env := []string{
+		"KJOB_BROKERS=" + broker,
+		"KJOB_REDIS_URL=redis://" + redisAddr,
+		"KJOB_SCHEDULES=" + schedules,
+		"KJOB_PARTITIONS=" + strconv.Itoa(d.cfg.partitions),
+		"KJOB_NAMESPACE=demo",
+		"KJOB_HTTP_ADDR=",
+		"KJOB_SESSION_TIMEOUT=6s",
+	}
+	for i := 1; i <= d.cfg.producers; i++ {
+		name := fmt.Sprintf("producer-%d", i)
+		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "producer")); err != nil {
+			return err
+		}
+	}
+	for i := 1; i <= d.cfg.workers; i++ {
+		name := fmt.Sprintf("worker-%d", i)
+		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "worker")); err != nil {
+			return err
+		}
+	}
+	d.say("demo: started %d producers and %d workers; Ctrl-C stops everything", d.cfg.producers, d.cfg.workers)
+
+	var handover <-chan time.Time
+	if d.cfg.handoverAfter > 0 {
+		handover = time.After(d.cfg.handoverAfter)
+	}
+	summary := time.NewTicker(15 * time.Second)
+	defer summary.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.say("demo: stopping")
+			d.stopAll()
+			d.summary(true)
+			return nil
+		case <-summary.C:
+			d.summary(false)
+		case <-handover:
+			d.handover()
+		}
+	}
+}
+
+const demoSchedules = `# kjob demo schedules: every job calls the demo's ledger through the http handler.
+jobs:
+  - name: heartbeat
+    schedule: "@every 2s"
+    handler: http
+    payload: {url: "%s"}
+    timeout: 5s
+    catchup: 1m
+  - name: report
+    schedule: "*/5 * * * * *"   # seconds field: every 5 s
+    timezone: Europe/Berlin
+    handler: http
+    payload: {url: "%s"}
+    timeout: 5s
+    catchup: 1m
+  - name: slow-sync
+    schedule: "@every 7s"
+    handler: sleep
+    payload: {duration: 1500ms}
+    timeout: 5s
+    catchup: 1m
+`
+
+func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		WindowID     string    `json:"window_id"`
+		Worker       string    `json:"worker"`
+		FencingToken int64     `json:"fencing_token"`
+		WindowStart  time.Time `json:"window_start"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	late := time.Since(b.WindowStart)
+	d.mu.Lock()
+	d.seen[b.WindowID] = append(d.seen[b.WindowID], execution{Worker: b.Worker, Token: b.FencingToken, Late: late})
+	n := len(d.seen[b.WindowID])
+	d.mu.Unlock()
+	mark := "executed once"
+	if n > 1 {
+		mark = fmt.Sprintf("EXECUTED %d TIMES", n)
+	}
+	d.say("ledger: %-40s by %-9s token %-4d %s (%.1f ms after window start)", b.WindowID, b.Worker, b.FencingToken, mark, float64(late.Microseconds())/1000)
+}
+
+func (d *demoRun) summary(final bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var lates []time.Duration
+	dups := 0
+	for _, ex := range d.seen {
+		if len(ex) > 1 {
+			dups++
+		}
+		lates = append(lates, ex[0].Late)
+	}
+	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
+	q := func(p float64) string {
+		if len(lates) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f ms", float64(lates[int(p*float64(len(lates)-1))].Microseconds())/1000)
+	}
+	label := "summary"
+	if final {
+		label = "final summary"
+	}
+	d.say("demo %s: %d windows executed via the ledger, %d executed more than once; window start -> handler lateness p50 %s, p99 %s, max %s",
+		label, len(d.seen), dups, q(0.5), q(0.99), q(1))
+}
+
+// handover stops the producer that currently leads (the one whose log last
+// said it is publishing as leader) to show a standby taking over.
+func (d *demoRun) handover() {
+	d.mu.Lock()
+	leader := d.leader
+	d.mu.Unlock()
+	for _, p := range d.procs {
+		if p.name == leader {
+			d.say("demo: sending SIGTERM to the leading producer %s to show a handover", leader)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			return
+		}
+	}
+	d.say("demo: no leading producer known yet; skipping the handover")
+}
+
+func (d *demoRun) start(name, bin string, args ...string) error {
+	return d.startEnv(name, nil, bin, args...)
+}
+
+func (d *demoRun) startEnv(name string, env []string, bin string, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches only us; we stop children in order
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+		close(p.done)
+	}()
+	go d.relay(name, pr)
+	d.mu.Lock()
+	d.procs = append(d.procs, p)
+	d.mu.Unlock()
+	return nil
+}
+
+// interesting picks the log lines the demo shows by default: leadership,
+// partition ownership, publications and failures.
+var interesting = []string{
+	"lease acquired", "lease lost", "lease released", "acquired", "publishing as leader", "published",
+	"assigned", "revoked", "lost", "dead-letter", "level=WARN", "level=ERROR", "listening", "skipping",
+}
+
+func (d *demoRun) relay(name string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "publishing as leader") {
+			d.mu.Lock()
+			d.leader = name
+			d.mu.Unlock()
+		}
+		show := d.cfg.verbose
+		for _, s := range interesting {
+			if strings.Contains(line, s) {
+				show = true
+				break
+			}
+		}
+		if show {
+			d.say("[%s] %s", name, line)
+		}
+	}
+}
+
+// stopAll stops workers and producers first (SIGTERM, so they finish
+// in-flight work, commit and leave), then Redis and the broker.
+func (d *demoRun) stopAll() {
+	d.mu.Lock()
+	procs := d.procs
+	d.procs = nil
+	d.mu.Unlock()
+	order := func(p *proc) int {
+		switch {
+		case strings.HasPrefix(p.name, "worker"), strings.HasPrefix(p.name, "producer"):
+			return 0
+		case p.name == "redis":
+			return 1
+		}
+		return 2
+	}
+	for stage := 0; stage <= 2; stage++ {
+		var wait []*proc
+		for _, p := range procs {
+			if order(p) == stage {
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				wait = append(wait, p)
+			}
+		}
+		for _, p := range wait {
+			select {
+			case <-p.done:
+			case <-time.After(20 * time.Second):
+				d.say("demo: %s did not stop within 20s; killing it", p.name)
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+	}
+}
+
+func waitTCP(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,156 @@
+// Command producer publishes kjob job windows. Run two or more replicas: one
+// holds the lease and publishes each job's windows at their start times in
+// Kafka transactions; the others stand by and take over when it stops.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/schedule"
+)
+
+const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.
+
+Usage: producer [flags]`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	var (
+		brokers, topic, stateTopic, txnID, schedules, namespace, id, httpAddr, logFormat, logLevel string
+		redisOpts                                                                                  cli.RedisOptions
+		partitions, rf                                                                             int
+		leaseTTL, renew, txnTimeout                                                                time.Duration
+	)
+	f := cli.NewFlags("producer", usage)
+	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+	f.String(&topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic to publish windows to")
+	f.String(&stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)")
+	f.Int(&partitions, "partitions", "KJOB_PARTITIONS", 1, "partitions of the windows topic when created (an existing topic must match)")
+	f.Int(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of created topics")
+	f.String(&txnID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)")
+	f.Duration(&txnTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", 10*time.Second, "Kafka transaction timeout")
+	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
+	f.String(&namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
+	f.String(&id, "id", "KJOB_ID", cli.DefaultID(), "this replica's id (lease holder name)")
+	redisOpts.Register(f)
+	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
+	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
+	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.String(&logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
+	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	log, err := cli.Logger(os.Stderr, logFormat, logLevel)
+	if err != nil {
+		return err
+	}
+
+	// An invalid schedules file stops the process here, naming file and line.
+	file, err := schedule.Load(schedules)
+	if err != nil {
+		return err
+	}
+	if txnID == "" {
+		txnID = "kjob-producer-" + namespace
+	}
+	rdb, err := redisOpts.Client()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	lock, err := lease.NewRedisLock(rdb, "kjob:{"+namespace+"}:producer-lease")
+	if err != nil {
+		return err
+	}
+	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log})
+	if err != nil {
+		return err
+	}
+	brokerList := strings.Split(brokers, ",")
+	p, err := producer.New(producer.Config{
+		Brokers:            brokerList,
+		Topic:              topic,
+		StateTopic:         stateTopic,
+		Partitions:         int32(partitions),
+		ReplicationFactor:  int16(rf),
+		TransactionalID:    txnID,
+		TransactionTimeout: txnTimeout,
+		Jobs:               file.Jobs,
+		Elector:            elector,
+		Logger:             log,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokerList...))
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ready := func() error {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := rdb.Ping(pctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		if _, err := adm.BrokerMetadata(pctx); err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	log.Info("producer starting", "id", id, "brokers", brokers, "topic", topic, "jobs", len(file.Jobs), "schedules", schedules, "transactional_id", txnID)
+	var wg sync.WaitGroup
+	var httpErr error
+	hctx, hcancel := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := cli.Serve(hctx, log, httpAddr, reg, ready); err != nil {
+			httpErr = err
+			stop()
+		}
+	}()
+	err = p.Run(ctx)
+	hcancel()
+	wg.Wait()
+	log.Info("producer stopped")
+	if httpErr != nil {
+		return httpErr
+	}
+	return err
+}

@@ -1,0 +1,671 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/partition"
+	"github.com/kjob/kjob/pkg/topic"
+)
+
+// Store is what the worker needs from the idempotency store; *dedupe.Store
+// implements it. See pkg/dedupe for the semantics of each call.
+type Store interface {
+	// Claim claims window id for owner: Claimed (run it), AlreadyDone
+	// (skip it) or Busy (another claim is live: wait).
+	Claim(ctx context.Context, id, owner string) (dedupe.Claim, error)
+	// Extend keeps the claim of token alive; dedupe.ErrFenced once the
+	// window is someone else's.
+	Extend(ctx context.Context, id string, token int64) error
+	// Complete marks the window done by compare-and-set on token;
+	// dedupe.ErrAlreadyDone or dedupe.ErrFenced if it is not ours to
+	// complete.
+	Complete(ctx context.Context, id string, token int64) error
+	// Release gives up the claim of token after a failed attempt.
+	Release(ctx context.Context, id string, token int64, reason string) error
+}
+
+// Defaults of the zero values of Config fields.
+const (
+	// DefaultTopic is Config.Topic when it is empty.
+	DefaultTopic = "kjob.windows"
+	// DefaultGroup is Config.Group when it is empty.
+	DefaultGroup = "kjob-workers"
+	// DefaultGrace is Config.Grace when it is zero.
+	DefaultGrace = 10 * time.Second
+	// DefaultClaimExtendInterval is Config.ClaimExtendInterval when it is
+	// zero. It suits dedupe's default ClaimTTL of 30s.
+	DefaultClaimExtendInterval = 10 * time.Second
+)
+
+// Execution outcomes reported in Execution.Outcome.
+const (
+	// OutcomeDone: the handler succeeded and the window is marked done.
+	OutcomeDone = "done"
+	// OutcomeFailed: the attempt failed; the window is retried after a
+	// backoff (or the partition was revoked mid-attempt, and the next
+	// owner retries it).
+	OutcomeFailed = "failed"
+	// OutcomeSkippedDone: the window was already done; the record was
+	// acknowledged without running it.
+	OutcomeSkippedDone = "skipped-done"
+	// OutcomeDeadLettered: the window was written to the dead-letter
+	// topic: it could not be decoded (Attempt 0), failed permanently, or
+	// used up its attempts.
+	OutcomeDeadLettered = "dead-lettered"
+	// OutcomeFenced: the claim was taken over by a newer token while the
+	// attempt ran, or its Complete was refused; the attempt's result was
+	// discarded.
+	OutcomeFenced = "fenced"
+	// OutcomeAbandoned: the handler ignored its cancelled context for
+	// Grace and was left running; the attempt counts as failed (retried,
+	// or dead-lettered on the last attempt).
+	OutcomeAbandoned = "abandoned"
+)
+
+// Store-call retries: capped exponential backoff.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = 2 * time.Second
+	// storeCallTimeout bounds one store call.
+	storeCallTimeout = 5 * time.Second
+	// busyMin and busyMax bound the wait before claiming a Busy window
+	// again.
+	busyMin = 20 * time.Millisecond
+	busyMax = time.Second
+)
+
+// Config configures a Worker. Zero values pick the documented defaults;
+// Brokers, Store, Handler and WorkerID are required.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// ClientOpts are extra Kafka client options (TLS, SASL, logging).
+	ClientOpts []kgo.Opt
+	// Topic is the windows topic. Default "kjob.windows".
+	Topic string
+	// Group is the consumer group of the workers. Default "kjob-workers".
+	Group string
+	// DeadLetterTopic receives windows that cannot run. Default Topic +
+	// ".dlq". Run creates it if missing (1 partition).
+	DeadLetterTopic string
+	// ReplicationFactor is the dead-letter topic's replication factor when
+	// Run creates it. Default 1.
+	ReplicationFactor int16
+	// Store is the idempotency store, usually a *dedupe.Store. Required.
+	Store Store
+	// Handler runs windows, usually a *handler.Mux. Required. Panics are
+	// turned into failed attempts.
+	Handler handler.Handler
+	// WorkerID identifies this process, unique per process (e.g.
+	// hostname-pid): the claim owner and the group member's client id.
+	// Required.
+	WorkerID string
+	// Grace is how long a revoked partition's in-flight window may keep
+	// running, and how long a handler whose context was cancelled (timeout,
+	// revoke, loss) is waited for before it is abandoned. Default 10s.
+	Grace time.Duration
+	// ClaimExtendInterval is how often a running handler's claim is
+	// extended. Default 10s. It must be well below the store's ClaimTTL
+	// (a third of it is customary): a claim not extended within ClaimTTL
+	// expires and another worker may run the window concurrently.
+	ClaimExtendInterval time.Duration
+	// SessionTimeout is the consumer group session timeout; see
+	// partition.Config. Default 6s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is the consumer group heartbeat interval; see
+	// partition.Config. Default 1s.
+	HeartbeatInterval time.Duration
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for lateness and dead-letter timestamps. Default
+	// time.Now.
+	Now func() time.Time
+	// OnExecuted, if set, is called after every attempt and every skipped
+	// or dead-lettered record (metrics, tests, demos): once per attempt,
+	// except that an abandoned last attempt reports "abandoned" and then
+	// "dead-lettered". It runs on the partition's goroutine: keep it fast.
+	OnExecuted func(Execution)
+}
+
+// Execution describes one attempt at a window, or a record settled without
+// an attempt (skipped-done, or dead-lettered because it could not be
+// decoded).
+type Execution struct {
+	// WindowID is the window id; empty for an undecodable record.
+	WindowID string
+	// Job is the job name; empty for an undecodable record.
+	Job string
+	// Partition and Offset locate the record.
+	Partition int32
+	// Offset is the record's offset.
+	Offset int64
+	// Attempt is the attempt number (from the claim); 0 if none ran.
+	Attempt int
+	// Token is the claim's fencing token; 0 if none.
+	Token int64
+	// Outcome is one of the Outcome constants.
+	Outcome string
+	// Err is the attempt's error, or why the record was dead-lettered.
+	Err error
+	// Started and Finished bound the attempt (equal when none ran).
+	Started, Finished time.Time
+	// ScheduledAt and PublishedAt are copied from the window's message.
+	ScheduledAt, PublishedAt time.Time
+}
+
+func (c *Config) validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New(`worker: Config.Brokers is empty; set at least one seed broker, e.g. "localhost:9092"`)
+	case c.Store == nil:
+		return errors.New("worker: Config.Store is nil; set it to a *dedupe.Store (dedupe.New)")
+	case c.Handler == nil:
+		return errors.New("worker: Config.Handler is nil; set it to a *handler.Mux with the job handlers registered")
+	case c.WorkerID == "":
+		return errors.New(`worker: Config.WorkerID is empty; set a per-process unique id, e.g. hostname + "-" + pid`)
+	case c.ReplicationFactor < 0:
+		return fmt.Errorf("worker: Config.ReplicationFactor = %d is negative; set it to the dead-letter topic's replica count, or 0 for 1", c.ReplicationFactor)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		def  time.Duration
+	}{
+		{"Grace", c.Grace, DefaultGrace},
+		{"ClaimExtendInterval", c.ClaimExtendInterval, DefaultClaimExtendInterval},
+		{"SessionTimeout", c.SessionTimeout, partition.DefaultSessionTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval, partition.DefaultHeartbeatInterval},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("worker: Config.%s = %v is negative; set a positive duration, or 0 for the default %v", d.name, d.v, d.def)
+		}
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = c.Topic + ".dlq"
+	}
+	if c.DeadLetterTopic == c.Topic {
+		return fmt.Errorf("worker: Config.DeadLetterTopic = %q is the windows topic; set another topic, or leave it empty for %q", c.DeadLetterTopic, c.Topic+".dlq")
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.ClaimExtendInterval == 0 {
+		c.ClaimExtendInterval = DefaultClaimExtendInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Worker executes job windows from the windows topic, once per window across
+// all workers of the group. Create it with New and call Run once.
+type Worker struct {
+	cfg      Config
+	log      *slog.Logger
+	h        handler.Handler
+	consumer *partition.Consumer
+	ran      atomic.Bool
+
+	storeDown atomic.Bool  // a store outage is being logged
+	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
+}
+
+// New validates cfg and builds the worker and its Kafka client (which joins
+// the group only in Run). Call Run exactly once: it releases the client.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg: cfg,
+		log: cfg.Logger.With("worker", cfg.WorkerID),
+		h:   handler.Recover()(cfg.Handler),
+	}
+	c, err := partition.New(partition.Config{
+		Brokers:           cfg.Brokers,
+		ClientOpts:        cfg.ClientOpts,
+		Group:             cfg.Group,
+		Topic:             cfg.Topic,
+		Process:           w.process,
+		Grace:             cfg.Grace,
+		SessionTimeout:    cfg.SessionTimeout,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		InstanceID:        cfg.WorkerID,
+		Logger:            cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	w.consumer = c
+	return w, nil
+}
+
+// Assigned returns the partitions this worker currently owns.
+func (w *Worker) Assigned() []int32 { return w.consumer.Assigned() }
+
+// Run creates the dead-letter topic if missing (returning an error wrapping
+// topic.ErrMismatch if it exists with other settings), then consumes the
+// windows topic until ctx is done. It returns nil after a graceful shutdown,
+// once every partition goroutine has exited. Handlers abandoned because they
+// ignored cancellation may still be running then; Run logs how many.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called twice; a Worker runs once, create a new one with New")
+	}
+	if err := w.ensureDLQ(ctx); err != nil {
+		// Release the client without joining the group.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = w.consumer.Run(done)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w.log.Info("worker running", "topic", w.cfg.Topic, "group", w.cfg.Group, "dlq", w.cfg.DeadLetterTopic)
+	err := w.consumer.Run(ctx)
+	if n := w.running.Load(); n > 0 {
+		w.log.Error("handlers that ignored cancellation are still running after shutdown", "handlers", n)
+	}
+	return err
+}
+
+func (w *Worker) ensureDLQ(ctx context.Context) error {
+	adm := kadm.NewClient(w.consumer.Client())
+	delay := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := topic.Ensure(tctx, adm, topic.Spec{Name: w.cfg.DeadLetterTopic, Partitions: 1, ReplicationFactor: w.cfg.ReplicationFactor})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, topic.ErrMismatch) {
+			return fmt.Errorf("worker: dead-letter topic: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.log.Warn("cannot reach kafka to check the dead-letter topic; retrying", "topic", w.cfg.DeadLetterTopic, "err", err, "retry_in", delay)
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// process settles one record; it is the partition.ProcessFunc. It returns
+// nil once the record is settled and ctx.Err() if ctx ends first.
+func (w *Worker) process(ctx context.Context, rec *kgo.Record) error {
+	log := w.log.With("partition", rec.Partition, "offset", rec.Offset)
+	msg, err := jobmsg.FromRecord(rec)
+	if err != nil {
+		reason := "undecodable record: " + err.Error()
+		log.Error("dead-lettering a record that is not a valid window", "err", err)
+		if err := w.deadLetter(ctx, rec, reason, 0); err != nil {
+			return err
+		}
+		now := w.cfg.Now()
+		w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
+		return nil
+	}
+	log = log.With("window", msg.ID, "job", msg.Job)
+	base := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
+
+	for {
+		c, err := w.claim(ctx, msg.ID, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A non-retryable store error (invalid id): cannot ever run.
+			log.Error("dead-lettering a window the store refuses", "err", err)
+			if err := w.deadLetter(ctx, rec, "store refused the window: "+err.Error(), 0); err != nil {
+				return err
+			}
+			e := base
+			e.Outcome, e.Err, e.Started, e.Finished = OutcomeDeadLettered, err, w.cfg.Now(), w.cfg.Now()
+			w.executed(e)
+			return nil
+		}
+		switch c.Outcome {
+		case dedupe.AlreadyDone:
+			log.Debug("window already done; skipping", "token", c.Token, "holder", c.Holder)
+			e := base
+			now := w.cfg.Now()
+			e.Outcome, e.Attempt, e.Token, e.Started, e.Finished = OutcomeSkippedDone, c.Attempt, c.Token, now, now
+			w.executed(e)
+			return nil
+		case dedupe.Busy:
+			wait := min(max(c.Retry, busyMin), busyMax)
+			log.Debug("window busy: another claim is live; waiting", "holder", c.Holder, "token", c.Token, "retry_in", wait)
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		case dedupe.Claimed:
+		default:
+			return fmt.Errorf("worker: unknown claim outcome %v", c.Outcome) // unreachable with pkg/dedupe
+		}
+
+		alog := log.With("token", c.Token, "attempt", c.Attempt)
+		res := w.attempt(ctx, rec, msg, c, alog)
+		e := base
+		e.Attempt, e.Token, e.Started, e.Finished, e.Err = c.Attempt, c.Token, res.started, res.finished, res.err
+		switch {
+		case res.fenced:
+			alog.Warn("claim taken over while the handler ran; discarding the attempt's result", "err", res.err, "abandoned", res.abandoned)
+			e.Outcome = OutcomeFenced
+			w.executed(e)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue // Claim reports Busy or AlreadyDone now
+
+		case res.abandoned:
+			alog.Error("handler ignored cancellation; abandoning it (its goroutine keeps running)", "grace", w.cfg.Grace)
+			e.Outcome = OutcomeAbandoned
+			w.executed(e)
+			if ctx.Err() != nil {
+				return ctx.Err() // not marked: the next owner re-delivers the window
+			}
+			done, err := w.failed(ctx, rec, msg, c, res.err, alog, false)
+			if done || err != nil {
+				return err
+			}
+			continue
+
+		case res.err == nil:
+			err := w.settle(ctx, "complete", alog, func(sctx context.Context) error { return w.cfg.Store.Complete(sctx, msg.ID, c.Token) })
+			switch {
+			case err == nil:
+				alog.Info("window done", "duration", res.finished.Sub(res.started), "lateness", res.started.Sub(msg.ScheduledAt))
+				e.Outcome = OutcomeDone
+				w.executed(e)
+				return nil
+			case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
+				alog.Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
+				e.Outcome, e.Err = OutcomeFenced, err
+				w.executed(e)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				continue
+			default:
+				alog.Warn("handler succeeded but completing the window failed before the partition was revoked; the next owner decides", "err", err)
+				e.Outcome, e.Err = OutcomeFailed, fmt.Errorf("complete: %w", err)
+				w.executed(e)
+				return ctx.Err()
+			}
+
+		default:
+			if ctx.Err() != nil {
+				// Revoked or lost mid-attempt: give the window back so
+				// its next owner can claim it at once.
+				alog.Warn("attempt interrupted: partition revoked or lost; releasing the window for its next owner", "err", res.err)
+				w.release(ctx, msg.ID, c.Token, "interrupted: partition revoked or lost: "+res.err.Error(), alog)
+				e.Outcome = OutcomeFailed
+				w.executed(e)
+				return ctx.Err()
+			}
+			final := errors.Is(res.err, handler.ErrPermanent) || c.Attempt >= msg.Policy.MaxAttempts
+			if final {
+				e.Outcome = OutcomeDeadLettered
+			} else {
+				e.Outcome = OutcomeFailed
+			}
+			w.executed(e)
+			done, err := w.failed(ctx, rec, msg, c, res.err, alog, true)
+			if done || err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// failed handles a failed (or abandoned) attempt: on a permanent error or
+// the last attempt it dead-letters the window and releases the claim (done
+// = true); otherwise it releases the claim and waits the backoff (done =
+// false: claim again). err is ctx.Err() when ctx ended.
+func (w *Worker) failed(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, cause error, log *slog.Logger, reported bool) (done bool, err error) {
+	reason := cause.Error()
+	if errors.Is(cause, handler.ErrPermanent) || c.Attempt >= msg.Policy.MaxAttempts {
+		why := "permanent failure"
+		if !errors.Is(cause, handler.ErrPermanent) {
+			why = fmt.Sprintf("attempt %d of %d failed", c.Attempt, msg.Policy.MaxAttempts)
+		}
+		log.Error("dead-lettering window: "+why, "err", cause)
+		if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil {
+			w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
+			return true, err
+		}
+		w.release(ctx, msg.ID, c.Token, "dead-lettered: "+reason, log)
+		if !reported {
+			e := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, Attempt: c.Attempt, Token: c.Token,
+				Outcome: OutcomeDeadLettered, Err: cause, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
+			e.Started = w.cfg.Now()
+			e.Finished = e.Started
+			w.executed(e)
+		}
+		return true, nil
+	}
+	w.release(ctx, msg.ID, c.Token, reason, log)
+	wait := backoff(msg.Policy, c.Attempt)
+	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", msg.Policy.MaxAttempts)
+	if err := sleep(ctx, wait); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// backoff is min(MaxBackoff, Backoff*2^(attempt-1)) with equal jitter.
+func backoff(p jobmsg.Policy, attempt int) time.Duration {
+	base, ceil := time.Duration(p.Backoff), time.Duration(p.MaxBackoff)
+	if base <= 0 {
+		return 0
+	}
+	d := base
+	for i := 1; i < attempt && d < ceil; i++ {
+		d *= 2
+	}
+	d = min(d, ceil)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// claim calls Store.Claim until it answers: store errors (Redis down) are
+// retried with capped exponential backoff, logged once per outage. It
+// returns ctx.Err() if ctx ends first, or a non-retryable error
+// (dedupe.ErrInvalidID).
+func (w *Worker) claim(ctx context.Context, id string, log *slog.Logger) (dedupe.Claim, error) {
+	delay := retryMin
+	for {
+		if err := ctx.Err(); err != nil {
+			return dedupe.Claim{}, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		c, err := w.cfg.Store.Claim(cctx, id, w.cfg.WorkerID)
+		cancel()
+		if err == nil {
+			w.storeUp(log)
+			return c, nil
+		}
+		if errors.Is(err, dedupe.ErrInvalidID) {
+			return dedupe.Claim{}, err
+		}
+		if ctx.Err() != nil {
+			return dedupe.Claim{}, ctx.Err()
+		}
+		w.storeFailed(log, "claim", err)
+		if err := sleep(ctx, delay); err != nil {
+			return dedupe.Claim{}, err
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// settle runs a store call that records an attempt's result (Complete,
+// Release) until it answers (nil or a dedupe sentinel). Its first try runs
+// even if ctx is already done (the handler's result is worth recording on
+// the way out); retries stop when ctx is done, returning ctx.Err().
+func (w *Worker) settle(ctx context.Context, op string, log *slog.Logger, call func(context.Context) error) error {
+	delay := retryMin
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+		err := call(cctx)
+		cancel()
+		if err == nil || errors.Is(err, dedupe.ErrAlreadyDone) || errors.Is(err, dedupe.ErrFenced) || errors.Is(err, dedupe.ErrInvalidID) {
+			if err == nil {
+				w.storeUp(log)
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.storeFailed(log, op, err)
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// release gives the claim back; failures are logged (the claim then expires
+// after the store's ClaimTTL).
+func (w *Worker) release(ctx context.Context, id string, token int64, reason string, log *slog.Logger) {
+	err := w.settle(ctx, "release", log, func(sctx context.Context) error { return w.cfg.Store.Release(sctx, id, token, reason) })
+	switch {
+	case err == nil:
+	case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrAlreadyDone):
+		log.Warn("release refused: the window is no longer ours", "err", err)
+	default:
+		log.Warn("cannot release the claim; it expires after the store's claim TTL", "err", err)
+	}
+}
+
+func (w *Worker) storeFailed(log *slog.Logger, op string, err error) {
+	if w.storeDown.CompareAndSwap(false, true) {
+		log.Error("idempotency store unavailable; not running windows nor committing past them until it answers", "op", op, "err", err)
+	}
+}
+
+func (w *Worker) storeUp(log *slog.Logger) {
+	if w.storeDown.CompareAndSwap(true, false) {
+		log.Info("idempotency store answers again")
+	}
+}
+
+// attemptResult is how a handler attempt ended.
+type attemptResult struct {
+	err               error
+	fenced, abandoned bool
+	started, finished time.Time
+}
+
+// errAbandoned is the cause recorded for an abandoned attempt.
+var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
+
+// attempt runs the handler for claim c, extending the claim while it runs.
+func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, log *slog.Logger) attemptResult {
+	hctx, cancel := context.WithTimeout(ctx, time.Duration(msg.Policy.Timeout))
+	defer cancel()
+	job := handler.NewJob(msg, c.Attempt, c.Token, w.cfg.WorkerID, rec.Partition, rec.Offset)
+	res := attemptResult{started: w.cfg.Now()}
+	log.Info("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
+
+	done := make(chan error, 1) // buffered: an abandoned handler can still send and exit
+	w.running.Add(1)
+	go func() {
+		defer w.running.Add(-1)
+		done <- w.h.HandleJob(hctx, job)
+	}()
+
+	extend := time.NewTicker(w.cfg.ClaimExtendInterval)
+	defer extend.Stop()
+	cancelled := hctx.Done()
+	var abandon <-chan time.Time
+	for {
+		select {
+		case err := <-done:
+			res.err, res.finished = err, w.cfg.Now()
+			return res
+		case <-extend.C:
+			if res.fenced || ctx.Err() != nil {
+				continue
+			}
+			ectx, ecancel := context.WithTimeout(ctx, w.cfg.ClaimExtendInterval)
+			err := w.cfg.Store.Extend(ectx, msg.ID, c.Token)
+			ecancel()
+			switch {
+			case err == nil:
+				w.storeUp(log)
+			case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrAlreadyDone):
+				log.Warn("claim lost while the handler runs; cancelling it", "err", err)
+				res.fenced = true
+				cancel()
+			default:
+				if ctx.Err() == nil {
+					w.storeFailed(log, "extend", err)
+				}
+			}
+		case <-cancelled:
+			cancelled = nil
+			t := time.NewTimer(w.cfg.Grace)
+			defer t.Stop()
+			abandon = t.C
+		case <-abandon:
+			res.abandoned = true
+			res.finished = w.cfg.Now()
+			res.err = fmt.Errorf("%w for %v after %v", errAbandoned, w.cfg.Grace, context.Cause(hctx))
+			return res
+		}
+	}
+}
+
+// executed reports an Execution to the hook.
+func (w *Worker) executed(e Execution) {
+	if w.cfg.OnExecuted != nil {
+		w.cfg.OnExecuted(e)
+	}
+}
+
+// sleep waits d or until ctx is done (returning ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,243 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// cluster is one kjob deployment of separate processes.
+type cluster struct {
+	broker    string
+	redis     *testenv.Redis
+	ledger    *ledger
+	env       []string
+	producers []*process
+	workers   []*process
+}
+
+func newCluster(t *testing.T, schedules string, partitions int) *cluster {
+	t.Helper()
+	c := &cluster{redis: testenv.NewRedis(t), ledger: newLedger(t), broker: freeAddr(t)}
+	t.Logf("redis: %s", c.redis)
+	start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", filepath.Join(t.TempDir(), "kafka"))
+	waitTCP(t, c.broker)
+	file := filepath.Join(t.TempDir(), "schedules.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(schedules, "LEDGER", c.ledger.url())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.env = []string{
+		"KJOB_BROKERS=" + c.broker,
+		"KJOB_REDIS_URL=" + c.redis.URL(),
+		"KJOB_SCHEDULES=" + file,
+		fmt.Sprintf("KJOB_PARTITIONS=%d", partitions),
+		"KJOB_NAMESPACE=e2e",
+		"KJOB_HTTP_ADDR=",
+		"KJOB_LOG_LEVEL=debug",
+	}
+	return c
+}
+
+func (c *cluster) startProducer(t *testing.T, name string, extra ...string) *process {
+	p := start(t, name, append(append(c.env, "KJOB_ID="+name), extra...), "producer")
+	c.producers = append(c.producers, p)
+	return p
+}
+
+func (c *cluster) startWorker(t *testing.T, name string, extra ...string) *process {
+	p := start(t, name, append(append(c.env, "KJOB_ID="+name), extra...), "worker")
+	c.workers = append(c.workers, p)
+	return p
+}
+
+func (c *cluster) admin(t *testing.T) *kadm.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// groupLag returns the workers' group lag summed over partitions.
+func (c *cluster) groupLag(t *testing.T) (int64, error) {
+	ctx := ctxTimeout(t, 5*time.Second)
+	lags, err := c.admin(t).Lag(ctx, "kjob-workers")
+	if err != nil {
+		return 0, err
+	}
+	l, ok := lags["kjob-workers"]
+	if !ok {
+		return 0, fmt.Errorf("group not described")
+	}
+	if l.Error() != nil {
+		return 0, l.Error()
+	}
+	return l.Lag.Total(), nil
+}
+
+// waitLagZero waits until the workers' group has committed every record.
+func (c *cluster) waitLagZero(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	var lag int64
+	var err error
+	deadline := time.Now().Add(timeout)
+	for {
+		if lag, err = c.groupLag(t); err == nil && lag == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group lag did not reach 0 within %v: lag %d, err %v", timeout, lag, err)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
+}
+
+// published reads the windows topic read-committed and returns the window
+// ids in it with their counts.
+func (c *cluster) published(t *testing.T) map[string]int {
+	t.Helper()
+	ctx := ctxTimeout(t, 20*time.Second)
+	adm := c.admin(t)
+	ends, err := adm.ListEndOffsets(ctx, "kjob.windows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.broker), kgo.ConsumeTopics("kjob.windows"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	out := map[string]int{}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading the windows topic: not at end %v", want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset >= end-1 {
+				delete(want, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			m, err := jobmsg.FromRecord(r)
+			if err != nil {
+				t.Errorf("undecodable record at %d/%d: %v", r.Partition, r.Offset, err)
+				return
+			}
+			out[m.ID]++
+		})
+	}
+	return out
+}
+
+const e2eSchedules = `jobs:
+  - name: tick
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 5s
+    catchup: 1m
+  - name: tock
+    schedule: "* * * * * *"
+    timezone: America/New_York
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 5s
+    catchup: 1m
+`
+
+// TestEndToEnd runs the broker, a real redis-server, 2 producers and 3
+// workers as separate processes and checks, from the ledger and the topic,
+// that each window was published once and executed once, that fencing
+// tokens grow, and that the group's lag ends at 0.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test; skipped with -short")
+	}
+	c := newCluster(t, e2eSchedules, 3)
+	c.startProducer(t, "producer-1")
+	c.startProducer(t, "producer-2")
+	for i := 1; i <= 3; i++ {
+		c.startWorker(t, fmt.Sprintf("worker-%d", i))
+	}
+
+	const want = 20
+	testenv.Eventually(t, 90*time.Second, func() bool {
+		return len(c.ledger.windows("tick")) >= want && len(c.ledger.windows("tock")) >= want
+	}, "fewer than %d windows of each job executed", want)
+
+	// Stop publishing, then let the workers drain.
+	for _, p := range c.producers {
+		p.stop(t, 15*time.Second)
+	}
+	c.waitLagZero(t, 30*time.Second)
+	for _, w := range c.workers {
+		w.stop(t, 20*time.Second)
+	}
+
+	entries := c.ledger.snapshot()
+	pub := c.published(t)
+	for id, n := range pub {
+		if n != 1 {
+			t.Errorf("window %s published %d times", id, n)
+		}
+	}
+	byJob := map[string][]ledgerEntry{}
+	seen := map[string]int{}
+	for _, e := range entries {
+		seen[e.WindowID]++
+		byJob[e.Job] = append(byJob[e.Job], e)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("window %s executed %d times", id, n)
+		}
+		if pub[id] != 1 {
+			t.Errorf("window %s executed but not in the topic", id)
+		}
+	}
+	for id := range pub {
+		if seen[id] == 0 {
+			t.Errorf("window %s published but never executed", id)
+		}
+	}
+	var lates []time.Duration
+	for job, es := range byJob {
+		sort.Slice(es, func(i, j int) bool { return es[i].WindowStart.Before(es[j].WindowStart) })
+		for i := 1; i < len(es); i++ {
+			if es[i].FencingToken <= es[i-1].FencingToken {
+				t.Errorf("job %s: fencing token did not increase: %s token %d after %s token %d",
+					job, es[i].WindowID, es[i].FencingToken, es[i-1].WindowID, es[i-1].FencingToken)
+			}
+			if gap := es[i].WindowStart.Sub(es[i-1].WindowStart); gap != time.Second {
+				t.Errorf("job %s: %v between windows %s and %s; want 1s (a window is missing)", job, gap, es[i-1].WindowID, es[i].WindowID)
+			}
+		}
+		for _, e := range es {
+			lates = append(lates, e.Received.Sub(e.WindowStart))
+		}
+	}
+	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
+	t.Logf("executed %d windows (%d tick, %d tock), published %d; window start -> handler lateness p50 %v p99 %v max %v",
+		len(entries), len(byJob["tick"]), len(byJob["tock"]), len(pub),
+		lates[len(lates)/2], lates[len(lates)*99/100], lates[len(lates)-1])
+}
