@@ -186,7 +186,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	if err := os.WriteFile(schedules, []byte(fmt.Sprintf(demoSchedules, ledgerURL, ledgerURL)), 0o644); err != nil {
 		return err
 	}
-	d.say("demo: schedules file %s (jobs: heartbeat every 2s, report every 5s, slow-sync every 7s; all call the ledger)", schedules)
+	d.say("demo: schedules file %s (jobs: heartbeat every 2s and report every 5s call the ledger; slow-sync every 7s sleeps 1.5s)", schedules)
+	d.say("demo: windows of one partition run in order, so a job sharing a partition with slow-sync can wait behind it (see the lateness p99)")
 
 	env := []string{
 		"KJOB_BROKERS=" + broker,
