@@ -19,9 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/internal/devredis"
 )
 
 const demoUsage = `kjobctl demo: run kjob end to end on this machine.
@@ -164,8 +163,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		}
 		d.say("demo: Redis: real redis-server (%s) at %s", bin, redisAddr)
 	} else {
-		m := miniredis.NewMiniRedis()
-		if err := m.StartAddr(redisAddr); err != nil {
+		m, err := devredis.Start(redisAddr)
+		if err != nil {
 			return fmt.Errorf("miniredis: %w", err)
 		}
 		defer m.Close()

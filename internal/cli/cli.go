@@ -106,10 +106,18 @@ func (f *Flags) Parse(args []string) error {
 			continue
 		}
 		if err := f.fs.Set(e.name, v); err != nil {
-			return fmt.Errorf("environment variable %s=%q: %v (see --help for the expected form)", e.env, v, cause(err))
+			typ, _ := flag.UnquoteUsage(f.fs.Lookup(e.name))
+			return fmt.Errorf("environment variable %s=%q: %v: want %s (flag --%s)", e.env, v, cause(err), expected[typ], e.name)
 		}
 	}
 	return f.fs.Parse(args)
+}
+
+var expected = map[string]string{
+	"duration": `a duration such as "5s" or "1m30s"`,
+	"int":      "a whole number",
+	"":         "true or false",
+	"string":   "a string",
 }
 
 func cause(err error) error {

@@ -29,9 +29,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kjob/kjob/internal/devredis"
 )
 
 // Brokers returns seed brokers for a Kafka the test may use: KJOB_TEST_BROKERS
@@ -86,7 +87,7 @@ type Redis struct {
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	mini *miniredis.Miniredis
+	mini *devredis.Server
 }
 
 // URL returns a redis:// URL for the server.
@@ -111,8 +112,8 @@ func NewRedis(tb testing.TB) *Redis {
 		if os.Getenv("KJOB_TEST_REQUIRE_REDIS") == "1" {
 			tb.Fatalf("testenv: KJOB_TEST_REQUIRE_REDIS=1 but redis-server is not on PATH; install it (apt-get install -y redis-server)")
 		}
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
+		m, err := devredis.Start("")
+		if err != nil {
 			tb.Fatalf("testenv: miniredis: %v", err)
 		}
 		tb.Cleanup(m.Close)

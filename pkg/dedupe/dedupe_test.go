@@ -36,15 +36,6 @@ func newStore(tb testing.TB, cfg Config) (*Store, *testenv.Redis, *redis.Client)
 	return s, r, rdb
 }
 
-// needExpiry skips a test that waits for a claim to expire in real time:
-// the miniredis fallback expires keys only when told to.
-func needExpiry(t *testing.T, r *testenv.Redis) {
-	t.Helper()
-	if !r.Real() {
-		t.Skip("waits for a key to expire, which needs a real Redis; have " + r.String())
-	}
-}
-
 func mustClaim(t *testing.T, s *Store, id, owner string, want Outcome) Claim {
 	t.Helper()
 	c, err := s.Claim(context.Background(), id, owner)
@@ -118,8 +109,7 @@ func TestClaimWhileLiveIsBusy(t *testing.T) {
 }
 
 func TestExpiredClaimIsReclaimedWithHigherToken(t *testing.T) {
-	s, r, _ := newStore(t, Config{ClaimTTL: 200 * time.Millisecond})
-	needExpiry(t, r)
+	s, _, _ := newStore(t, Config{ClaimTTL: 200 * time.Millisecond})
 	c1 := mustClaim(t, s, win, "w1", Claimed)
 	c2 := waitClaimed(t, s, win, "w2")
 	if c2.Token <= c1.Token || c2.Attempt != 2 || c2.Holder != "w2" {
@@ -128,8 +118,7 @@ func TestExpiredClaimIsReclaimedWithHigherToken(t *testing.T) {
 }
 
 func TestZombieCompleteIsFenced(t *testing.T) {
-	s, r, _ := newStore(t, Config{ClaimTTL: 200 * time.Millisecond})
-	needExpiry(t, r)
+	s, _, _ := newStore(t, Config{ClaimTTL: 200 * time.Millisecond})
 	ctx := context.Background()
 	old := mustClaim(t, s, win, "zombie", Claimed)
 	cur := waitClaimed(t, s, win, "w2")
@@ -160,8 +149,7 @@ func TestZombieCompleteIsFenced(t *testing.T) {
 }
 
 func TestCompleteAfterExpiryWithoutReclaim(t *testing.T) {
-	s, r, _ := newStore(t, Config{ClaimTTL: 150 * time.Millisecond})
-	needExpiry(t, r)
+	s, _, _ := newStore(t, Config{ClaimTTL: 150 * time.Millisecond})
 	ctx := context.Background()
 	c := mustClaim(t, s, win, "slow", Claimed)
 	testenv.Eventually(t, 5*time.Second, func() bool {
@@ -279,8 +267,7 @@ func TestExtend(t *testing.T) {
 }
 
 func TestExtendRevivesExpiredClaimAndFencesOldToken(t *testing.T) {
-	s, r, _ := newStore(t, Config{ClaimTTL: 150 * time.Millisecond})
-	needExpiry(t, r)
+	s, _, _ := newStore(t, Config{ClaimTTL: 150 * time.Millisecond})
 	ctx := context.Background()
 	c := mustClaim(t, s, win, "w1", Claimed)
 	testenv.Eventually(t, 5*time.Second, func() bool {
@@ -572,8 +559,8 @@ func TestRedisDown(t *testing.T) {
 // completed exactly once, by the latest token.
 func TestConcurrentClaimComplete(t *testing.T) {
 	const workers, windows = 8, 200
-	s, r, _ := newStore(t, Config{ClaimTTL: 100 * time.Millisecond})
-	stalls := r.Real() // miniredis never expires a stalled claim
+	s, _, _ := newStore(t, Config{ClaimTTL: 100 * time.Millisecond})
+	stalls := true // claims of stalled goroutines expire (in the fallback too)
 	ctx := context.Background()
 	ids := make([]string, windows)
 	for i := range ids {
