@@ -185,10 +185,20 @@ func TestEndToEnd(t *testing.T) {
 		return len(c.ledger.windows("tick")) >= want && len(c.ledger.windows("tock")) >= want
 	}, "fewer than %d windows of each job executed", want)
 
-	// Stop publishing, then let the workers drain.
-	for _, p := range c.producers {
-		p.stop(t, 15*time.Second)
+	// SIGTERM the leader and time the standby's takeover, then stop the
+	// standby too and let the workers drain.
+	leader, standby := c.producers[0], c.producers[1]
+	if leader.countLines("publishing as leader") <= standby.countLines("publishing as leader") {
+		leader, standby = standby, leader
 	}
+	before := standby.countLines("publishing as leader")
+	sent := time.Now()
+	leader.stop(t, 15*time.Second)
+	testenv.Eventually(t, 15*time.Second, func() bool { return standby.countLines("publishing as leader") > before },
+		"standby %s did not take over", standby.name)
+	t.Logf("handover: %s publishing as leader %v after SIGTERM to %s (includes the old leader's exit)",
+		standby.name, time.Since(sent).Round(time.Millisecond), leader.name)
+	standby.stop(t, 15*time.Second)
 	c.waitLagZero(t, 30*time.Second)
 	for _, w := range c.workers {
 		w.stop(t, 20*time.Second)

@@ -129,8 +129,20 @@ func (p *process) hasLine(parts ...string) bool {
 	return false
 }
 
-// lineTime returns the first time (by the process's own log timestamp
-// order, i.e. the time we saw it) a line containing parts was logged.
+// countLines reports how many logged lines contain all of parts.
+func (p *process) countLines(parts ...string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if containsAll(l, parts...) {
+			n++
+		}
+	}
+	return n
+}
+
+// containsAll reports whether s contains every one of parts.
 func containsAll(s string, parts ...string) bool {
 	for _, p := range parts {
 		if !strings.Contains(s, p) {
