@@ -52,33 +52,57 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 // and the caller may retry; windows completed by the failed call then
 // report ErrAlreadyDone.
 func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.casBatch(ctx, "complete", completeScript, ids, tokens, func(tok string) []any { return []any{tok, s.retainMS} })
+}
+
+// ExtendBatch extends the claims ids[i] holds with tokens[i], as Extend
+// would, in one round trip: for a worker holding claims on windows it has
+// not started yet. Results are reported as by CompleteBatch.
+func (s *Store) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.casBatch(ctx, "extend", extendScript, ids, tokens, func(tok string) []any { return []any{tok, s.claimMS, s.retainMS} })
+}
+
+// UnclaimBatch gives back claims whose attempts never started (a worker
+// that claimed a batch ahead and then lost its partition), in one round
+// trip. Unlike Release it also takes back the attempt the claim counted, so
+// the window's next claim reports the same attempt number again; a window
+// claimed for the first time is left as if never claimed. The token counter
+// is not rolled back: tokens stay unique. Results are reported as by
+// CompleteBatch.
+func (s *Store) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.casBatch(ctx, "unclaim", unclaimScript, ids, tokens, func(tok string) []any { return []any{tok, s.retainMS} })
+}
+
+// casBatch runs a compare-and-set script for every ids[i], tokens[i] in one
+// pipeline; args builds the script's arguments from the token.
+func (s *Store) casBatch(ctx context.Context, op string, script *redis.Script, ids []string, tokens []int64, args func(token string) []any) ([]error, error) {
 	if len(ids) != len(tokens) {
-		return nil, fmt.Errorf("complete batch: %d ids but %d tokens; pass one token per id", len(ids), len(tokens))
+		return nil, fmt.Errorf("%s batch: %d ids but %d tokens; pass one token per id", op, len(ids), len(tokens))
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	keys := make([][]string, len(ids))
-	args := make([][]any, len(ids))
+	argv := make([][]any, len(ids))
 	for i, id := range ids {
 		w, c, _, err := s.keys(id)
 		if err != nil {
-			return nil, fmt.Errorf("complete batch: %w", err)
+			return nil, fmt.Errorf("%s batch: %w", op, err)
 		}
 		keys[i] = []string{w, c}
-		args[i] = []any{strconv.FormatInt(tokens[i], 10), s.retainMS}
+		argv[i] = args(strconv.FormatInt(tokens[i], 10))
 	}
-	cmds, err := s.pipeline(ctx, completeScript, keys, args)
+	cmds, err := s.pipeline(ctx, script, keys, argv)
 	if err != nil {
-		return nil, fmt.Errorf("complete batch of %d: %w", len(ids), err)
+		return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
 	}
 	errs := make([]error, len(ids))
 	for i, cmd := range cmds {
 		res, err := cmd.Int64()
 		if err != nil {
-			return nil, fmt.Errorf("complete batch: complete %s: %w", ids[i], err)
+			return nil, fmt.Errorf("%s batch: %s %s: %w", op, op, ids[i], err)
 		}
-		errs[i] = casResult("complete", ids[i], res)
+		errs[i] = casResult(op, ids[i], res)
 	}
 	return errs, nil
 }

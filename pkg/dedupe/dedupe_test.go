@@ -645,3 +645,67 @@ func TestConcurrentClaimComplete(t *testing.T) {
 	}
 	t.Logf("%d stale completions fenced", fenced.Load())
 }
+
+func TestExtendAndUnclaimBatch(t *testing.T) {
+	s, _, _ := newStore(t, Config{ClaimTTL: MinClaimTTL})
+	ctx := context.Background()
+	ids := []string{"u@1", "u@2", "u@3", "u@4"}
+	// u@2 failed once before: its next claim is attempt 2.
+	first := mustClaim(t, s, ids[1], "me", Claimed)
+	if err := s.Release(ctx, ids[1], first.Token, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, ids, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make([]int64, len(cs))
+	for i, c := range cs {
+		if c.Outcome != Claimed {
+			t.Fatalf("claim %s = %v", ids[i], c.Outcome)
+		}
+		tokens[i] = c.Token
+	}
+	if cs[1].Attempt != 2 {
+		t.Fatalf("u@2 attempt = %d, want 2", cs[1].Attempt)
+	}
+	if err := s.Complete(ctx, ids[3], tokens[3]); err != nil {
+		t.Fatal(err)
+	}
+	// Extend keeps the claims alive past their TTL (and revives expired
+	// ones nobody re-claimed).
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, err := s.State(ctx, ids[2])
+		return err == nil && st.ClaimTTL == 0
+	}, "claim of %s did not expire", ids[2])
+	errs, err := s.ExtendBatch(ctx, ids, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ErrAlreadyDone) {
+		t.Fatalf("extend batch = %v", errs)
+	}
+	// Unclaim gives the windows back without counting an attempt.
+	errs, err = s.UnclaimBatch(ctx, ids, append(tokens[:2:2], tokens[2]+100, tokens[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrFenced) || !errors.Is(errs[3], ErrAlreadyDone) {
+		t.Fatalf("unclaim batch = %v", errs)
+	}
+	if _, err := s.State(ctx, ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a window unclaimed after its first claim should be gone, State err = %v", err)
+	}
+	st, err := s.State(ctx, ids[1])
+	if err != nil || st.Status != StatusFailed || st.Attempts != 1 || st.LastError != "boom" || st.ClaimTTL != 0 {
+		t.Fatalf("u@2 after unclaim = %+v, %v", st, err)
+	}
+	again := mustClaim(t, s, ids[1], "other", Claimed)
+	if again.Attempt != 2 || again.Token <= tokens[1] {
+		t.Fatalf("re-claim of u@2 = %+v; want attempt 2 and a token above %d", again, tokens[1])
+	}
+	if _, err := s.UnclaimBatch(ctx, ids, nil); err == nil ||
+		err.Error() != "unclaim batch: 4 ids but 0 tokens; pass one token per id" {
+		t.Fatalf("mismatched batch: %v", err)
+	}
+}

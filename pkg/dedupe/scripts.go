@@ -78,6 +78,23 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 0
 `)
 
+// unclaimScript: ARGV[1] token, ARGV[2] retention ms. It undoes a claim
+// whose attempt never started: the attempt count goes back down, and a
+// window with no attempts left on record is deleted as if never claimed.
+var unclaimScript = redis.NewScript(`
+local w = redis.call('HMGET', KEYS[1], 'status', 'token')
+if w[1] == 'done' then return 1 end
+if w[1] ~= 'running' or w[2] ~= ARGV[1] then return 2 end
+redis.call('DEL', KEYS[2])
+if redis.call('HINCRBY', KEYS[1], 'attempts', -1) <= 0 then
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', 'failed')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 0
+`)
+
 // stateScript returns nil when there is no record, otherwise
 // {status, token, attempts, holder, updated_ms, last_error, claim pttl ms}.
 var stateScript = redis.NewScript(`
