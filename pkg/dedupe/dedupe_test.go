@@ -709,3 +709,26 @@ func TestExtendAndUnclaimBatch(t *testing.T) {
 		t.Fatalf("mismatched batch: %v", err)
 	}
 }
+
+// On a Cluster a batch is split per job, so no script call crosses slots;
+// elsewhere one call takes the whole batch.
+func TestBatchGroups(t *testing.T) {
+	ids := []string{"a@1", "b@1", "a@2", "c@1", "b@2"}
+	single, _, _ := newStore(t, Config{})
+	if g, err := single.group(ids); err != nil || len(g) != 1 || len(g[0]) != 5 {
+		t.Fatalf("single server groups = %v, %v; want one group of 5", g, err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}) // never contacted
+	defer cc.Close()
+	cluster, err := New(cc, Config{Namespace: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cluster.group(ids)
+	if err != nil || fmt.Sprint(g) != "[[0 2] [1 4] [3]]" {
+		t.Fatalf("cluster groups = %v, %v; want [[0 2] [1 4] [3]]", g, err)
+	}
+	if _, err := cluster.group([]string{"nojob"}); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("invalid id: %v", err)
+	}
+}

@@ -80,7 +80,8 @@ type finished struct {
 func (b *batch) run(ctx context.Context) (int, error) {
 	w := b.w
 	budget := min(maxChunkTime, w.cfg.ClaimExtendInterval/4)
-	size := 1
+	size := w.chunkSize(b.recs[0].Partition, 0)
+	defer func() { w.chunkSize(b.recs[0].Partition, size) }()
 	for i := 0; i < len(b.recs); {
 		if partition.Halted(ctx) || ctx.Err() != nil {
 			break
@@ -128,6 +129,18 @@ func (b *batch) run(ctx context.Context) (int, error) {
 		return b.settled, err
 	}
 	return b.settled, nil
+}
+
+// chunkSize returns the chunk size the last batch of partition p ended
+// with (1 if none), and records size instead if it is not 0.
+func (w *Worker) chunkSize(p int32, size int) int {
+	w.chunkMu.Lock()
+	defer w.chunkMu.Unlock()
+	if size > 0 {
+		w.chunks[p] = size
+		return size
+	}
+	return max(1, w.chunks[p])
 }
 
 // chunk runs records from, with msgs (nil for undecodable records) and the
@@ -231,7 +244,8 @@ func (b *batch) flush(ctx context.Context) error {
 		// next owner re-delivers from the first of them.
 		return err
 	}
-	k := 0
+	k, completed := 0, 0
+	first, last := b.pending[0], b.pending[len(b.pending)-1]
 	for _, f := range b.pending {
 		rec := b.recs[f.i]
 		if f.c.Outcome != dedupe.Claimed {
@@ -244,7 +258,8 @@ func (b *batch) flush(ctx context.Context) error {
 		e := Execution{WindowID: f.msg.ID, Job: f.msg.Job, Partition: rec.Partition, Offset: rec.Offset, ScheduledAt: f.msg.ScheduledAt, PublishedAt: f.msg.PublishedAt,
 			Attempt: f.c.Attempt, Token: f.c.Token, Started: f.res.started, Finished: f.res.finished}
 		if err == nil {
-			w.log.Info("window done", "partition", rec.Partition, "offset", rec.Offset, "window", f.msg.ID, "job", f.msg.Job, "token", f.c.Token, "attempt", f.c.Attempt,
+			completed++
+			w.log.Debug("window done", "partition", rec.Partition, "offset", rec.Offset, "window", f.msg.ID, "job", f.msg.Job, "token", f.c.Token, "attempt", f.c.Attempt,
 				"duration", f.res.finished.Sub(f.res.started), "lateness", f.res.started.Sub(f.msg.ScheduledAt))
 			e.Outcome = OutcomeDone
 			w.executed(e)
@@ -262,6 +277,11 @@ func (b *batch) flush(ctx context.Context) error {
 		b.settled = f.i + 1
 	}
 	b.pending = b.pending[:0]
+	if completed > 0 {
+		rec := b.recs[first.i]
+		w.log.Info("windows done", "partition", rec.Partition, "windows", completed, "from_offset", rec.Offset, "to_offset", b.recs[last.i].Offset,
+			"first_window", first.msg.ID, "last_window", last.msg.ID)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -233,6 +234,9 @@ type Worker struct {
 
 	storeDown atomic.Bool  // a store outage is being logged
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
+
+	chunkMu sync.Mutex
+	chunks  map[int32]int // per partition: the claim-ahead chunk size batches ended with
 }
 
 // New validates cfg and builds the worker and its Kafka client (which joins
@@ -245,6 +249,8 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("worker", cfg.WorkerID),
 		h:   handler.Recover()(cfg.Handler),
+
+		chunks: map[int32]int{},
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
