@@ -30,9 +30,19 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzUnmarshal -fuzztime=30s ./pkg/jobmsg
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./pkg/schedule
 
-## bench: hot-path benchmarks with figures
+## bench: hot-path benchmarks, then the workloads of docs/performance.md
+## (burst, lateness, 100k schedules, idle cost) printed as one table.
+## BENCH_DURATION sets the measured time of the timed workloads (60s).
+BENCH_DURATION ?= 60s
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+	rm -f bin/bench-table.tsv
+	mkdir -p bin
+	KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-table.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
+		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m ./test/perf/
+	@echo
+	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-table.tsv | \
+		awk -F'\t' '{ printf "%-62s %10s  %-14s %s\n", $$1, $$2, $$3, $$4 }'
 
 clean:
 	rm -rf $(BIN)

@@ -81,10 +81,11 @@ func burst(b *testing.B, partitions int32, logLevel string) {
 	flush()
 
 	b.ResetTimer()
-	w := start(b, "worker", "partition assigned",
+	w := start(b, "worker", "",
 		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--group", "bench",
 		"--namespace", "bench", "--http-addr", "", "--log-level", logLevel)
-	t0 := w.wait(b, 30*time.Second, "partition assignment")
+	waitStable(b, adm, "bench")
+	t0 := time.Now()
 	var t1 time.Time
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
