@@ -19,6 +19,8 @@ import (
 // cluster is one kjob deployment of separate processes.
 type cluster struct {
 	broker    string
+	brokerDir string
+	brokerP   *process
 	redis     *testenv.Redis
 	ledger    *ledger
 	env       []string
@@ -28,10 +30,15 @@ type cluster struct {
 
 func newCluster(t *testing.T, schedules string, partitions int) *cluster {
 	t.Helper()
-	c := &cluster{redis: testenv.NewRedis(t), ledger: newLedger(t), broker: freeAddr(t)}
+	return newClusterWith(t, schedules, partitions, testenv.NewRedis(t))
+}
+
+// newClusterWith is newCluster with a given Redis.
+func newClusterWith(t *testing.T, schedules string, partitions int, redis *testenv.Redis) *cluster {
+	t.Helper()
+	c := &cluster{redis: redis, ledger: newLedger(t), broker: freeAddr(t), brokerDir: filepath.Join(t.TempDir(), "kafka")}
 	t.Logf("redis: %s", c.redis)
-	start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", filepath.Join(t.TempDir(), "kafka"))
-	waitTCP(t, c.broker)
+	c.startBroker(t)
 	file := filepath.Join(t.TempDir(), "schedules.yaml")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(schedules, "LEDGER", c.ledger.url())), 0o644); err != nil {
 		t.Fatal(err)
@@ -46,6 +53,14 @@ func newCluster(t *testing.T, schedules string, partitions int) *cluster {
 		"KJOB_LOG_LEVEL=debug",
 	}
 	return c
+}
+
+// startBroker (re)starts the dev broker on the cluster's address and data
+// dir, and waits until it listens.
+func (c *cluster) startBroker(t *testing.T) {
+	t.Helper()
+	c.brokerP = start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", c.brokerDir)
+	waitTCP(t, c.broker)
 }
 
 func (c *cluster) startProducer(t *testing.T, name string, extra ...string) *process {

@@ -167,6 +167,24 @@ func (p *process) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
+// alive reports whether the process has not exited.
+func (p *process) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the process (SIGSTOP, SIGCONT, ...).
+func (p *process) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v: %v", p.name, sig, err)
+	}
+}
+
 // kill sends SIGKILL and waits.
 func (p *process) kill(t *testing.T) {
 	t.Helper()
@@ -188,6 +206,12 @@ type ledgerEntry struct {
 	Worker       string    `json:"worker"`
 	WindowStart  time.Time `json:"window_start"`
 	Received     time.Time `json:"-"`
+	// Ended is when the ledger answered, or saw the caller go away; zero
+	// while the request is in flight.
+	Ended time.Time `json:"-"`
+	// Answered reports whether the ledger answered 200 (the handler could
+	// succeed); false if the caller went away first.
+	Answered bool `json:"-"`
 }
 
 // ledger is the test's independent record of executions.
@@ -200,6 +224,9 @@ type ledger struct {
 	hold map[string]chan struct{}
 	// arrived is signalled (non-blocking) on every request.
 	arrived chan ledgerEntry
+	// delay, when set, is how long the ledger takes to answer a request:
+	// the handler's run time.
+	delay func(ledgerEntry) time.Duration
 }
 
 func newLedger(t *testing.T) *ledger {
@@ -212,20 +239,36 @@ func newLedger(t *testing.T) *ledger {
 		}
 		e.Received = time.Now()
 		l.mu.Lock()
+		i := len(l.entries)
 		l.entries = append(l.entries, e)
-		h := l.hold[e.Job]
+		h, delay := l.hold[e.Job], l.delay
 		l.mu.Unlock()
 		select {
 		case l.arrived <- e:
 		default:
 		}
+		answered := true
 		if h != nil {
 			select {
 			case <-h:
 			case <-r.Context().Done():
-				return
+				answered = false
 			}
 		}
+		if d := time.Duration(0); answered && delay != nil {
+			if d = delay(e); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					answered = false
+				}
+				t.Stop()
+			}
+		}
+		l.mu.Lock()
+		l.entries[i].Ended, l.entries[i].Answered = time.Now(), answered
+		l.mu.Unlock()
 	}))
 	t.Cleanup(l.srv.Close)
 	return l
