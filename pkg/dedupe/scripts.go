@@ -21,7 +21,7 @@ local now_ms = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t
 var claimScript = redis.NewScript(`
 local w = redis.call('HMGET', KEYS[1], 'status', 'token', 'attempts', 'holder')
 local attempts = tonumber(w[3]) or 0
-if w[1] == 'done' then
+if w[1] == 'done' or w[1] == 'dead' then
   return {1, w[2] or '0', attempts, w[4] or '', 0}
 end
 local c = redis.call('GET', KEYS[2])
@@ -44,7 +44,7 @@ return {0, token, attempts, ARGV[1], tonumber(ARGV[2])}
 // It re-creates an expired claim key as long as nobody re-claimed.
 var extendScript = redis.NewScript(`
 local w = redis.call('HMGET', KEYS[1], 'status', 'token', 'holder')
-if w[1] == 'done' then return 1 end
+if w[1] == 'done' or w[1] == 'dead' then return 1 end
 if w[1] ~= 'running' or w[2] ~= ARGV[1] then return 2 end
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. (w[3] or ''), 'PX', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -54,7 +54,7 @@ return 0
 // completeScript: ARGV[1] token, ARGV[2] retention ms.
 var completeScript = redis.NewScript(`
 local w = redis.call('HMGET', KEYS[1], 'status', 'token')
-if w[1] == 'done' then return 1 end
+if w[1] == 'done' or w[1] == 'dead' then return 1 end
 if w[1] ~= 'running' or w[2] ~= ARGV[1] then return 2 end
 ` + luaNow + `
 redis.call('HSET', KEYS[1], 'status', 'done', 'updated_ms', now_ms)
@@ -67,12 +67,27 @@ return 0
 // Releasing twice with the same token is a no-op the second time.
 var releaseScript = redis.NewScript(`
 local w = redis.call('HMGET', KEYS[1], 'status', 'token')
-if w[1] == 'done' then return 1 end
+if w[1] == 'done' or w[1] == 'dead' then return 1 end
 if w[2] ~= ARGV[1] then return 2 end
 if w[1] == 'failed' then return 0 end
 if w[1] ~= 'running' then return 2 end
 ` + luaNow + `
 redis.call('HSET', KEYS[1], 'status', 'failed', 'last_error', ARGV[2], 'updated_ms', now_ms)
+redis.call('DEL', KEYS[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 0
+`)
+
+// deadScript: ARGV[1] token, ARGV[2] reason, ARGV[3] retention ms. It
+// settles a window that was dead-lettered: terminal like done, so a
+// redelivered record of it is skipped instead of run again.
+var deadScript = redis.NewScript(`
+local w = redis.call('HMGET', KEYS[1], 'status', 'token')
+if w[1] == 'done' or w[1] == 'dead' then return 1 end
+if w[2] ~= ARGV[1] then return 2 end
+if w[1] ~= 'running' and w[1] ~= 'failed' then return 2 end
+` + luaNow + `
+redis.call('HSET', KEYS[1], 'status', 'dead', 'last_error', ARGV[2], 'updated_ms', now_ms)
 redis.call('DEL', KEYS[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 0
