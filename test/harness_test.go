@@ -57,7 +57,7 @@ type process struct {
 
 // start runs a binary from binDir with extra environment variables. The
 // process is killed at test end if still running.
-func start(t *testing.T, name string, env []string, bin string, args ...string) *process {
+func start(t testing.TB, name string, env []string, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -154,7 +154,7 @@ func containsAll(s string, parts ...string) bool {
 
 // stop sends SIGTERM and waits for the process to exit, failing the test if
 // it does not within timeout or exits with an error.
-func (p *process) stop(t *testing.T, timeout time.Duration) {
+func (p *process) stop(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -178,7 +178,7 @@ func (p *process) alive() bool {
 }
 
 // signal sends sig to the process (SIGSTOP, SIGCONT, ...).
-func (p *process) signal(t *testing.T, sig syscall.Signal) {
+func (p *process) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%s: %v: %v", p.name, sig, err)
@@ -186,7 +186,7 @@ func (p *process) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // kill sends SIGKILL and waits.
-func (p *process) kill(t *testing.T) {
+func (p *process) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Kill()
 	select {
@@ -229,7 +229,7 @@ type ledger struct {
 	delay func(ledgerEntry) time.Duration
 }
 
-func newLedger(t *testing.T) *ledger {
+func newLedger(t testing.TB) *ledger {
 	l := &ledger{hold: map[string]chan struct{}{}, arrived: make(chan ledgerEntry, 1024)}
 	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var e ledgerEntry
@@ -293,11 +293,11 @@ func (l *ledger) windows(job string) map[string]int {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 }
 
-func waitTCP(t *testing.T, addr string) {
+func waitTCP(t testing.TB, addr string) {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
@@ -308,7 +308,7 @@ func waitTCP(t *testing.T, addr string) {
 	}, "nothing listening on %s", addr)
 }
 
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
