@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -94,12 +95,39 @@ type chaosRun struct {
 // lets the run drain and checks the whole history with chaos.Check.
 //
 //	KJOB_CHAOS_SEED=n        replay a run's fault schedule
-//	KJOB_CHAOS_DURATION=30m  how long faults are injected (default 45s;
+//	KJOB_CHAOS_DURATION=30m  how long faults are injected (default 40s;
 //	                         `make soak DURATION=30m`)
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process chaos test; skipped with -short")
 	}
+	seed, duration := chaosSettings(t)
+	r := newChaosRun(t, seed, "")
+	r.run(duration, []func(){r.killLeader, r.killWorkerMidHandler, r.stopLeader, r.stopWorker, r.restartBroker, r.restartRedis, r.cutWorkerFromRedis})
+}
+
+// TestChaosKafkaErrors is the chaos run against an in-process kfake broker
+// whose control hooks inject Kafka errors (failed offset commits, produce
+// errors, coordinator not available) in bursts, interleaved with crashes of
+// the leading producer and of workers mid-handler.
+func TestChaosKafkaErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos test; skipped with -short")
+	}
+	seed, duration := chaosSettings(t)
+	duration /= 2
+	kc := testenv.Cluster(t)
+	f := &kafkaFaults{}
+	f.install(kc)
+	r := newChaosRun(t, seed, kc.ListenAddrs()[0])
+	r.run(duration, []func(){r.kafkaErrors(&f.commit, faultKafkaCommit), r.kafkaErrors(&f.produce, faultKafkaProduce),
+		r.kafkaErrors(&f.coordinator, faultKafkaCoordinator), r.killLeader, r.killWorkerMidHandler})
+	t.Logf("requests answered with an injected error: %d offset commits, %d produces, %d coordinator lookups",
+		f.commitHits.Load(), f.produceHits.Load(), f.coordinatorHits.Load())
+}
+
+// chaosSettings reads the seed and fault duration from the environment.
+func chaosSettings(t *testing.T) (uint64, time.Duration) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("KJOB_CHAOS_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -108,7 +136,7 @@ func TestChaos(t *testing.T) {
 		}
 		seed = v
 	}
-	duration := 45 * time.Second
+	duration := 40 * time.Second
 	if s := os.Getenv("KJOB_CHAOS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
@@ -116,34 +144,50 @@ func TestChaos(t *testing.T) {
 		}
 		duration = d
 	}
-	t.Logf("chaos seed %d (replay: KJOB_CHAOS_SEED=%d), faults for %v", seed, seed, duration)
-	fmt.Fprintf(os.Stderr, "chaos: seed %d, faults for %v\n", seed, duration)
+	return seed, duration
+}
 
+// newChaosRun starts the cluster: a durable redis-server, the broker (a
+// dev-broker process, or broker if not empty), 3 producers, 4 workers (the
+// first reaching Redis through a cuttable proxy).
+func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	r := &chaosRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,
 		stopped: map[*process]bool{}, faults: map[string]int{}, proxies: map[*process]*tcpProxy{}}
-	r.c = newClusterWith(t, chaosSchedules, chaosPartitions, testenv.NewDurableRedis(t))
+	r.c = newClusterWith(t, chaosSchedules, chaosPartitions, testenv.NewDurableRedis(t), broker)
 	r.c.env = append(r.c.env, "KJOB_LOG_LEVEL=info")
 	r.c.ledger.mu.Lock()
 	r.c.ledger.delay = r.sleepOf
 	r.c.ledger.mu.Unlock()
-
 	for range chaosProducers {
 		r.startProducer()
 	}
-	// The first worker reaches Redis through a proxy the test can cut.
 	r.startProxiedWorker()
 	for range chaosWorkers - 1 {
 		r.startWorker()
 	}
+	return r
+}
+
+// run injects faults drawn from faults for duration, lets the cluster
+// settle and drain, and judges the history with chaos.Check.
+func (r *chaosRun) run(duration time.Duration, faults []func()) {
+	t := r.t
+	t.Logf("chaos seed %d (replay: KJOB_CHAOS_SEED=%d), faults for %v", r.seed, r.seed, duration)
+	fmt.Fprintf(os.Stderr, "chaos %s: seed %d, faults for %v\n", t.Name(), r.seed, duration)
 	testenv.Eventually(t, 90*time.Second, func() bool {
 		return len(r.c.ledger.windows("steady")) >= 3 && len(r.c.ledger.windows("sleepy")) >= 3
 	}, "the cluster did not start executing windows")
 
-	faults := []func(){r.killLeader, r.killWorkerMidHandler, r.stopLeader, r.stopWorker, r.restartBroker, r.restartRedis, r.cutWorkerFromRedis}
+	// Every kind once in a seeded order, then kinds drawn at random until
+	// the duration is up: even the short CI profile injects each kind.
 	end := time.Now().Add(duration)
+	for _, k := range r.rng.Perm(len(faults)) {
+		faults[k]()
+		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
+	}
 	for time.Now().Before(end) {
 		faults[r.rng.IntN(len(faults))]()
-		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
+		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond)
 	}
 
 	// Faults stop. Give a leader time to be elected and catch up, fix the
@@ -173,7 +217,19 @@ func TestChaos(t *testing.T) {
 		t.Errorf("violation %s", v)
 	}
 	if len(violations) > 0 {
-		t.Errorf("chaos seed %d: %d violations (replay: KJOB_CHAOS_SEED=%d)", seed, len(violations), seed)
+		t.Errorf("chaos seed %d: %d violations (replay: KJOB_CHAOS_SEED=%d)", r.seed, len(violations), r.seed)
+	}
+}
+
+// kafkaErrors returns a fault that turns on a kind of injected Kafka error
+// for 3-6s.
+func (r *chaosRun) kafkaErrors(on *atomic.Bool, kind string) func() {
+	return func() {
+		d := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
+		on.Store(true)
+		time.Sleep(d) // the fault is the burst itself
+		on.Store(false)
+		r.fault(kind, "for %v", d)
 	}
 }
 

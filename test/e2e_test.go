@@ -30,15 +30,19 @@ type cluster struct {
 
 func newCluster(t testing.TB, schedules string, partitions int) *cluster {
 	t.Helper()
-	return newClusterWith(t, schedules, partitions, testenv.NewRedis(t))
+	return newClusterWith(t, schedules, partitions, testenv.NewRedis(t), "")
 }
 
-// newClusterWith is newCluster with a given Redis.
-func newClusterWith(t testing.TB, schedules string, partitions int, redis *testenv.Redis) *cluster {
+// newClusterWith is newCluster with a given Redis and, unless broker is
+// empty, an already running broker (e.g. an in-process kfake cluster).
+func newClusterWith(t testing.TB, schedules string, partitions int, redis *testenv.Redis, broker string) *cluster {
 	t.Helper()
-	c := &cluster{redis: redis, ledger: newLedger(t), broker: freeAddr(t), brokerDir: filepath.Join(t.TempDir(), "kafka")}
+	c := &cluster{redis: redis, ledger: newLedger(t), broker: broker, brokerDir: filepath.Join(t.TempDir(), "kafka")}
 	t.Logf("redis: %s", c.redis)
-	c.startBroker(t)
+	if broker == "" {
+		c.broker = freeAddr(t)
+		c.startBroker(t)
+	}
 	file := filepath.Join(t.TempDir(), "schedules.yaml")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(schedules, "LEDGER", c.ledger.url())), 0o644); err != nil {
 		t.Fatal(err)

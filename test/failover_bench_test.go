@@ -49,7 +49,7 @@ func BenchmarkFailover(b *testing.B) {
 		}
 		reps = n
 	}
-	c := newClusterWith(b, failoverSchedules, 1, testenv.NewDurableRedis(b))
+	c := newClusterWith(b, failoverSchedules, 1, testenv.NewDurableRedis(b), "")
 	c.env = append(c.env, "KJOB_LOG_LEVEL=info")
 	f := &failover{b: b, c: c}
 	f.producer()
