@@ -36,7 +36,7 @@ const claimFn = luaNow + `
 local function claim(kw, kc, kt, owner, claim_ms, retain_ms)
   local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder')
   local attempts = tonumber(w[3]) or 0
-  if w[1] == 'done' then
+  if w[1] == 'done' or w[1] == 'dead' then
     return {1, w[2] or '0', attempts, w[4] or '', 0}
   end
   local c = redis.call('GET', kc)
@@ -75,7 +75,7 @@ return out
 const extendFn = `
 local function cas(kw, kc, token, claim_ms, retain_ms)
   local w = redis.call('HMGET', kw, 'status', 'token', 'holder')
-  if w[1] == 'done' then return 1 end
+  if w[1] == 'done' or w[1] == 'dead' then return 1 end
   if w[1] ~= 'running' or w[2] ~= token then return 2 end
   redis.call('SET', kc, token .. '|' .. (w[3] or ''), 'PX', claim_ms)
   redis.call('PEXPIRE', kw, retain_ms)
@@ -86,7 +86,7 @@ end
 const completeFn = luaNow + `
 local function cas(kw, kc, token, retain_ms)
   local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' then return 1 end
+  if w[1] == 'done' or w[1] == 'dead' then return 1 end
   if w[1] ~= 'running' or w[2] ~= token then return 2 end
   redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_ms())
   redis.call('DEL', kc)
@@ -100,11 +100,26 @@ end
 const releaseFn = luaNow + `
 local function cas(kw, kc, token, reason, retain_ms)
   local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' then return 1 end
+  if w[1] == 'done' or w[1] == 'dead' then return 1 end
   if w[2] ~= token then return 2 end
   if w[1] == 'failed' then return 0 end
   if w[1] ~= 'running' then return 2 end
   redis.call('HSET', kw, 'status', 'failed', 'last_error', reason, 'updated_ms', now_ms())
+  redis.call('DEL', kc)
+  redis.call('PEXPIRE', kw, retain_ms)
+  return 0
+end
+`
+
+// deadFn settles a window that was dead-lettered: terminal like done, so a
+// redelivered record of it is skipped instead of run again.
+const deadFn = luaNow + `
+local function cas(kw, kc, token, reason, retain_ms)
+  local w = redis.call('HMGET', kw, 'status', 'token')
+  if w[1] == 'done' or w[1] == 'dead' then return 1 end
+  if w[2] ~= token then return 2 end
+  if w[1] ~= 'running' and w[1] ~= 'failed' then return 2 end
+  redis.call('HSET', kw, 'status', 'dead', 'last_error', reason, 'updated_ms', now_ms())
   redis.call('DEL', kc)
   redis.call('PEXPIRE', kw, retain_ms)
   return 0
@@ -117,7 +132,7 @@ end
 const unclaimFn = `
 local function cas(kw, kc, token, retain_ms)
   local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' then return 1 end
+  if w[1] == 'done' or w[1] == 'dead' then return 1 end
   if w[1] ~= 'running' or w[2] ~= token then return 2 end
   redis.call('DEL', kc)
   if redis.call('HINCRBY', kw, 'attempts', -1) <= 0 then
@@ -156,12 +171,13 @@ return out
 }
 
 // The compare-and-set scripts. Shared arguments: extend claim TTL ms and
-// retention ms; complete retention ms; release reason and retention ms;
-// unclaim retention ms.
+// retention ms; complete retention ms; release and dead-letter reason and
+// retention ms; unclaim retention ms.
 var (
 	extendScript, extendBatchScript     = casScripts(extendFn, 2)
 	completeScript, completeBatchScript = casScripts(completeFn, 1)
 	releaseScript, _                    = casScripts(releaseFn, 2)
+	deadScript, _                       = casScripts(deadFn, 2)
 	unclaimScript, unclaimBatchScript   = casScripts(unclaimFn, 1)
 )
 

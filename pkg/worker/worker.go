@@ -35,6 +35,9 @@ type Store interface {
 	Complete(ctx context.Context, id string, token int64) error
 	// Release gives up the claim of token after a failed attempt.
 	Release(ctx context.Context, id string, token int64, reason string) error
+	// DeadLetter settles the window for good once its dead letter is
+	// written, so a redelivered record of it is skipped (AlreadyDone).
+	DeadLetter(ctx context.Context, id string, token int64, reason string) error
 }
 
 // Defaults of the zero values of Config fields.
@@ -498,7 +501,7 @@ func (w *Worker) failed(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 			w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
 			return true, err
 		}
-		w.release(ctx, msg.ID, c.Token, "dead-lettered: "+reason, log)
+		w.buryDead(ctx, msg.ID, c.Token, reason, log)
 		if !reported {
 			e := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, Attempt: c.Attempt, Token: c.Token,
 				Outcome: OutcomeDeadLettered, Err: cause, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
@@ -600,6 +603,15 @@ func (w *Worker) release(ctx context.Context, id string, token int64, reason str
 		log.Warn("release refused: the window is no longer ours", "err", err)
 	default:
 		log.Warn("cannot release the claim; it expires after the store's claim TTL", "err", err)
+	}
+}
+
+// buryDead settles a dead-lettered window (Store.DeadLetter); failures are
+// logged (the claim then expires, and a redelivery would run it again).
+func (w *Worker) buryDead(ctx context.Context, id string, token int64, reason string, log *slog.Logger) {
+	err := w.settle(ctx, "dead-letter", log, func(sctx context.Context) error { return w.cfg.Store.DeadLetter(sctx, id, token, reason) })
+	if err != nil {
+		log.Warn("cannot mark the dead-lettered window settled; a redelivered record of it would run again", "err", err)
 	}
 }
 
