@@ -39,11 +39,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // cluster starts kfake allowing short sessions, so rebalances are quick.
-func cluster(t *testing.T) []string {
+func cluster(t testing.TB) []string {
 	return testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 }
 
-func createTopic(t *testing.T, brokers []string, topic string, partitions int32) {
+func createTopic(t testing.TB, brokers []string, topic string, partitions int32) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
