@@ -43,9 +43,9 @@ const maxChunkTime = 100 * time.Millisecond
 // maxChunkTime, back to one when a chunk was slow. Scheduled windows (one
 // at a time) therefore run as before, while a backlog of quick windows (a
 // replay, a backfill) gets hundreds of windows per round trip. Completions
-// are queued while handlers succeed and sent together before the batch
-// returns, before anything waits (a busy window, a retry backoff), and
-// before any window is settled another way, so offsets are marked only for
+// are queued while handlers succeed and sent together at the end of each
+// chunk, before anything waits (a busy window, a retry backoff), and before
+// any window is settled another way, so offsets are marked only for
 // windows that are done, skipped or dead-lettered, in order.
 func (w *Worker) processBatch(ctx context.Context, recs []*kgo.Record) (int, error) {
 	bs, ok := w.cfg.Store.(BatchStore)
@@ -113,6 +113,11 @@ func (b *batch) run(ctx context.Context) (int, error) {
 		start := time.Now()
 		next, err := b.chunk(ctx, i, msgs, claims)
 		if err != nil {
+			return b.settled, err
+		}
+		// Record each chunk's successes before the next chunk runs, so
+		// a success waits for at most one chunk's work.
+		if err := b.flush(ctx); err != nil {
 			return b.settled, err
 		}
 		if next < end { // halted or cancelled mid-chunk

@@ -183,3 +183,41 @@ func TestRevokeMidBacklogGivesClaimsBack(t *testing.T) {
 		}
 	}
 }
+
+// Successes are recorded chunk by chunk: with slow handlers chunks stay
+// small, so a window's completion never waits for a long run of later
+// windows in the same batch (here: at most 8 windows behind the handler
+// that is starting; recording them only per batch would let all 30 wait).
+func TestSlowBacklogCompletesChunkByChunk(t *testing.T) {
+	e := newEnv(t, 1, 30*time.Second)
+	var ms []*jobmsg.Message
+	for i := range 30 {
+		ms = append(ms, window("slow", "slow", i, defaultPolicy))
+	}
+	e.publish(ms...)
+	x := &execs{}
+	var mu sync.Mutex
+	started, worst := 0, 0
+	mux := handler.NewMux()
+	mux.HandleFunc("slow", func(ctx context.Context, j *handler.Job) error {
+		mu.Lock()
+		started++
+		worst = max(worst, started-x.count(OutcomeDone))
+		mu.Unlock()
+		select {
+		case <-time.After(10 * time.Millisecond): // chunks of 1 to 4 under the test budget of 25ms
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	_, stop := start(t, e.config("w1", mux, x))
+	testenv.Eventually(t, 30*time.Second, func() bool { return x.count(OutcomeDone) == len(ms) }, "all windows done (have %d)", x.count(OutcomeDone))
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("at most %d windows started but not yet recorded done", worst)
+	if worst > 8 {
+		t.Fatalf("%d windows started before the earlier ones were recorded done; successes should be recorded per chunk", worst)
+	}
+}
