@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/worker"
@@ -137,6 +138,22 @@ func run(ctx context.Context, args []string) error {
 		if err := cli.Serve(hctx, log, c.httpAddr, reg, ready); err != nil {
 			httpErr = err
 			stop()
+		}
+	}()
+	// The control agent applies operators' replays (kjobctl replay) to the
+	// partitions this worker owns.
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), Group: c.group, Topic: c.topic,
+		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
+	if err != nil {
+		hcancel()
+		wg.Wait()
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := agent.Run(hctx); err != nil {
+			log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
 		}
 	}()
 	err = w.Run(ctx)
