@@ -102,7 +102,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var all, execute bool
 	f := cli.NewFlags("dlq "+sub, dlqUsage)
 	f.SetOutput(stderr)
-	o.register(f, false)
+	o.register(f)
 	if sub == "redrive" {
 		f.Bool(&all, "all", "", false, "redrive every dead letter")
 		f.Bool(&execute, "execute", "", false, "republish (without it: dry run)")

@@ -43,7 +43,7 @@ type opts struct {
 	file *schedule.File
 }
 
-func (o *opts) register(f *cli.Flags, withSchedules bool) {
+func (o *opts) register(f *cli.Flags) {
 	f.String(&o.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	f.String(&o.topic, "topic", "KJOB_TOPIC", "kjob.windows", "windows topic")
 	f.String(&o.stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "the producer's state topic (default <topic>.state)")
@@ -52,9 +52,7 @@ func (o *opts) register(f *cli.Flags, withSchedules bool) {
 	f.String(&o.group, "group", "KJOB_GROUP", "kjob-workers", "the workers' consumer group")
 	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name (Redis key prefix)")
 	o.redis.Register(f)
-	if withSchedules {
-		f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's")
-	}
+	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger, backfill, pause and resume need it")
 	f.String(&o.output, "output", "", "table", "output format: table or json")
 	f.String(&o.output, "o", "", "table", "short for --output")
 	f.Duration(&o.timeout, "timeout", "", 30*time.Second, "overall deadline of the command")

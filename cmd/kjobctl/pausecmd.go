@@ -41,7 +41,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	}
 	f := cli.NewFlags(cmd, usage)
 	f.SetOutput(stderr)
-	o.register(f, true)
+	o.register(f)
 	o.needSchedules = true
 	if cmd == "resume" {
 		f.Bool(&catchup, "catchup", "", false, "publish the windows skipped while paused")

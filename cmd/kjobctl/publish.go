@@ -62,7 +62,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var payload string
 	f := cli.NewFlags("trigger", triggerUsage)
 	f.SetOutput(stderr)
-	o.register(f, true)
+	o.register(f)
 	o.needSchedules = true
 	f.String(&payload, "payload", "", "", "JSON object replacing the job's payload for this window")
 	pos, err := f.ParseInterspersed(args)
@@ -141,7 +141,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var rerun, execute, progress bool
 	f := cli.NewFlags("backfill", backfillUsage)
 	f.SetOutput(stderr)
-	o.register(f, true)
+	o.register(f)
 	o.needSchedules = true
 	f.String(&from, "from", "", "", "first window start to include (RFC 3339)")
 	f.String(&to, "to", "", "", "window starts before this time are included (RFC 3339)")

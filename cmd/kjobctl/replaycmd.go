@@ -36,7 +36,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	)
 	f := cli.NewFlags("replay", replayUsage)
 	f.SetOutput(stderr)
-	o.register(f, true)
+	o.register(f)
 	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record at or after this time (RFC 3339)")
 	f.String(&byDuration, "by-duration", "", "", "reset to the first record at or after now minus this duration (e.g. 2h, or ISO 8601 PT2H)")
 	f.String(&toOffset, "to-offset", "", "", "reset to this offset")

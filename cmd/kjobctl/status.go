@@ -22,7 +22,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o opts
 	f := cli.NewFlags("status", statusUsage)
 	f.SetOutput(stderr)
-	o.register(f, true)
+	o.register(f)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var every time.Duration
 	f := cli.NewFlags("lag", lagUsage)
 	f.SetOutput(stderr)
-	o.register(f, false)
+	o.register(f)
 	f.Bool(&watch, "watch", "", false, "refresh in place until interrupted")
 	f.Duration(&every, "interval", "", 2*time.Second, "refresh interval of --watch")
 	if err := f.Parse(args); err != nil {
