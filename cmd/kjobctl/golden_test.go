@@ -77,7 +77,7 @@ func TestGoldenLag(t *testing.T) {
 
 func replayPlan() *control.ReplayPlan {
 	return &control.ReplayPlan{
-		Spec: control.ReplaySpec{Group: "kjob-workers", Mode: control.ByDuration, Duration: time.Hour, Job: "sync", Rerun: true},
+		Spec:  control.ReplaySpec{Group: "kjob-workers", Mode: control.ByDuration, Duration: time.Hour, Job: "sync", Rerun: true},
 		Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
 		Partitions: []control.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 420, Target: 60, Start: 0, End: 420, Replayed: 360, After: -1}},
 		Rerun:      []string{"sync@2026-11-22T09:00:00Z", "sync@2026-11-22T09:00:10Z"},
