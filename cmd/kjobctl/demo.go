@@ -210,6 +210,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		}
 	}
 	d.say("demo: started %d producers and %d workers; Ctrl-C stops everything", d.cfg.producers, d.cfg.workers)
+	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s; then kjobctl status, lag, replay, trigger, pause, dlq list", broker, redisAddr, schedules)
 
 	var handover <-chan time.Time
 	if d.cfg.handoverAfter > 0 {

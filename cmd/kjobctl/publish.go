@@ -294,6 +294,7 @@ type progressBar struct {
 	start time.Time
 	mu    sync.Mutex
 	last  time.Time
+	shown int
 }
 
 func newProgressBar(w io.Writer, total int) *progressBar {
@@ -307,7 +308,7 @@ func (b *progressBar) set(n int) {
 	if n < b.total && now.Sub(b.last) < 100*time.Millisecond {
 		return
 	}
-	b.last = now
+	b.last, b.shown = now, n
 	const width = 30
 	filled := width * n / b.total
 	el := now.Sub(b.start).Seconds()
@@ -331,6 +332,11 @@ func (b *progressBar) set(n int) {
 }
 
 func (b *progressBar) finish() {
-	b.set(b.total)
+	b.mu.Lock()
+	shown := b.shown
+	b.mu.Unlock()
+	if shown < b.total {
+		b.set(b.total)
+	}
 	fmt.Fprintln(b.w)
 }

@@ -237,6 +237,8 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 		}
 	}
 	switch {
+	case plan.Spec.Rerun && len(plan.Rerun) == 0:
+		fmt.Fprintln(w, "No window lies in the replayed range, so no done marker is cleared.")
 	case plan.Spec.Rerun:
 		verb := "will be cleared"
 		if executed {

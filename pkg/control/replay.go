@@ -55,19 +55,19 @@ const (
 // ReplaySpec says what to replay.
 type ReplaySpec struct {
 	// Group is the workers' consumer group.
-	Group string
+	Group string `json:"group"`
 	// Mode and its argument (Time, Duration or Offset).
-	Mode     Mode
-	Time     time.Time
-	Duration time.Duration
-	Offset   int64
+	Mode     Mode          `json:"mode"`
+	Time     time.Time     `json:"time,omitzero"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	Offset   int64         `json:"offset,omitempty"`
 	// Partitions restricts the replay; empty means all.
-	Partitions []int32
+	Partitions []int32 `json:"partitions,omitempty"`
 	// Job restricts the replay to the job's partition and, with Rerun, the
 	// cleared done markers to the job's windows.
-	Job string
+	Job string `json:"job,omitempty"`
 	// Rerun clears the done markers of the replayed windows.
-	Rerun bool
+	Rerun bool `json:"rerun"`
 }
 
 // ReplayPartition is one partition's before/after.

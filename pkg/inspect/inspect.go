@@ -209,7 +209,9 @@ type WindowStatus struct {
 	Start       time.Time `json:"start"`
 	PublishedAt time.Time `json:"published_at"`
 	// Outcome is done, failed, running, pending (published, not claimed
-	// yet, or its record expired) or unknown (no Redis).
+	// yet, or its record expired), "skipped (paused)" (the job is paused
+	// and the window has no record: the producer skipped it) or unknown
+	// (no Redis).
 	Outcome   string `json:"outcome"`
 	Token     int64  `json:"token,omitempty"`
 	Attempts  int    `json:"attempts,omitempty"`
@@ -470,6 +472,8 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		if in.store != nil && s.LastID != "" {
 			st, err := in.store.State(ctx, s.LastID)
 			switch {
+			case errors.Is(err, dedupe.ErrNotFound) && js.Paused:
+				ws.Outcome = "skipped (paused)" // the state advanced past it unpublished
 			case errors.Is(err, dedupe.ErrNotFound):
 				ws.Outcome = "pending"
 			case err != nil:
