@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -154,10 +157,18 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer in.Close()
+	if watch {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
 	for first := true; ; first = false {
 		cctx, cancel := o.ctx(ctx)
 		g, err := in.Group(cctx)
 		cancel()
+		if watch && ctx.Err() != nil {
+			return nil
+		}
 		if errors.Is(err, inspect.ErrNoGroup) {
 			return fmt.Errorf("lag: group %q does not exist (no members, no committed offsets on %s); check --group: %w", o.group, o.topic, errNotFound)
 		}
