@@ -294,6 +294,24 @@ func TestTriggerBackfillPause(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Producer leader: none") || !strings.Contains(out, "paused") || !strings.Contains(out, "w1") {
 		t.Fatalf("status:\n%s", out)
 	}
+	code, out, _ = e.kjobctl("status", "-o", "json")
+	var snap struct {
+		Group struct {
+			Members []struct {
+				ClientID   string  `json:"client_id"`
+				Partitions []int32 `json:"partitions"`
+			} `json:"members"`
+		} `json:"group"`
+		Jobs []struct {
+			Name   string `json:"name"`
+			Paused bool   `json:"paused"`
+			Next   []time.Time
+		} `json:"jobs"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Jobs) != 2 || snap.Jobs[1].Name != "report" || !snap.Jobs[1].Paused ||
+		len(snap.Jobs[1].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
+		t.Fatalf("status -o json: exit %d\n%s", code, out)
+	}
 	code, out, stderr = e.kjobctl("resume", "report")
 	if code != exitOK || !strings.HasPrefix(out, "resumed report (paused since ") {
 		t.Fatalf("resume: %d %s %s", code, out, stderr)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 )
 
@@ -191,3 +192,5 @@ func (a *Agent) apply(ctx context.Context, cl *kgo.Client, req *SeekRequest) {
 		}
 	}
 }
+
+func isNotOwned(err error) bool { return errors.Is(err, partition.ErrNotOwned) }

@@ -136,7 +136,8 @@ type Snapshot struct {
 	// Leader is the producer leader; nil when no producer holds the lease
 	// (or without Redis).
 	Leader *Leader `json:"leader"`
-	// Group is the workers' group and its lag.
+	// Group is the workers' group and its lag; nil if it does not exist
+	// (no worker joined yet).
 	Group *Group `json:"group"`
 	// Jobs are the jobs, sorted by name.
 	Jobs []JobStatus `json:"jobs"`
@@ -227,11 +228,14 @@ func (in *Inspector) Snapshot(ctx context.Context) (*Snapshot, error) {
 	} else {
 		s.Leader = l
 	}
-	g, err := in.Group(ctx)
-	if err != nil && !errors.Is(err, ErrNoGroup) {
+	switch g, err := in.Group(ctx); {
+	case errors.Is(err, ErrNoGroup):
+		// No worker has joined yet: Group stays nil.
+	case err != nil:
 		s.Errors = append(s.Errors, "group: "+err.Error())
+	default:
+		s.Group = g
 	}
-	s.Group = g
 	jobs, err := in.Jobs(ctx)
 	if err != nil {
 		s.Errors = append(s.Errors, "jobs: "+err.Error())
