@@ -23,7 +23,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type alwaysLeader struct{}
 
-func (alwaysLeader) Run(ctx context.Context, lead func(context.Context) error) error { return lead(ctx) }
+func (alwaysLeader) Run(ctx context.Context, lead func(context.Context) error) error {
+	return lead(ctx)
+}
 
 // TestSnapshot reads a deployment with a lease holder, a producer that
 // published windows, one window done, one job paused, and no workers yet.
