@@ -282,6 +282,17 @@ func TestTriggerBackfillPause(t *testing.T) {
 		t.Fatalf("replay dry run:\n%s", out)
 	}
 
+	// Executed while the worker runs: the worker applies the seek, and
+	// --rerun --job report runs report's windows again.
+	code, out, stderr = e.kjobctl("replay", "--to-earliest", "--job", "report", "--rerun", "--execute")
+	if code != exitOK || !strings.Contains(out, "APPLIED BY") || !strings.Contains(out, "Done markers of 6 replayed windows were cleared") {
+		t.Fatalf("replay --execute: exit %d\n%s%s", code, out, stderr)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 2 }, "triggered window %s not re-run by the replay", id)
+	for _, id := range ids {
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 3 }, "%s not re-run by the replay", id)
+	}
+
 	code, out, stderr = e.kjobctl("pause", "report")
 	if code != exitOK || !strings.HasPrefix(out, "paused report at ") {
 		t.Fatalf("pause: %d %s %s", code, out, stderr)
