@@ -44,7 +44,7 @@ func main() {
 }
 
 type config struct {
-	brokers, topic, group, dlq, namespace, id, httpAddr, logFormat, logLevel string
+	brokers, topic, group, dlq, control, namespace, id, httpAddr, logFormat, logLevel string
 	redis                                                                    cli.RedisOptions
 	claimTTL, retention, grace, sessionTimeout, heartbeat, extend            time.Duration
 	rf                                                                       int
@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string) error {
 	f.String(&c.topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic the producer publishes windows to")
 	f.String(&c.group, "group", "KJOB_GROUP", "kjob-workers", "consumer group of the workers")
 	f.String(&c.dlq, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
+	f.String(&c.control, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
 	f.Int(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of the dead-letter topic when created")
 	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&c.id, "id", "KJOB_ID", cli.DefaultID(), "this worker's id (claim owner, group member)")
@@ -142,7 +143,7 @@ func run(ctx context.Context, args []string) error {
 	}()
 	// The control agent applies operators' replays (kjobctl replay) to the
 	// partitions this worker owns.
-	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), Group: c.group, Topic: c.topic,
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), Group: c.group, Topic: c.topic, ControlTopic: c.control,
 		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
 	if err != nil {
 		hcancel()
