@@ -45,9 +45,9 @@ func main() {
 
 type config struct {
 	brokers, topic, group, dlq, control, namespace, id, httpAddr, logFormat, logLevel string
-	redis                                                                    cli.RedisOptions
-	claimTTL, retention, grace, sessionTimeout, heartbeat, extend            time.Duration
-	rf                                                                       int
+	redis                                                                             cli.RedisOptions
+	claimTTL, retention, grace, sessionTimeout, heartbeat, extend                     time.Duration
+	rf                                                                                int
 }
 
 func run(ctx context.Context, args []string) error {
