@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build demo test vet fuzz bench clean
+.PHONY: all build demo test vet fuzz bench bench-failover soak clean
 
 all: build
 
@@ -30,9 +30,30 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzUnmarshal -fuzztime=30s ./pkg/jobmsg
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./pkg/schedule
 
-## bench: hot-path benchmarks with figures
+## bench: hot-path benchmarks, then the workloads of docs/performance.md
+## (burst, lateness, 100k schedules, idle cost) printed as one table.
+## BENCH_DURATION sets the measured time of the timed workloads (60s).
+BENCH_DURATION ?= 60s
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+	rm -f bin/bench-table.tsv
+	mkdir -p bin
+	KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-table.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
+		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m ./test/perf/
+	@echo
+	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-table.tsv | \
+		awk -F'\t' '{ printf "%-62s %10s  %-14s %s\n", $$1, $$2, $$3, $$4 }'
+
+## bench-failover: time from each fault to the next executed window, p50/p99
+## over 10 repetitions (KJOB_FAILOVER_REPS), printed as a table with settings
+bench-failover:
+	$(GO) test -count=1 -run='^$$' -bench=BenchmarkFailover -benchtime=1x -timeout 60m ./test/
+
+## soak: the chaos test with faults for DURATION (default 30m); replay a run
+## with KJOB_CHAOS_SEED=<seed it printed>
+DURATION ?= 30m
+soak:
+	KJOB_CHAOS_DURATION=$(DURATION) $(GO) test -count=1 -v -run='^TestChaos$$' -timeout 24h ./test/
 
 clean:
 	rm -rf $(BIN)

@@ -19,6 +19,8 @@ import (
 // cluster is one kjob deployment of separate processes.
 type cluster struct {
 	broker    string
+	brokerDir string
+	brokerP   *process
 	redis     *testenv.Redis
 	ledger    *ledger
 	env       []string
@@ -26,12 +28,21 @@ type cluster struct {
 	workers   []*process
 }
 
-func newCluster(t *testing.T, schedules string, partitions int) *cluster {
+func newCluster(t testing.TB, schedules string, partitions int) *cluster {
 	t.Helper()
-	c := &cluster{redis: testenv.NewRedis(t), ledger: newLedger(t), broker: freeAddr(t)}
+	return newClusterWith(t, schedules, partitions, testenv.NewRedis(t), "")
+}
+
+// newClusterWith is newCluster with a given Redis and, unless broker is
+// empty, an already running broker (e.g. an in-process kfake cluster).
+func newClusterWith(t testing.TB, schedules string, partitions int, redis *testenv.Redis, broker string) *cluster {
+	t.Helper()
+	c := &cluster{redis: redis, ledger: newLedger(t), broker: broker, brokerDir: filepath.Join(t.TempDir(), "kafka")}
 	t.Logf("redis: %s", c.redis)
-	start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", filepath.Join(t.TempDir(), "kafka"))
-	waitTCP(t, c.broker)
+	if broker == "" {
+		c.broker = freeAddr(t)
+		c.startBroker(t)
+	}
 	file := filepath.Join(t.TempDir(), "schedules.yaml")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(schedules, "LEDGER", c.ledger.url())), 0o644); err != nil {
 		t.Fatal(err)
@@ -48,19 +59,27 @@ func newCluster(t *testing.T, schedules string, partitions int) *cluster {
 	return c
 }
 
-func (c *cluster) startProducer(t *testing.T, name string, extra ...string) *process {
+// startBroker (re)starts the dev broker on the cluster's address and data
+// dir, and waits until it listens.
+func (c *cluster) startBroker(t testing.TB) {
+	t.Helper()
+	c.brokerP = start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", c.brokerDir)
+	waitTCP(t, c.broker)
+}
+
+func (c *cluster) startProducer(t testing.TB, name string, extra ...string) *process {
 	p := start(t, name, append(append(c.env, "KJOB_ID="+name), extra...), "producer")
 	c.producers = append(c.producers, p)
 	return p
 }
 
-func (c *cluster) startWorker(t *testing.T, name string, extra ...string) *process {
+func (c *cluster) startWorker(t testing.TB, name string, extra ...string) *process {
 	p := start(t, name, append(append(c.env, "KJOB_ID="+name), extra...), "worker")
 	c.workers = append(c.workers, p)
 	return p
 }
 
-func (c *cluster) admin(t *testing.T) *kadm.Client {
+func (c *cluster) admin(t testing.TB) *kadm.Client {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.broker))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +89,7 @@ func (c *cluster) admin(t *testing.T) *kadm.Client {
 }
 
 // groupLag returns the workers' group lag summed over partitions.
-func (c *cluster) groupLag(t *testing.T) (int64, error) {
+func (c *cluster) groupLag(t testing.TB) (int64, error) {
 	ctx := ctxTimeout(t, 5*time.Second)
 	lags, err := c.admin(t).Lag(ctx, "kjob-workers")
 	if err != nil {
@@ -87,7 +106,7 @@ func (c *cluster) groupLag(t *testing.T) (int64, error) {
 }
 
 // waitLagZero waits until the workers' group has committed every record.
-func (c *cluster) waitLagZero(t *testing.T, timeout time.Duration) {
+func (c *cluster) waitLagZero(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	var lag int64
 	var err error
@@ -105,7 +124,7 @@ func (c *cluster) waitLagZero(t *testing.T, timeout time.Duration) {
 
 // published reads the windows topic read-committed and returns the window
 // ids in it with their counts.
-func (c *cluster) published(t *testing.T) map[string]int {
+func (c *cluster) published(t testing.TB) map[string]int {
 	t.Helper()
 	ctx := ctxTimeout(t, 20*time.Second)
 	adm := c.admin(t)

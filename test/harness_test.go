@@ -57,7 +57,7 @@ type process struct {
 
 // start runs a binary from binDir with extra environment variables. The
 // process is killed at test end if still running.
-func start(t *testing.T, name string, env []string, bin string, args ...string) *process {
+func start(t testing.TB, name string, env []string, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -154,7 +154,7 @@ func containsAll(s string, parts ...string) bool {
 
 // stop sends SIGTERM and waits for the process to exit, failing the test if
 // it does not within timeout or exits with an error.
-func (p *process) stop(t *testing.T, timeout time.Duration) {
+func (p *process) stop(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -167,8 +167,26 @@ func (p *process) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
+// alive reports whether the process has not exited.
+func (p *process) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the process (SIGSTOP, SIGCONT, ...).
+func (p *process) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v: %v", p.name, sig, err)
+	}
+}
+
 // kill sends SIGKILL and waits.
-func (p *process) kill(t *testing.T) {
+func (p *process) kill(t testing.TB) {
 	t.Helper()
 	_ = p.cmd.Process.Kill()
 	select {
@@ -188,6 +206,12 @@ type ledgerEntry struct {
 	Worker       string    `json:"worker"`
 	WindowStart  time.Time `json:"window_start"`
 	Received     time.Time `json:"-"`
+	// Ended is when the ledger answered, or saw the caller go away; zero
+	// while the request is in flight.
+	Ended time.Time `json:"-"`
+	// Answered reports whether the ledger answered 200 (the handler could
+	// succeed); false if the caller went away first.
+	Answered bool `json:"-"`
 }
 
 // ledger is the test's independent record of executions.
@@ -200,9 +224,12 @@ type ledger struct {
 	hold map[string]chan struct{}
 	// arrived is signalled (non-blocking) on every request.
 	arrived chan ledgerEntry
+	// delay, when set, is how long the ledger takes to answer a request:
+	// the handler's run time.
+	delay func(ledgerEntry) time.Duration
 }
 
-func newLedger(t *testing.T) *ledger {
+func newLedger(t testing.TB) *ledger {
 	l := &ledger{hold: map[string]chan struct{}{}, arrived: make(chan ledgerEntry, 1024)}
 	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var e ledgerEntry
@@ -212,20 +239,36 @@ func newLedger(t *testing.T) *ledger {
 		}
 		e.Received = time.Now()
 		l.mu.Lock()
+		i := len(l.entries)
 		l.entries = append(l.entries, e)
-		h := l.hold[e.Job]
+		h, delay := l.hold[e.Job], l.delay
 		l.mu.Unlock()
 		select {
 		case l.arrived <- e:
 		default:
 		}
+		answered := true
 		if h != nil {
 			select {
 			case <-h:
 			case <-r.Context().Done():
-				return
+				answered = false
 			}
 		}
+		if d := time.Duration(0); answered && delay != nil {
+			if d = delay(e); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-r.Context().Done():
+					answered = false
+				}
+				t.Stop()
+			}
+		}
+		l.mu.Lock()
+		l.entries[i].Ended, l.entries[i].Answered = time.Now(), answered
+		l.mu.Unlock()
 	}))
 	t.Cleanup(l.srv.Close)
 	return l
@@ -250,11 +293,11 @@ func (l *ledger) windows(job string) map[string]int {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 }
 
-func waitTCP(t *testing.T, addr string) {
+func waitTCP(t testing.TB, addr string) {
 	t.Helper()
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
@@ -265,7 +308,7 @@ func waitTCP(t *testing.T, addr string) {
 	}, "nothing listening on %s", addr)
 }
 
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -80,10 +80,11 @@ type Redis struct {
 	// Kind is "redis-server", "external" or "miniredis (fallback)".
 	Kind string
 
-	tb   testing.TB
-	dir  string
-	bin  string
-	port int
+	tb      testing.TB
+	dir     string
+	bin     string
+	port    int
+	durable bool // append-only file, fsync on every write
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -127,6 +128,27 @@ func NewRedis(tb testing.TB) *Redis {
 	return r
 }
 
+// NewDurableRedis is NewRedis with persistence: the server writes an
+// append-only file and fsyncs every write, so Kill followed by Restart loses
+// nothing it acknowledged (as a production Redis run with AOF, which kjob
+// requires). It needs a redis-server started here: an external Redis or the
+// miniredis fallback skips the test (fails it when KJOB_TEST_REQUIRE_REDIS=1).
+func NewDurableRedis(tb testing.TB) *Redis {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil || os.Getenv("KJOB_TEST_REDIS_URL") != "" {
+		if os.Getenv("KJOB_TEST_REQUIRE_REDIS") == "1" {
+			tb.Fatalf("testenv: KJOB_TEST_REQUIRE_REDIS=1 but no redis-server to start with persistence (install it: apt-get install -y redis-server; unset KJOB_TEST_REDIS_URL)")
+		}
+		tb.Skip("testenv: needs a redis-server started by the test (to restart it without data loss); none on PATH or KJOB_TEST_REDIS_URL is set")
+	}
+	r := &Redis{Kind: "redis-server (aof)", tb: tb, dir: tb.TempDir(), bin: bin, port: FreePort(tb), durable: true}
+	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+	r.start()
+	tb.Cleanup(r.Kill)
+	return r
+}
+
 // Client returns a new go-redis client for the server, closed at test end.
 func (r *Redis) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: r.Addr})
@@ -136,9 +158,13 @@ func (r *Redis) Client() *redis.Client {
 
 func (r *Redis) start() {
 	r.tb.Helper()
-	cmd := exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir,
-		"--logfile", filepath.Join(r.dir, "redis.log"))
+	aof := []string{"--appendonly", "no"}
+	if r.durable {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log")}, aof...)
+	cmd := exec.Command(r.bin, args...)
 	if err := cmd.Start(); err != nil {
 		r.tb.Fatalf("testenv: start redis-server: %v", err)
 	}
@@ -165,7 +191,7 @@ func (r *Redis) start() {
 }
 
 // Kill stops the server abruptly (SIGKILL). Its data is lost, as in a crash
-// of a server without persistence.
+// of a server without persistence, unless it came from NewDurableRedis.
 func (r *Redis) Kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -56,6 +56,9 @@ const (
 	// StatusDone: the window completed; it will not run again while the
 	// record lasts.
 	StatusDone = "done"
+	// StatusDeadLettered: the window was dead-lettered (DeadLetter); like
+	// done it is settled and will not run again while the record lasts.
+	StatusDeadLettered = "dead"
 )
 
 // Config configures a Store. The zero value of each duration picks its
@@ -139,7 +142,8 @@ const (
 	// Claimed: the caller holds the window with a new fencing token and
 	// must run it, then Complete or Release it.
 	Claimed Outcome = iota
-	// AlreadyDone: the window completed before; the caller skips it and
+	// AlreadyDone: the window is settled: it completed before, or was
+	// dead-lettered (State tells which); the caller skips it and
 	// acknowledges the record.
 	AlreadyDone
 	// Busy: another claim is live. The caller must neither run the window
@@ -183,7 +187,8 @@ type Claim struct {
 
 // State is a window's record, for status and diagnostics.
 type State struct {
-	// Status is StatusRunning, StatusFailed or StatusDone.
+	// Status is StatusRunning, StatusFailed, StatusDone or
+	// StatusDeadLettered.
 	Status string
 	// Token is the latest fencing token that claimed the window.
 	Token int64
@@ -280,6 +285,22 @@ func (s *Store) Release(ctx context.Context, id string, token int64, reason stri
 		return fmt.Errorf("release: %w", err)
 	}
 	return s.cas(ctx, "release", id, releaseScript, []string{w, c}, strconv.FormatInt(token, 10), truncate(reason, maxReasonBytes), s.retainMS)
+}
+
+// DeadLetter settles window id for good after its dead letter was written:
+// like Release it gives up the claim of token (which may also be the latest
+// token of a released window) and records reason, but the window becomes
+// StatusDeadLettered, which Claim reports as AlreadyDone, so a redelivered
+// record of it is skipped rather than run (and dead-lettered) again. Forget
+// makes it runnable again. It returns ErrFenced if token is not the
+// window's latest claim and ErrAlreadyDone if the window is already
+// settled.
+func (s *Store) DeadLetter(ctx context.Context, id string, token int64, reason string) error {
+	w, c, _, err := s.keys(id)
+	if err != nil {
+		return fmt.Errorf("dead-letter: %w", err)
+	}
+	return s.cas(ctx, "dead-letter", id, deadScript, []string{w, c}, strconv.FormatInt(token, 10), truncate(reason, maxReasonBytes), s.retainMS)
 }
 
 // Forget deletes window id's record and any live claim, so the next Claim

@@ -645,3 +645,90 @@ func TestConcurrentClaimComplete(t *testing.T) {
 	}
 	t.Logf("%d stale completions fenced", fenced.Load())
 }
+
+func TestExtendAndUnclaimBatch(t *testing.T) {
+	s, _, _ := newStore(t, Config{ClaimTTL: MinClaimTTL})
+	ctx := context.Background()
+	ids := []string{"u@1", "u@2", "u@3", "u@4"}
+	// u@2 failed once before: its next claim is attempt 2.
+	first := mustClaim(t, s, ids[1], "me", Claimed)
+	if err := s.Release(ctx, ids[1], first.Token, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := s.ClaimBatch(ctx, ids, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := make([]int64, len(cs))
+	for i, c := range cs {
+		if c.Outcome != Claimed {
+			t.Fatalf("claim %s = %v", ids[i], c.Outcome)
+		}
+		tokens[i] = c.Token
+	}
+	if cs[1].Attempt != 2 {
+		t.Fatalf("u@2 attempt = %d, want 2", cs[1].Attempt)
+	}
+	if err := s.Complete(ctx, ids[3], tokens[3]); err != nil {
+		t.Fatal(err)
+	}
+	// Extend keeps the claims alive past their TTL (and revives expired
+	// ones nobody re-claimed).
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, err := s.State(ctx, ids[2])
+		return err == nil && st.ClaimTTL == 0
+	}, "claim of %s did not expire", ids[2])
+	errs, err := s.ExtendBatch(ctx, ids, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ErrAlreadyDone) {
+		t.Fatalf("extend batch = %v", errs)
+	}
+	// Unclaim gives the windows back without counting an attempt.
+	errs, err = s.UnclaimBatch(ctx, ids, append(tokens[:2:2], tokens[2]+100, tokens[3]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrFenced) || !errors.Is(errs[3], ErrAlreadyDone) {
+		t.Fatalf("unclaim batch = %v", errs)
+	}
+	if _, err := s.State(ctx, ids[0]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a window unclaimed after its first claim should be gone, State err = %v", err)
+	}
+	st, err := s.State(ctx, ids[1])
+	if err != nil || st.Status != StatusFailed || st.Attempts != 1 || st.LastError != "boom" || st.ClaimTTL != 0 {
+		t.Fatalf("u@2 after unclaim = %+v, %v", st, err)
+	}
+	again := mustClaim(t, s, ids[1], "other", Claimed)
+	if again.Attempt != 2 || again.Token <= tokens[1] {
+		t.Fatalf("re-claim of u@2 = %+v; want attempt 2 and a token above %d", again, tokens[1])
+	}
+	if _, err := s.UnclaimBatch(ctx, ids, nil); err == nil ||
+		err.Error() != "unclaim batch: 4 ids but 0 tokens; pass one token per id" {
+		t.Fatalf("mismatched batch: %v", err)
+	}
+}
+
+// On a Cluster a batch is split per job, so no script call crosses slots;
+// elsewhere one call takes the whole batch.
+func TestBatchGroups(t *testing.T) {
+	ids := []string{"a@1", "b@1", "a@2", "c@1", "b@2"}
+	single, _, _ := newStore(t, Config{})
+	if g, err := single.group(ids); err != nil || len(g) != 1 || len(g[0]) != 5 {
+		t.Fatalf("single server groups = %v, %v; want one group of 5", g, err)
+	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}) // never contacted
+	defer cc.Close()
+	cluster, err := New(cc, Config{Namespace: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cluster.group(ids)
+	if err != nil || fmt.Sprint(g) != "[[0 2] [1 4] [3]]" {
+		t.Fatalf("cluster groups = %v, %v; want [[0 2] [1 4] [3]]", g, err)
+	}
+	if _, err := cluster.group([]string{"nojob"}); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("invalid id: %v", err)
+	}
+}

@@ -72,7 +72,8 @@
 //	(no record) --Claim--> running --Complete--> done
 //	                       running --Release---> failed --Claim--> running
 //	                       running --claim expires, Claim--> running (new token)
-//	done --Retention passes, or Forget--> (no record)
+//	running or failed --DeadLetter--> dead (settled: Claim says AlreadyDone)
+//	done or dead --Retention passes, or Forget--> (no record)
 //
 // "running" means the latest token claimed it and neither completed nor
 // released it; State.ClaimTTL tells whether that claim is still live (0: it

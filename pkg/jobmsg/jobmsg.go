@@ -109,7 +109,9 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON implements json.Unmarshaler.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && !bytes.ContainsAny(b[1:n-1], "\\\"") {
+		s = string(b[1 : n-1]) // the common case: no escapes to decode
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("want a duration string such as \"30s\"")
 	}
 	v, err := time.ParseDuration(s)
@@ -263,13 +265,37 @@ func Marshal(m *Message) ([]byte, error) {
 	return b, nil
 }
 
+// wire is a Message as decoded: times are decoded as strings first so a bad
+// one is reported with its field name.
+type wire struct {
+	Message
+	Window struct {
+		Start string `json:"start"`
+		End   string `json:"end"`
+	} `json:"window"`
+	ScheduledAt string `json:"scheduled_at"`
+	PublishedAt string `json:"published_at"`
+}
+
 // Unmarshal decodes and validates a JSON value.
 func Unmarshal(value []byte) (*Message, error) {
 	if len(value) > MaxValueBytes {
 		return nil, &DecodeError{Field: "value", Value: strconv.Itoa(len(value)) + " bytes", Reason: fmt.Sprintf("exceeds the limit of %d bytes", MaxValueBytes), Err: ErrTooLarge}
 	}
-	// Read the version first, so a future version's different shape is
-	// reported as unsupported rather than as a confusing field error.
+	var w wire
+	// The common case, a valid record of this version, takes one pass.
+	// Anything else is decoded again, version first, so that a future
+	// version's different shape is reported as unsupported rather than as a
+	// confusing field error.
+	if err := json.Unmarshal(value, &w); err != nil || w.V != Version {
+		return nil, explain(value)
+	}
+	return w.finish()
+}
+
+// explain decodes an invalid value the careful way and returns why it is
+// invalid.
+func explain(value []byte) error {
 	var head struct {
 		V *json.RawMessage `json:"v"`
 	}
@@ -279,36 +305,32 @@ func Unmarshal(value []byte) (*Message, error) {
 		if errors.As(err, &se) {
 			reason += ": " + se.Error()
 		}
-		return nil, &DecodeError{Field: "value", Value: shorten(string(value)), Reason: reason, Err: err}
+		return &DecodeError{Field: "value", Value: shorten(string(value)), Reason: reason, Err: err}
 	}
 	if head.V == nil {
-		return nil, invalid("v", "", "required (schema version)")
+		return invalid("v", "", "required (schema version)")
 	}
 	var v int
 	if err := json.Unmarshal(*head.V, &v); err != nil {
-		return nil, invalid("v", string(*head.V), "want an integer schema version")
+		return invalid("v", string(*head.V), "want an integer schema version")
 	}
 	if v != Version {
-		return nil, &DecodeError{Field: "v", Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+		return &DecodeError{Field: "v", Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
 	}
-	// Times are decoded as strings first so a bad one is reported with its
-	// field name.
-	var w struct {
-		Message
-		Window struct {
-			Start string `json:"start"`
-			End   string `json:"end"`
-		} `json:"window"`
-		ScheduledAt string `json:"scheduled_at"`
-		PublishedAt string `json:"published_at"`
-	}
+	var w wire
 	if err := json.Unmarshal(value, &w); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, &DecodeError{Field: strings.TrimPrefix(te.Field, "Message."), Value: te.Value, Reason: "want " + te.Type.String(), Err: err}
+			return &DecodeError{Field: strings.TrimPrefix(te.Field, "Message."), Value: te.Value, Reason: "want " + te.Type.String(), Err: err}
 		}
-		return nil, &DecodeError{Field: "value", Reason: err.Error(), Err: err}
+		return &DecodeError{Field: "value", Reason: err.Error(), Err: err}
 	}
+	_, err := w.finish()
+	return err
+}
+
+// finish parses the times and validates the message.
+func (w *wire) finish() (*Message, error) {
 	m := w.Message
 	for _, f := range []struct {
 		name string

@@ -212,3 +212,29 @@ func BenchmarkRecordRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// The producer's side of the hot path.
+func BenchmarkRecord(b *testing.B) {
+	m := sample()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Record("jobs", m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The worker's side of the hot path.
+func BenchmarkFromRecord(b *testing.B) {
+	r, err := Record("jobs", sample())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(r.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromRecord(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

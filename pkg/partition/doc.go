@@ -1,7 +1,9 @@
 // Package partition consumes a Kafka topic in a consumer group and treats
 // each assigned partition as a leadership: while this member owns a
 // partition, one goroutine processes its records strictly in order, one at
-// a time, under a context that ends when the ownership ends.
+// a time (Process) or in runs of consecutive records (ProcessBatch, for
+// callers that batch their own round trips), under a context that ends when
+// the ownership ends.
 //
 //	c, err := partition.New(partition.Config{
 //		Brokers: []string{"localhost:9092"},
@@ -18,7 +20,7 @@
 // # Commits
 //
 // A record's offset is marked for commit only after Process returned nil
-// for it (kgo.AutoCommitMarks); marks are committed every CommitInterval,
+// for it (or ProcessBatch reported it settled) (kgo.AutoCommitMarks); marks are committed every CommitInterval,
 // and synchronously when partitions are revoked and at shutdown, so the next
 // owner starts right after the last settled record. Records are read with
 // the read-committed isolation level (records of aborted transactions are

@@ -27,6 +27,37 @@ import (
 // promptly once ctx is done: a revoke or loss waits for it.
 type ProcessFunc func(ctx context.Context, rec *kgo.Record) error
 
+// BatchFunc processes a run of consecutive records of one partition the
+// Consumer owns, in order: the records queued for the partition when it is
+// called, at most Config.MaxBatch of them, never a transaction marker.
+//
+// It returns n, how many leading records of recs are settled (as for
+// ProcessFunc); they are marked for commit, and the next call starts at
+// recs[n]. It should stop early (n < len(recs), nil error) once Halted(ctx)
+// reports true: the partition is being revoked and should start no new
+// record. A non-nil error, only when ctx is done, stops processing of the
+// partition as for ProcessFunc; records from recs[n] on are delivered again
+// to the next owner. The contract on ctx is ProcessFunc's.
+type BatchFunc func(ctx context.Context, recs []*kgo.Record) (n int, err error)
+
+type haltKey struct{}
+
+// Halted reports whether the partition whose BatchFunc or ProcessFunc got
+// ctx is being revoked: the function should finish the record in hand and
+// start no other. ctx itself is cancelled only Config.Grace later.
+func Halted(ctx context.Context) bool {
+	stop, _ := ctx.Value(haltKey{}).(chan struct{})
+	if stop == nil {
+		return false
+	}
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defaults of the zero values of Config fields.
 const (
 	// DefaultGrace is Config.Grace when it is zero.
@@ -39,6 +70,8 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	// DefaultCommitInterval is Config.CommitInterval when it is zero.
 	DefaultCommitInterval = time.Second
+	// DefaultMaxBatch is Config.MaxBatch when it is zero.
+	DefaultMaxBatch = 500
 )
 
 // commitTimeout bounds the synchronous commit of marked offsets on revoke
@@ -69,8 +102,16 @@ type Config struct {
 	Group string
 	// Topic is the topic to consume. Required.
 	Topic string
-	// Process processes records, one at a time per partition. Required.
+	// Process processes records, one at a time per partition. Exactly one
+	// of Process and ProcessBatch is required.
 	Process ProcessFunc
+	// ProcessBatch processes runs of records per partition, so that the
+	// work for many records (store round trips) can be batched. Exactly one
+	// of Process and ProcessBatch is required.
+	ProcessBatch BatchFunc
+	// MaxBatch caps the records passed to one ProcessBatch call. Default
+	// 500.
+	MaxBatch int
 	// Grace is how long, after a partition is revoked (rebalance or
 	// shutdown), the in-flight record may keep running before its context
 	// is cancelled. Default 10s.
@@ -110,8 +151,12 @@ func (c *Config) validate() error {
 		return errors.New(`partition: Config.Group is empty; set the consumer group name, e.g. "kjob-workers"`)
 	case c.Topic == "":
 		return errors.New(`partition: Config.Topic is empty; set the topic to consume, e.g. "kjob.windows"`)
-	case c.Process == nil:
-		return errors.New("partition: Config.Process is nil; set the function that processes a record")
+	case c.Process == nil && c.ProcessBatch == nil:
+		return errors.New("partition: Config.Process and Config.ProcessBatch are nil; set one of them to the function that processes records")
+	case c.Process != nil && c.ProcessBatch != nil:
+		return errors.New("partition: Config.Process and Config.ProcessBatch are both set; set only one of them")
+	case c.MaxBatch < 0:
+		return fmt.Errorf("partition: Config.MaxBatch = %d is negative; set a positive cap, or 0 for %d", c.MaxBatch, DefaultMaxBatch)
 	}
 	for _, d := range []struct {
 		name string
@@ -138,6 +183,19 @@ func (c *Config) validate() error {
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = DefaultCommitInterval
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.Process != nil {
+		process := c.Process
+		c.ProcessBatch = func(ctx context.Context, recs []*kgo.Record) (int, error) {
+			if err := process(ctx, recs[0]); err != nil {
+				return 0, err
+			}
+			return 1, nil
+		}
+		c.MaxBatch = 1
 	}
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		return fmt.Errorf("partition: Config.HeartbeatInterval = %v is not below Config.SessionTimeout = %v; set it to about a third of the session timeout (%v)",
@@ -361,13 +419,14 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 
 // startLocked starts partition n's goroutine; c.mu must be held.
 func (c *Consumer) startLocked(n int32) {
-	ctx, cancel := context.WithCancel(c.base)
+	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.WithValue(c.base, haltKey{}, stop))
 	p := &part{
 		c:      c,
 		n:      n,
 		ctx:    ctx,
 		cancel: cancel,
-		stop:   make(chan struct{}),
+		stop:   stop,
 		done:   make(chan struct{}),
 		wake:   make(chan struct{}, 1),
 	}
@@ -539,8 +598,9 @@ func (p *part) push(recs []*kgo.Record) {
 	}
 }
 
-// next returns the next queued record; false once the part is stopped.
-func (p *part) next() (*kgo.Record, bool) {
+// next takes up to max queued records off the queue; false once the part
+// is stopped.
+func (p *part) next(max int) ([]*kgo.Record, bool) {
 	for {
 		select {
 		case <-p.stop:
@@ -551,15 +611,16 @@ func (p *part) next() (*kgo.Record, bool) {
 		}
 		p.mu.Lock()
 		if len(p.queue) > 0 {
-			rec := p.queue[0]
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
+			n := min(max, len(p.queue))
+			recs := slices.Clone(p.queue[:n])
+			clear(p.queue[:n])
+			p.queue = p.queue[n:]
 			if p.paused && len(p.queue) <= resumeQueued {
 				p.paused = false
 				p.c.cl.ResumeFetchPartitions(map[string][]int32{p.c.cfg.Topic: {p.n}})
 			}
 			p.mu.Unlock()
-			return rec, true
+			return recs, true
 		}
 		p.mu.Unlock()
 		select {
@@ -572,40 +633,59 @@ func (p *part) next() (*kgo.Record, bool) {
 	}
 }
 
-// run processes the partition's records in order, one at a time.
+// mark marks rec (and so every earlier record) for commit, unless the
+// partition was lost.
+func (p *part) mark(rec *kgo.Record) {
+	p.mu.Lock()
+	if !p.lost {
+		p.c.cl.MarkCommitRecords(rec)
+	}
+	p.mu.Unlock()
+}
+
+// run processes the partition's records in order: runs of data records go
+// to ProcessBatch, transaction markers are marked as they pass.
 func (p *part) run() {
 	defer p.c.wg.Done()
 	defer close(p.done)
 	for {
-		rec, ok := p.next()
+		recs, ok := p.next(p.c.cfg.MaxBatch)
 		if !ok {
 			return
 		}
-		if rec.Attrs.IsControl() {
-			p.mu.Lock()
-			if !p.lost {
-				p.c.cl.MarkCommitRecords(rec)
+		for len(recs) > 0 {
+			if recs[0].Attrs.IsControl() {
+				p.mark(recs[0])
+				recs = recs[1:]
+				continue
 			}
-			p.mu.Unlock()
-			continue
-		}
-		for {
-			err := p.c.cfg.Process(p.ctx, rec)
-			if err == nil {
-				p.mu.Lock()
-				if !p.lost {
-					p.c.cl.MarkCommitRecords(rec)
-				}
-				p.mu.Unlock()
-				break
+			end := 1
+			for end < len(recs) && !recs[end].Attrs.IsControl() {
+				end++
 			}
-			if p.ctx.Err() != nil {
+			n, err := p.c.cfg.ProcessBatch(p.ctx, recs[:end])
+			if n < 0 || n > end {
+				p.c.log.Error("process reported more records settled than it was given; treating none as settled",
+					"partition", p.n, "settled", n, "records", end)
+				n, err = 0, fmt.Errorf("partition: process settled %d of %d records", n, end)
+			}
+			if n > 0 {
+				p.mark(recs[n-1])
+				recs = recs[n:]
+			}
+			if p.ctx.Err() != nil || Halted(p.ctx) {
 				return
+			}
+			if err == nil && n > 0 {
+				continue
 			}
 			// A ProcessFunc that breaks its contract: never skip the
 			// record, never spin; retry it unless we are revoked.
+			if err == nil {
+				err = errors.New("process settled no record and returned no error")
+			}
 			p.c.log.Error("process returned an error while its context is live; retrying the record in 1s",
-				"partition", p.n, "offset", rec.Offset, "err", err)
+				"partition", p.n, "offset", recs[0].Offset, "err", err)
 			t := time.NewTimer(time.Second)
 			select {
 			case <-t.C:

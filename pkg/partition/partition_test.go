@@ -39,11 +39,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // cluster starts kfake allowing short sessions, so rebalances are quick.
-func cluster(t *testing.T) []string {
+func cluster(t testing.TB) []string {
 	return testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 }
 
-func createTopic(t *testing.T, brokers []string, topic string, partitions int32) {
+func createTopic(t testing.TB, brokers []string, topic string, partitions int32) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
@@ -224,7 +224,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no brokers", func(c *Config) { c.Brokers = nil }, "Config.Brokers is empty"},
 		{"no group", func(c *Config) { c.Group = "" }, "Config.Group is empty"},
 		{"no topic", func(c *Config) { c.Topic = "" }, "Config.Topic is empty"},
-		{"no process", func(c *Config) { c.Process = nil }, "Config.Process is nil"},
+		{"no process", func(c *Config) { c.Process = nil }, "Config.Process and Config.ProcessBatch are nil"},
 		{"negative grace", func(c *Config) { c.Grace = -time.Second }, "Config.Grace = -1s is negative"},
 		{"heartbeat too slow", func(c *Config) { c.SessionTimeout = time.Second; c.HeartbeatInterval = 2 * time.Second }, "Config.HeartbeatInterval = 2s is not below Config.SessionTimeout = 1s"},
 	} {
@@ -605,5 +605,127 @@ func TestBackpressurePausesOnlyTheSlowPartition(t *testing.T) {
 	}
 	if !slices.Equal(l.order[0], want) {
 		t.Errorf("partition 0 processed %d records, not 0..%d in order", len(l.order[0]), 2*maxQueued-1)
+	}
+}
+
+// ProcessBatch gets runs of data records in order, never a transaction
+// marker; a call may settle only a prefix and gets the rest next time; the
+// committed offset passes the markers.
+func TestProcessBatch(t *testing.T) {
+	brokers := cluster(t)
+	createTopic(t, brokers, "t", 1)
+	txn := producer(t, brokers, kgo.TransactionalID("batch-txn"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		recs := make([]*kgo.Record, 0, 20)
+		for _, v := range values(fmt.Sprint(i), 0, 20) {
+			recs = append(recs, &kgo.Record{Topic: "t", Partition: 0, Value: []byte(v)})
+		}
+		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := newLedger()
+	var mu sync.Mutex
+	largest := 0
+	cfg := baseConfig(t, brokers, "g", "t", "m", nil)
+	cfg.Process = nil
+	cfg.MaxBatch = 50
+	cfg.ProcessBatch = func(_ context.Context, recs []*kgo.Record) (int, error) {
+		mu.Lock()
+		largest = max(largest, len(recs))
+		mu.Unlock()
+		n := min(len(recs), 7) // settle a prefix only
+		for _, rec := range recs[:n] {
+			if rec.Attrs.IsControl() {
+				t.Errorf("ProcessBatch got a transaction marker at offset %d", rec.Offset)
+			}
+			l.add("m", rec)
+		}
+		return n, nil
+	}
+	c := newConsumer(t, cfg)
+	stop := run(t, c)
+	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 100 }, "100 records processed (have %d)", l.total())
+	// 100 records and 5 commit markers: the group catches up to 105.
+	testenv.Eventually(t, 20*time.Second, func() bool { return committed(t, brokers, "g", "t")[0] == 105 },
+		"committed offset did not reach the end offset 105 (markers included)")
+	stop()
+	var want []string
+	for i := range 5 {
+		want = append(want, values(fmt.Sprint(i), 0, 20)...)
+	}
+	if got := l.values(); !slices.Equal(got, want) {
+		t.Errorf("processed %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if largest < 2 || largest > 20 {
+		t.Errorf("largest batch = %d; want runs of several records, never past a marker (at most 20)", largest)
+	}
+}
+
+// Halted tells a batch in progress that the partition is being revoked:
+// the batch stops at the next record, the settled prefix is committed, and
+// the rest is delivered to the next owner.
+func TestProcessBatchHaltedOnRevoke(t *testing.T) {
+	brokers := cluster(t)
+	createTopic(t, brokers, "t", 1)
+	produce(t, producer(t, brokers), "t", 0, values("r", 0, 50)...)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var settled int
+	cfg := baseConfig(t, brokers, "g", "t", "m1", nil)
+	cfg.Process = nil
+	cfg.ProcessBatch = func(ctx context.Context, recs []*kgo.Record) (int, error) {
+		for i := range recs {
+			if Halted(ctx) {
+				settled += i
+				return i, nil
+			}
+			if settled+i == 3 {
+				close(started)
+				<-release // the revoke happens while record 3 runs
+			}
+		}
+		settled += len(recs)
+		return len(recs), nil
+	}
+	c := newConsumer(t, cfg)
+	stop := run(t, c)
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("batch did not start")
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// Release record 3 once the partition is halted.
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.parts {
+			return Halted(p.ctx)
+		}
+		return true
+	}, "partition was not halted")
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if settled != 4 {
+		t.Fatalf("settled %d records, want 4 (records 0..3, stopping before 4)", settled)
+	}
+	if got := committed(t, brokers, "g", "t")[0]; got != 4 {
+		t.Fatalf("committed offset %d, want 4", got)
 	}
 }

@@ -57,7 +57,9 @@ type Config struct {
 	Jobs []*schedule.Job
 	// Elector decides leadership (required).
 	Elector Elector
-	// MaxBatch bounds the windows published in one transaction. Default 500.
+	// MaxBatch bounds the windows published in one transaction. Default
+	// 5000: a burst of windows due at the same instant (thousands of jobs
+	// at the top of the minute) goes out in few transactions.
 	MaxBatch int
 	// Clock is the time source. Default the system clock.
 	Clock clock.Clock
@@ -97,7 +99,8 @@ type Producer struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	status Status
+	status Status          // Next is unused: Status reads q
+	q      *queue          // the current (or last) term's timer heap; written under mu
 	paused map[string]bool // last answer of cfg.Pauses
 }
 
@@ -116,7 +119,7 @@ type Status struct {
 
 const (
 	defaultTopic    = "kjob.windows"
-	defaultMaxBatch = 500
+	defaultMaxBatch = 5000
 )
 
 // New validates cfg and returns a Producer.
@@ -194,9 +197,9 @@ func (p *Producer) Status() Status {
 	for k, v := range p.status.Last {
 		s.Last[k] = v
 	}
-	s.Next = make(map[string]time.Time, len(p.status.Next))
-	for k, v := range p.status.Next {
-		s.Next[k] = v
+	s.Next = map[string]time.Time{}
+	if p.q != nil {
+		s.Next = p.q.snapshot()
 	}
 	return s
 }
@@ -334,7 +337,9 @@ func (p *Producer) term(ctx context.Context) error {
 		}
 		q.push(j, j.Next(from))
 	}
-	p.setNext(q)
+	p.mu.Lock()
+	p.q = q
+	p.mu.Unlock()
 	p.skipPaused(ctx, catchup)
 	for len(catchup) > 0 {
 		n := min(len(catchup), p.cfg.MaxBatch)
@@ -360,6 +365,7 @@ func (p *Producer) term(ctx context.Context) error {
 		}
 		now := p.cfg.Clock.Now()
 		var batch []window
+		p.mu.Lock() // Status reads q
 		for len(batch) < p.cfg.MaxBatch {
 			at, ok := q.peek()
 			if !ok || at.After(now) {
@@ -369,6 +375,7 @@ func (p *Producer) term(ctx context.Context) error {
 			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule})
 			q.push(j, j.Next(w))
 		}
+		p.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
@@ -376,7 +383,6 @@ func (p *Producer) term(ctx context.Context) error {
 		if err := p.publish(ctx, cl, batch); err != nil {
 			return err
 		}
-		p.setNext(q)
 	}
 }
 
@@ -571,11 +577,4 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	}
 	p.mu.Unlock()
 	return state, nil
-}
-
-func (p *Producer) setNext(q *queue) {
-	next := q.snapshot()
-	p.mu.Lock()
-	p.status.Next = next
-	p.mu.Unlock()
 }

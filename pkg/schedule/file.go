@@ -158,6 +158,25 @@ type fileParser struct {
 	errs []error
 	maps map[*yaml.Node][]entry // expanded mappings
 	busy map[*yaml.Node]bool    // mappings being expanded
+	locs map[string]*time.Location
+}
+
+// location loads a time zone once per file: every time.LoadLocation parses
+// the zone's data anew, and a file with many jobs in a few zones would
+// otherwise hold one copy per job.
+func (p *fileParser) location(name string) (*time.Location, error) {
+	if loc, ok := p.locs[name]; ok {
+		return loc, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	if p.locs == nil {
+		p.locs = map[string]*time.Location{}
+	}
+	p.locs[name] = loc
+	return loc, nil
 }
 
 func (p *fileParser) fail(n *yaml.Node, field, value, msg string) {
@@ -229,7 +248,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 	}
 
 	if s, v, ok := scalar("timezone"); ok && s != "" {
-		switch loc, err := time.LoadLocation(s); {
+		switch loc, err := p.location(s); {
 		case strings.EqualFold(s, "local"):
 			p.fail(v, at("timezone"), s, `the machine's local zone differs between machines; use an IANA name such as "Europe/Berlin", or leave timezone out for UTC`)
 		case err != nil:

@@ -14,9 +14,23 @@
 //
 // # Per record
 //
-// Records of a partition are settled one at a time, in order. A record's
-// offset is committed only once it is settled: done, skipped because the
-// window is already done, or written to the dead-letter topic.
+// Records of a partition are settled in order, one window after the other.
+// A record's offset is committed only once it is settled: done, skipped
+// because the window is already done, or written to the dead-letter topic.
+//
+// With a store that implements BatchStore (as *dedupe.Store does), a
+// backlog of records (a replay, a backfill, a worker catching up) is claimed
+// and completed in batches of up to a few hundred windows per Redis round
+// trip. Claims are taken ahead in chunks that grow from one window while the
+// windows run quickly (each chunk within 100ms) and shrink back to one when
+// they do not, so a scheduled window arriving alone is settled exactly as
+// described below, and a slow handler never holds claims on many waiting
+// windows. Claims taken ahead are extended if their turn comes late, and
+// given back without counting an attempt (dedupe's UnclaimBatch) if the
+// partition is revoked first. Successful attempts are completed together
+// before the batch's offsets are marked and before the worker waits for
+// anything (a busy window, a retry backoff); a crash before that re-runs
+// them with higher fencing tokens, like any crash before Complete.
 //
 //  1. The record is decoded (jobmsg.FromRecord). An invalid record (not
 //     JSON, unknown schema version, missing fields, too large) is

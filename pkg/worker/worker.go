@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type Store interface {
 	Complete(ctx context.Context, id string, token int64) error
 	// Release gives up the claim of token after a failed attempt.
 	Release(ctx context.Context, id string, token int64, reason string) error
+	// DeadLetter settles the window for good once its dead letter is
+	// written, so a redelivered record of it is skipped (AlreadyDone).
+	DeadLetter(ctx context.Context, id string, token int64, reason string) error
 }
 
 // Defaults of the zero values of Config fields.
@@ -233,6 +237,9 @@ type Worker struct {
 
 	storeDown atomic.Bool  // a store outage is being logged
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
+
+	chunkMu sync.Mutex
+	chunks  map[int32]int // per partition: the claim-ahead chunk size batches ended with
 }
 
 // New validates cfg and builds the worker and its Kafka client (which joins
@@ -245,13 +252,15 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("worker", cfg.WorkerID),
 		h:   handler.Recover()(cfg.Handler),
+
+		chunks: map[int32]int{},
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
 		ClientOpts:        cfg.ClientOpts,
 		Group:             cfg.Group,
 		Topic:             cfg.Topic,
-		Process:           w.process,
+		ProcessBatch:      w.processBatch,
 		Grace:             cfg.Grace,
 		SessionTimeout:    cfg.SessionTimeout,
 		HeartbeatInterval: cfg.HeartbeatInterval,
@@ -322,23 +331,46 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 // process settles one record; it is the partition.ProcessFunc. It returns
 // nil once the record is settled and ctx.Err() if ctx ends first.
 func (w *Worker) process(ctx context.Context, rec *kgo.Record) error {
-	log := w.log.With("partition", rec.Partition, "offset", rec.Offset)
-	msg, err := jobmsg.FromRecord(rec)
-	if err != nil {
-		reason := "undecodable record: " + err.Error()
-		log.Error("dead-lettering a record that is not a valid window", "err", err)
-		if err := w.deadLetter(ctx, rec, reason, 0); err != nil {
-			return err
-		}
-		now := w.cfg.Now()
-		w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
-		return nil
+	msg, ok, err := w.decode(ctx, rec)
+	if !ok {
+		return err
 	}
-	log = log.With("window", msg.ID, "job", msg.Job)
+	return w.window(ctx, rec, msg, nil, nil)
+}
+
+// decode decodes rec; a record that is not a valid window is dead-lettered
+// (ok = false, err = nil once it is, ctx.Err() if ctx ended first).
+func (w *Worker) decode(ctx context.Context, rec *kgo.Record) (msg *jobmsg.Message, ok bool, err error) {
+	msg, err = jobmsg.FromRecord(rec)
+	if err == nil {
+		return msg, true, nil
+	}
+	w.log.Error("dead-lettering a record that is not a valid window", "partition", rec.Partition, "offset", rec.Offset, "err", err)
+	if err := w.deadLetter(ctx, rec, "undecodable record: "+err.Error(), 0); err != nil {
+		return nil, false, err
+	}
+	now := w.cfg.Now()
+	w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
+	return nil, false, nil
+}
+
+// window settles the window of rec: claims it, runs it (retrying as its
+// policy says), and records the result. It returns nil once the window is
+// settled and ctx.Err() if ctx ends first. first, when set, is the result
+// of a claim already made (a batch claim), and ran, when also set, the
+// result of the attempt already run under it: window picks up from there.
+func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, first *dedupe.Claim, ran *attemptResult) error {
+	log := w.log.With("partition", rec.Partition, "offset", rec.Offset, "window", msg.ID, "job", msg.Job)
 	base := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
 
 	for {
-		c, err := w.claim(ctx, msg.ID, log)
+		var c dedupe.Claim
+		var err error
+		if first != nil {
+			c, first = *first, nil
+		} else {
+			c, err = w.claim(ctx, msg.ID, log)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -374,7 +406,12 @@ func (w *Worker) process(ctx context.Context, rec *kgo.Record) error {
 		}
 
 		alog := log.With("token", c.Token, "attempt", c.Attempt)
-		res := w.attempt(ctx, rec, msg, c, alog)
+		var res attemptResult
+		if ran != nil {
+			res, ran = *ran, nil
+		} else {
+			res = w.attempt(ctx, rec, msg, c, alog)
+		}
 		e := base
 		e.Attempt, e.Token, e.Started, e.Finished, e.Err = c.Attempt, c.Token, res.started, res.finished, res.err
 		switch {
@@ -464,7 +501,7 @@ func (w *Worker) failed(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 			w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
 			return true, err
 		}
-		w.release(ctx, msg.ID, c.Token, "dead-lettered: "+reason, log)
+		w.buryDead(ctx, msg.ID, c.Token, reason, log)
 		if !reported {
 			e := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, Attempt: c.Attempt, Token: c.Token,
 				Outcome: OutcomeDeadLettered, Err: cause, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
@@ -569,6 +606,15 @@ func (w *Worker) release(ctx context.Context, id string, token int64, reason str
 	}
 }
 
+// buryDead settles a dead-lettered window (Store.DeadLetter); failures are
+// logged (the claim then expires, and a redelivery would run it again).
+func (w *Worker) buryDead(ctx context.Context, id string, token int64, reason string, log *slog.Logger) {
+	err := w.settle(ctx, "dead-letter", log, func(sctx context.Context) error { return w.cfg.Store.DeadLetter(sctx, id, token, reason) })
+	if err != nil {
+		log.Warn("cannot mark the dead-lettered window settled; a redelivered record of it would run again", "err", err)
+	}
+}
+
 func (w *Worker) storeFailed(log *slog.Logger, op string, err error) {
 	if w.storeDown.CompareAndSwap(false, true) {
 		log.Error("idempotency store unavailable; not running windows nor committing past them until it answers", "op", op, "err", err)
@@ -597,7 +643,7 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 	defer cancel()
 	job := handler.NewJob(msg, c.Attempt, c.Token, w.cfg.WorkerID, rec.Partition, rec.Offset)
 	res := attemptResult{started: w.cfg.Now()}
-	log.Info("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
+	log.Debug("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
 
 	done := make(chan error, 1) // buffered: an abandoned handler can still send and exit
 	w.running.Add(1)

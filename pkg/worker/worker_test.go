@@ -86,6 +86,20 @@ type countingStore struct {
 	*dedupe.Store
 	claimErrs atomic.Int64
 	busy      atomic.Int64
+
+	batchClaims, batchClaimed atomic.Int64 // ClaimBatch calls and windows
+	unclaimed                 atomic.Int64 // windows given back by UnclaimBatch
+}
+
+func (s *countingStore) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	s.unclaimed.Add(int64(len(ids)))
+	return s.Store.UnclaimBatch(ctx, ids, tokens)
+}
+
+func (s *countingStore) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
+	s.batchClaims.Add(1)
+	s.batchClaimed.Add(int64(len(ids)))
+	return s.Store.ClaimBatch(ctx, ids, owner)
 }
 
 func (s *countingStore) Claim(ctx context.Context, id, owner string) (dedupe.Claim, error) {

@@ -1,0 +1,333 @@
+// Package chaos judges a chaos run of kjob: Check is a pure function over
+// what a run left behind (the test's independent ledger of handler
+// invocations, the windows topic read-committed, the workers' reported
+// completions and the idempotency store's final state) that lists every
+// breach of kjob's guarantees. It holds no I/O, so hand-made histories test
+// it (check_test.go) and the multi-process chaos test in test/ feeds it
+// real ones.
+//
+// The rules, as numbered in the project's chaos issue:
+//
+//	(a) every window due during the run is published exactly once; a
+//	    window not published is explained only by the catch-up limit;
+//	(b) no window completes twice;
+//	(c) a window runs again only after an attempt that did not complete,
+//	    and the re-run carries a strictly higher fencing token;
+//	(d) a zombie producer's records never become visible (producer epochs
+//	    never go back within a partition) and a zombie worker's completion
+//	    is rejected (only the window's latest token completes it);
+//	(e) once faults stop, the group's lag is 0 and every published window
+//	    is settled: done (or dead-lettered), no claim left running.
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Job describes one scheduled job of the run: an interval schedule.
+type Job struct {
+	// Name is the job name.
+	Name string
+	// Every is the interval between window starts.
+	Every time.Duration
+	// Catchup is the job's catch-up limit: a window that fell due while no
+	// leader was live is published late only if it is younger than this.
+	Catchup time.Duration
+}
+
+// Record is one window record read from the windows topic (read-committed).
+type Record struct {
+	// Window is the window id; Job its job.
+	Window, Job string
+	// Start is the window's start.
+	Start time.Time
+	// PublishedAt is when the producer says it published it.
+	PublishedAt time.Time
+	// Partition and Offset locate the record.
+	Partition int32
+	// Offset is the record's offset.
+	Offset int64
+	// ProducerID and ProducerEpoch are the record batch's transactional
+	// producer id and epoch.
+	ProducerID int64
+	// ProducerEpoch is the fencing epoch of the transactional producer.
+	ProducerEpoch int16
+}
+
+// Attempt is one handler invocation as the independent ledger saw it.
+type Attempt struct {
+	// Window is the window id; Job its job.
+	Window, Job string
+	// Token is the fencing token the handler was given.
+	Token int64
+	// Worker is the worker that ran it.
+	Worker string
+	// Start and End bound the invocation; End is zero if it never ended
+	// (the worker died mid-request).
+	Start, End time.Time
+	// OK reports whether the handler's request was answered (the handler
+	// could succeed); false for an invocation cut off.
+	OK bool
+}
+
+// Completion is a successful compare-and-set Complete a worker reported.
+type Completion struct {
+	// Window is the window id.
+	Window string
+	// Token is the completing token.
+	Token int64
+	// Worker is the worker that completed it.
+	Worker string
+}
+
+// State is a window's final record in the idempotency store.
+type State struct {
+	// Status is "done", "running", "failed" (or another store status).
+	Status string
+	// Token is the latest token that claimed the window.
+	Token int64
+	// ClaimLive reports whether a claim on it is still live.
+	ClaimLive bool
+}
+
+// History is everything Check looks at.
+type History struct {
+	// Jobs are the run's jobs. Each job's history starts with its first
+	// published window (kjob does not invent history).
+	Jobs []Job
+	// DueUntil bounds the run: windows starting before it were due.
+	DueUntil time.Time
+	// Published is the windows topic, read-committed, in any order.
+	Published []Record
+	// DeadLettered holds the window ids found in the dead-letter topic.
+	DeadLettered map[string]bool
+	// Attempts is the ledger.
+	Attempts []Attempt
+	// Completions are the completions workers reported.
+	Completions []Completion
+	// States is the store's final state of every window it knows of; a
+	// published window missing here was never claimed.
+	States map[string]State
+	// FinalLag is the consumer group's total lag after faults stopped and
+	// the run drained; negative if it could not be read.
+	FinalLag int64
+}
+
+// Violation is one breach of a rule.
+type Violation struct {
+	// Rule is "a" to "e".
+	Rule string
+	// Window is the window concerned, if any.
+	Window string
+	// Detail says what happened.
+	Detail string
+}
+
+func (v Violation) String() string {
+	if v.Window == "" {
+		return fmt.Sprintf("(%s) %s", v.Rule, v.Detail)
+	}
+	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
+}
+
+// Check returns every violation of rules (a) to (e) in h, ordered by rule
+// then window. An empty result means the run kept every guarantee.
+func Check(h History) []Violation {
+	var out []Violation
+	add := func(rule, window, format string, args ...any) {
+		out = append(out, Violation{Rule: rule, Window: window, Detail: fmt.Sprintf(format, args...)})
+	}
+	checkPublished(h, add)
+	checkRuns(h, add)
+	checkZombieProducers(h, add)
+	checkSettled(h, add)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Rule != out[j].Rule {
+			return out[i].Rule < out[j].Rule
+		}
+		return out[i].Window < out[j].Window
+	})
+	return out
+}
+
+type addFunc func(rule, window, format string, args ...any)
+
+// checkPublished is rule (a).
+func checkPublished(h History, add addFunc) {
+	byWindow := map[string][]Record{}
+	byJob := map[string][]Record{}
+	for _, r := range h.Published {
+		byWindow[r.Window] = append(byWindow[r.Window], r)
+		byJob[r.Job] = append(byJob[r.Job], r)
+	}
+	for id, rs := range byWindow {
+		if len(rs) > 1 {
+			at := make([]string, len(rs))
+			for i, r := range rs {
+				at[i] = fmt.Sprintf("%d/%d", r.Partition, r.Offset)
+			}
+			add("a", id, "published %d times (at %s)", len(rs), strings.Join(at, ", "))
+		}
+	}
+	for _, j := range h.Jobs {
+		rs := byJob[j.Name]
+		if len(rs) == 0 {
+			add("a", "", "job %s: no window published during the run", j.Name)
+			continue
+		}
+		if j.Every <= 0 {
+			add("a", "", "job %s: Every = %v; the checker needs the job's interval", j.Name, j.Every)
+			continue
+		}
+		starts := map[int64]bool{}
+		first := rs[0].Start
+		for _, r := range rs {
+			starts[r.Start.UnixNano()] = true
+			if r.Start.Before(first) {
+				first = r.Start
+			}
+		}
+		for s := first; s.Before(h.DueUntil); s = s.Add(j.Every) {
+			if starts[s.UnixNano()] {
+				continue
+			}
+			// Explained by the catch-up limit iff no record of the job
+			// was published while the window was still young enough to
+			// be caught up (nobody led in [s, s+Catchup]) and a leader
+			// published later (so the run did not just end, leaderless,
+			// within the limit).
+			inTime, later := false, false
+			for _, r := range rs {
+				switch {
+				case r.PublishedAt.Before(s):
+				case !r.PublishedAt.After(s.Add(j.Catchup)):
+					inTime = true
+				default:
+					later = true
+				}
+			}
+			explained := !inTime && later
+			if !explained {
+				add("a", fmt.Sprintf("%s@%s", j.Name, s.UTC().Format(time.RFC3339Nano)),
+					"due but never published, although a leader published within its catch-up limit %v", j.Catchup)
+			}
+		}
+	}
+}
+
+// checkRuns is rules (b), (c) and the worker half of (d).
+func checkRuns(h History, add addFunc) {
+	completions := map[string][]Completion{}
+	for _, c := range h.Completions {
+		completions[c.Window] = append(completions[c.Window], c)
+	}
+	for id, cs := range completions {
+		if len(cs) > 1 {
+			desc := make([]string, len(cs))
+			for i, c := range cs {
+				desc[i] = fmt.Sprintf("token %d by %s", c.Token, c.Worker)
+			}
+			add("b", id, "completed %d times (%s)", len(cs), strings.Join(desc, ", "))
+		}
+		st, ok := h.States[id]
+		for _, c := range cs {
+			switch {
+			case !ok:
+				add("d", id, "completion by token %d (%s) but the store has no record of the window", c.Token, c.Worker)
+			case c.Token != st.Token:
+				add("d", id, "completion by token %d (%s) accepted although token %d claimed the window later: a zombie completed", c.Token, c.Worker, st.Token)
+			}
+		}
+	}
+
+	attempts := map[string][]Attempt{}
+	for _, a := range h.Attempts {
+		attempts[a.Window] = append(attempts[a.Window], a)
+	}
+	for id, as := range attempts {
+		sort.SliceStable(as, func(i, j int) bool { return as[i].Start.Before(as[j].Start) })
+		done := h.States[id]
+		for i := 1; i < len(as); i++ {
+			prev, cur := as[i-1], as[i]
+			if cur.Token <= prev.Token {
+				add("c", id, "re-run on %s at %s has token %d, not above the earlier attempt's %d (%s)",
+					cur.Worker, cur.Start.Format(time.RFC3339Nano), cur.Token, prev.Token, prev.Worker)
+			}
+		}
+		if done.Status != "done" {
+			continue
+		}
+		// The completing attempt is the one holding the done token; no
+		// attempt may start after it ended.
+		for _, c := range as {
+			if c.Token != done.Token || c.End.IsZero() {
+				continue
+			}
+			for _, a := range as {
+				if a.Token != c.Token && a.Start.After(c.End) {
+					add("c", id, "ran again on %s (token %d) after token %d completed it", a.Worker, a.Token, c.Token)
+				}
+			}
+		}
+	}
+}
+
+// checkZombieProducers is the producer half of rule (d): within a
+// partition, a record of an older epoch of the same transactional producer
+// never follows one of a newer epoch.
+func checkZombieProducers(h History, add addFunc) {
+	byPart := map[int32][]Record{}
+	for _, r := range h.Published {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	for p, rs := range byPart {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Offset < rs[j].Offset })
+		newest := map[int64]Record{}
+		for _, r := range rs {
+			if n, ok := newest[r.ProducerID]; ok && r.ProducerEpoch < n.ProducerEpoch {
+				add("d", r.Window, "visible at %d/%d from producer epoch %d after epoch %d wrote offset %d: a fenced (zombie) producer's record",
+					p, r.Offset, r.ProducerEpoch, n.ProducerEpoch, n.Offset)
+				continue
+			}
+			newest[r.ProducerID] = r
+		}
+	}
+}
+
+// checkSettled is rule (e), plus "published windows are executed".
+func checkSettled(h History, add addFunc) {
+	if h.FinalLag != 0 {
+		add("e", "", "consumer group lag is %d after faults stopped (want 0)", h.FinalLag)
+	}
+	okTokens := map[string]map[int64]bool{}
+	for _, a := range h.Attempts {
+		if a.OK {
+			if okTokens[a.Window] == nil {
+				okTokens[a.Window] = map[int64]bool{}
+			}
+			okTokens[a.Window][a.Token] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range h.Published {
+		if seen[r.Window] {
+			continue
+		}
+		seen[r.Window] = true
+		if h.DeadLettered[r.Window] {
+			continue
+		}
+		st, ok := h.States[r.Window]
+		switch {
+		case !ok:
+			add("e", r.Window, "published but never claimed")
+		case st.Status != "done":
+			add("e", r.Window, "stuck: status %q, token %d, claim live %v after faults stopped", st.Status, st.Token, st.ClaimLive)
+		case !okTokens[r.Window][st.Token]:
+			add("e", r.Window, "done by token %d but the ledger has no successful invocation with that token", st.Token)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// runCounter counts handler runs per window and fails chosen windows' first
+// attempt.
+type runCounter struct {
+	mu       sync.Mutex
+	runs     map[string]int
+	failOnce map[string]bool
+	delay    time.Duration
+}
+
+func (r *runCounter) HandleJob(ctx context.Context, j *handler.Job) error {
+	r.mu.Lock()
+	r.runs[j.ID()]++
+	fail := r.failOnce[j.ID()] && r.runs[j.ID()] == 1
+	r.mu.Unlock()
+	if fail {
+		return errors.New("first attempt fails")
+	}
+	if r.delay > 0 {
+		select {
+		case <-time.After(r.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (r *runCounter) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id]
+}
+
+// A backlog of quick windows is claimed and completed many windows per
+// round trip, and still settles exactly like one window at a time: in
+// order, each window once, with windows already done skipped, a duplicate
+// record skipped, a failing window retried, and an undecodable record
+// dead-lettered in its turn.
+func TestBacklogIsBatched(t *testing.T) {
+	e := newEnv(t, 2, 30*time.Second)
+	ctx := context.Background()
+	const n = 2000
+	rc := &runCounter{runs: map[string]int{}, failOnce: map[string]bool{}}
+	var recs []*kgo.Record
+	var ids []string
+	done := map[string]bool{}
+	for i := range n {
+		m := window(fmt.Sprintf("job-%d", i%7), "count", i, defaultPolicy)
+		ids = append(ids, m.ID)
+		switch {
+		case i%101 == 0: // done by someone else earlier
+			c, err := e.store.Store.Claim(ctx, m.ID, "earlier")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.store.Complete(ctx, m.ID, c.Token); err != nil {
+				t.Fatal(err)
+			}
+			done[m.ID] = true
+		case i%97 == 0:
+			rc.failOnce[m.ID] = true
+		}
+		rec := e.record(m)
+		recs = append(recs, rec)
+		if i == 1000 {
+			dup := e.record(m) // the same window published twice
+			recs = append(recs, dup, &kgo.Record{Topic: testTopic, Key: rec.Key, Value: []byte("not json")})
+		}
+	}
+	e.produce(recs...)
+	mux := handler.NewMux()
+	mux.Handle("count", rc)
+	x := &execs{}
+	_, stop := start(t, e.config("w1", mux, x))
+	want := len(recs)
+	testenv.Eventually(t, 60*time.Second, func() bool { return x.count(OutcomeDone) == n-len(done) }, "%d windows done (have %d)", n-len(done), x.count(OutcomeDone))
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		c := e.committed()
+		return c[0]+c[1] == int64(want)
+	}, "all %d offsets committed (have %v)", want, e.committed())
+	stop()
+
+	for _, id := range ids {
+		runs := rc.count(id)
+		switch {
+		case done[id] && runs != 0:
+			t.Errorf("window %s was done before and ran %d times", id, runs)
+		case !done[id] && rc.failOnce[id] && runs != 2:
+			t.Errorf("window %s (first attempt fails) ran %d times, want 2", id, runs)
+		case !done[id] && !rc.failOnce[id] && runs != 1:
+			t.Errorf("window %s ran %d times, want 1", id, runs)
+		}
+		st, err := e.store.State(ctx, id)
+		if err != nil || st.Status != dedupe.StatusDone {
+			t.Fatalf("window %s state = %+v, %v; want done", id, st, err)
+		}
+		if wantAttempts := 1 + btoi(rc.failOnce[id]); st.Attempts != wantAttempts {
+			t.Errorf("window %s has %d attempts on record, want %d", id, st.Attempts, wantAttempts)
+		}
+	}
+	// Settled in order, once each (a retried window reports failed, then done).
+	last := map[int32]int64{}
+	final := map[string]int{}
+	for _, ex := range x.all() {
+		if ex.Outcome == OutcomeFailed {
+			continue
+		}
+		if prev, ok := last[ex.Partition]; ok && ex.Offset <= prev {
+			t.Fatalf("partition %d settled offset %d after %d: out of order", ex.Partition, ex.Offset, prev)
+		}
+		last[ex.Partition] = ex.Offset
+		final[ex.Outcome]++
+	}
+	if final[OutcomeDone] != n-len(done) || final[OutcomeSkippedDone] != len(done)+1 || final[OutcomeDeadLettered] != 1 {
+		t.Errorf("final outcomes %v; want %d done, %d skipped-done, 1 dead-lettered", final, n-len(done), len(done)+1)
+	}
+	calls, windows := e.store.batchClaims.Load(), e.store.batchClaimed.Load()
+	t.Logf("%d windows claimed in %d ClaimBatch round trips", windows, calls)
+	if calls == 0 || windows/calls < 10 {
+		t.Errorf("%d windows claimed in %d batch round trips; want at least 10 per round trip for a backlog", windows, calls)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A worker that loses partitions to a new member in the middle of a
+// backlog gives back the claims it took ahead: the new owner runs those
+// windows at once (not after the claim TTL) as the same attempt.
+func TestRevokeMidBacklogGivesClaimsBack(t *testing.T) {
+	e := newEnv(t, 4, time.Minute) // a claim left behind would stall the test past its deadline
+	rc := &runCounter{runs: map[string]int{}, failOnce: map[string]bool{}, delay: time.Millisecond}
+	var ms []*jobmsg.Message
+	for i := range 1200 {
+		ms = append(ms, window(fmt.Sprintf("job-%d", i%8), "count", i, defaultPolicy))
+	}
+	e.publish(ms...)
+	mux := handler.NewMux()
+	mux.Handle("count", rc)
+	x := &execs{}
+	w1, stop1 := start(t, e.config("w1", mux, x))
+	testenv.Eventually(t, 30*time.Second, func() bool { return x.count(OutcomeDone) >= 100 }, "w1 started the backlog")
+	w2, stop2 := start(t, e.config("w2", mux, x))
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(w2.Assigned()) > 0 && len(w1.Assigned()) < 4 }, "w2 took partitions")
+	testenv.Eventually(t, 40*time.Second, func() bool { return x.count(OutcomeDone) == len(ms) }, "all windows done (have %d)", x.count(OutcomeDone))
+	t.Logf("w1 gave back %d claims taken ahead", e.store.unclaimed.Load())
+	testenv.Eventually(t, 40*time.Second, func() bool {
+		c := e.committed()
+		return c[0]+c[1]+c[2]+c[3] == int64(len(ms))
+	}, "all offsets committed (have %v)", e.committed())
+	stop2()
+	stop1()
+	ctx := context.Background()
+	for _, m := range ms {
+		if n := rc.count(m.ID); n != 1 {
+			t.Errorf("window %s ran %d times, want once", m.ID, n)
+		}
+		st, err := e.store.State(ctx, m.ID)
+		if err != nil || st.Status != dedupe.StatusDone || st.Attempts != 1 {
+			t.Errorf("window %s state = %+v, %v; want done in 1 attempt", m.ID, st, err)
+		}
+	}
+}

@@ -1,0 +1,525 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kjob/kjob/internal/chaos"
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// The chaos run's settings: the binaries' defaults for the lease and the
+// group session, a claim TTL short enough that crashed attempts re-run
+// within the CI profile.
+const (
+	chaosLeaseTTL       = 5 * time.Second // producer default
+	chaosSessionTimeout = 6 * time.Second // worker default
+	chaosClaimTTL       = 6 * time.Second
+	chaosPartitions     = 4
+	chaosProducers      = 3
+	chaosWorkers        = 4
+	// chaosMaxSleep bounds the sleepy jobs' run time (the ledger answers
+	// after a random 0..chaosMaxSleep).
+	chaosMaxSleep = 3 * time.Second
+)
+
+const chaosSchedules = `jobs:
+  - name: steady
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: sleepy
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: drowsy
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+`
+
+var chaosJobs = []chaos.Job{
+	{Name: "steady", Every: time.Second, Catchup: time.Minute},
+	{Name: "sleepy", Every: time.Second, Catchup: time.Minute},
+	{Name: "drowsy", Every: time.Second, Catchup: time.Minute},
+}
+
+// Fault kinds, as reported in the run's summary.
+const (
+	faultKillLeader   = "SIGKILL leading producer"
+	faultKillWorker   = "SIGKILL worker mid-handler"
+	faultStopLeader   = "SIGSTOP leader > lease TTL (zombie leader)"
+	faultStopWorker   = "SIGSTOP worker > session timeout (zombie worker)"
+	faultBroker       = "broker restart"
+	faultRedis        = "redis-server restart"
+	faultCutWorkerTCP = "TCP cut worker <-> Redis"
+)
+
+// chaosRun is one chaos run's state: the cluster, the fault schedule's
+// random source and what was injected.
+type chaosRun struct {
+	t       *testing.T
+	c       *cluster
+	rng     *rand.Rand
+	seed    uint64
+	stopped map[*process]bool
+	faults  map[string]int
+	next    int // suffix of the next replacement process
+	proxies map[*process]*tcpProxy
+}
+
+// TestChaos runs the broker, a durable redis-server, 3 producers and 4
+// workers as processes, injects faults at random from a printed seed, then
+// lets the run drain and checks the whole history with chaos.Check.
+//
+//	KJOB_CHAOS_SEED=n        replay a run's fault schedule
+//	KJOB_CHAOS_DURATION=30m  how long faults are injected (default 40s;
+//	                         `make soak DURATION=30m`)
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos test; skipped with -short")
+	}
+	seed, duration := chaosSettings(t)
+	r := newChaosRun(t, seed, "")
+	r.run(duration, []func(){r.killLeader, r.killWorkerMidHandler, r.stopLeader, r.stopWorker, r.restartBroker, r.restartRedis, r.cutWorkerFromRedis})
+}
+
+// TestChaosKafkaErrors is the chaos run against an in-process kfake broker
+// whose control hooks inject Kafka errors (failed offset commits, produce
+// errors, coordinator not available) in bursts, interleaved with crashes of
+// the leading producer and of workers mid-handler.
+func TestChaosKafkaErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process chaos test; skipped with -short")
+	}
+	seed, duration := chaosSettings(t)
+	duration /= 2
+	kc := testenv.Cluster(t)
+	f := &kafkaFaults{}
+	f.install(kc)
+	r := newChaosRun(t, seed, kc.ListenAddrs()[0])
+	r.run(duration, []func(){r.kafkaErrors(&f.commit, faultKafkaCommit), r.kafkaErrors(&f.produce, faultKafkaProduce),
+		r.kafkaErrors(&f.coordinator, faultKafkaCoordinator), r.killLeader, r.killWorkerMidHandler})
+	t.Logf("requests answered with an injected error: %d offset commits, %d produces, %d coordinator lookups",
+		f.commitHits.Load(), f.produceHits.Load(), f.coordinatorHits.Load())
+}
+
+// chaosSettings reads the seed and fault duration from the environment.
+func chaosSettings(t *testing.T) (uint64, time.Duration) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("KJOB_CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("KJOB_CHAOS_SEED=%q: want a whole number (the seed a previous run printed)", s)
+		}
+		seed = v
+	}
+	duration := 40 * time.Second
+	if s := os.Getenv("KJOB_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("KJOB_CHAOS_DURATION=%q: want a positive duration such as \"30m\"", s)
+		}
+		duration = d
+	}
+	return seed, duration
+}
+
+// newChaosRun starts the cluster: a durable redis-server, the broker (a
+// dev-broker process, or broker if not empty), 3 producers, 4 workers (the
+// first reaching Redis through a cuttable proxy).
+func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
+	r := &chaosRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,
+		stopped: map[*process]bool{}, faults: map[string]int{}, proxies: map[*process]*tcpProxy{}}
+	r.c = newClusterWith(t, chaosSchedules, chaosPartitions, testenv.NewDurableRedis(t), broker)
+	r.c.env = append(r.c.env, "KJOB_LOG_LEVEL=info")
+	r.c.ledger.mu.Lock()
+	r.c.ledger.delay = r.sleepOf
+	r.c.ledger.mu.Unlock()
+	for range chaosProducers {
+		r.startProducer()
+	}
+	r.startProxiedWorker()
+	for range chaosWorkers - 1 {
+		r.startWorker()
+	}
+	return r
+}
+
+// run injects faults drawn from faults for duration, lets the cluster
+// settle and drain, and judges the history with chaos.Check.
+func (r *chaosRun) run(duration time.Duration, faults []func()) {
+	t := r.t
+	t.Logf("chaos seed %d (replay: KJOB_CHAOS_SEED=%d), faults for %v", r.seed, r.seed, duration)
+	fmt.Fprintf(os.Stderr, "chaos %s: seed %d, faults for %v\n", t.Name(), r.seed, duration)
+	testenv.Eventually(t, 90*time.Second, func() bool {
+		return len(r.c.ledger.windows("steady")) >= 3 && len(r.c.ledger.windows("sleepy")) >= 3
+	}, "the cluster did not start executing windows")
+
+	// Every kind once in a seeded order, then kinds drawn at random until
+	// the duration is up: even the short CI profile injects each kind.
+	end := time.Now().Add(duration)
+	for _, k := range r.rng.Perm(len(faults)) {
+		faults[k]()
+		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
+	}
+	for time.Now().Before(end) {
+		faults[r.rng.IntN(len(faults))]()
+		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond)
+	}
+
+	// Faults stop. Give a leader time to be elected and catch up, fix the
+	// end of the "due" range, then stop the producers and let the workers
+	// drain.
+	quiet := time.Now()
+	r.waitLeader(30 * time.Second)
+	time.Sleep(3 * time.Second) // windows published by the settled leader
+	dueUntil := time.Now().Add(-2 * time.Second)
+	for _, p := range r.c.producers {
+		if p.alive() {
+			p.stop(t, 20*time.Second)
+		}
+	}
+	lag := r.drain(90 * time.Second)
+	t.Logf("drained %v after faults stopped: lag %d", time.Since(quiet).Round(time.Millisecond), lag)
+	for _, w := range r.c.workers {
+		if w.alive() {
+			w.stop(t, 30*time.Second)
+		}
+	}
+
+	h := r.history(dueUntil, lag)
+	violations := chaos.Check(h)
+	r.report(h, violations)
+	for _, v := range violations {
+		t.Errorf("violation %s", v)
+	}
+	if len(violations) > 0 {
+		t.Errorf("chaos seed %d: %d violations (replay: KJOB_CHAOS_SEED=%d)", r.seed, len(violations), r.seed)
+	}
+}
+
+// kafkaErrors returns a fault that turns on a kind of injected Kafka error
+// for 3-6s.
+func (r *chaosRun) kafkaErrors(on *atomic.Bool, kind string) func() {
+	return func() {
+		d := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
+		on.Store(true)
+		time.Sleep(d) // the fault is the burst itself
+		on.Store(false)
+		r.fault(kind, "for %v", d)
+	}
+}
+
+// sleepOf is the ledger's run time for an invocation: none for "steady",
+// 0..3s for the others, fixed by the seed, the window and the token. The
+// draw is skewed to short runs (3s * u^3, mean 0.75s): a job's windows run
+// in order on one partition, so a mean above the 1s cadence would build a
+// backlog that never drains.
+func (r *chaosRun) sleepOf(e ledgerEntry) time.Duration {
+	if e.Job == "steady" {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", r.seed, e.WindowID, e.FencingToken)
+	u := float64(h.Sum64()%1_000_000) / 1_000_000
+	return time.Duration(u * u * u * float64(chaosMaxSleep))
+}
+
+func (r *chaosRun) startProducer() *process {
+	r.next++
+	return r.c.startProducer(r.t, fmt.Sprintf("producer-%d", r.next))
+}
+
+func (r *chaosRun) startWorker(extra ...string) *process {
+	r.next++
+	env := append([]string{"KJOB_CLAIM_TTL=" + chaosClaimTTL.String(), "KJOB_GRACE=5s",
+		"KJOB_SESSION_TIMEOUT=" + chaosSessionTimeout.String()}, extra...)
+	return r.c.startWorker(r.t, fmt.Sprintf("worker-%d", r.next), env...)
+}
+
+// leader returns the producer that holds the lease by its own logs, among
+// the running ones that are not stopped; nil if none.
+func (r *chaosRun) leader() *process {
+	for _, p := range r.c.producers {
+		if !p.alive() || r.stopped[p] {
+			continue
+		}
+		p.mu.Lock()
+		leading := false
+		for _, l := range p.lines {
+			switch {
+			case strings.Contains(l, `msg="lease acquired"`):
+				leading = true
+			case strings.Contains(l, `msg="lease lost"`), strings.Contains(l, `msg="lease released"`):
+				leading = false
+			}
+		}
+		p.mu.Unlock()
+		if leading {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *chaosRun) waitLeader(timeout time.Duration) *process {
+	var p *process
+	deadline := time.Now().Add(timeout)
+	for p = r.leader(); p == nil && time.Now().Before(deadline); p = r.leader() {
+		time.Sleep(100 * time.Millisecond) // poll the producers' logs
+	}
+	return p
+}
+
+func (r *chaosRun) fault(kind, format string, args ...any) {
+	r.faults[kind]++
+	r.t.Logf("%s fault %s: %s", time.Now().Format("15:04:05.000"), kind, fmt.Sprintf(format, args...))
+}
+
+func (r *chaosRun) killLeader() {
+	p := r.waitLeader(15 * time.Second)
+	if p == nil {
+		r.t.Logf("no leader to kill; skipping the fault")
+		return
+	}
+	p.kill(r.t)
+	r.fault(faultKillLeader, "%s", p.name)
+	r.startProducer()
+}
+
+// busyWorker returns a running, not stopped worker with a handler in
+// flight (waiting up to 5s for one), and that invocation.
+func (r *chaosRun) busyWorker() (*process, ledgerEntry) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		es := r.c.ledger.snapshot()
+		for i := len(es) - 1; i >= 0; i-- {
+			e := es[i]
+			if !e.Ended.IsZero() {
+				continue
+			}
+			for _, w := range r.c.workers {
+				if w.name == e.Worker && w.alive() && !r.stopped[w] {
+					return w, e
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, ledgerEntry{}
+		}
+		time.Sleep(20 * time.Millisecond) // poll the ledger
+	}
+}
+
+func (r *chaosRun) killWorkerMidHandler() {
+	w, e := r.busyWorker()
+	if w == nil {
+		r.t.Logf("no worker mid-handler; skipping the fault")
+		return
+	}
+	w.kill(r.t)
+	r.fault(faultKillWorker, "%s while it ran %s (token %d)", w.name, e.WindowID, e.FencingToken)
+	if r.proxies[w] != nil {
+		r.startProxiedWorker()
+		return
+	}
+	r.startWorker()
+}
+
+// startProxiedWorker starts a worker whose Redis connections go through a
+// new tcpProxy.
+func (r *chaosRun) startProxiedWorker() *process {
+	px := newTCPProxy(r.t, r.c.redis.Addr)
+	w := r.startWorker("KJOB_REDIS_URL=redis://" + px.addr())
+	r.proxies[w] = px
+	return w
+}
+
+// cutWorkerFromRedis cuts the proxied worker's Redis link for longer than
+// the claim TTL, then restores it.
+func (r *chaosRun) cutWorkerFromRedis() {
+	for w, px := range r.proxies {
+		if !w.alive() {
+			continue
+		}
+		d := chaosClaimTTL + 2*time.Second
+		px.cut()
+		time.Sleep(d) // the fault is the cut itself
+		px.restore()
+		r.fault(faultCutWorkerTCP, "%s for %v", w.name, d)
+		return
+	}
+	r.t.Logf("no proxied worker alive; skipping the fault")
+}
+
+func (r *chaosRun) stopLeader() {
+	p := r.waitLeader(15 * time.Second)
+	if p == nil {
+		r.t.Logf("no leader to stop; skipping the fault")
+		return
+	}
+	d := chaosLeaseTTL + 2*time.Second
+	r.pause(p, d)
+	r.fault(faultStopLeader, "%s for %v", p.name, d)
+}
+
+func (r *chaosRun) stopWorker() {
+	w, e := r.busyWorker()
+	if w == nil {
+		r.t.Logf("no worker mid-handler; skipping the fault")
+		return
+	}
+	d := chaosSessionTimeout + 2*time.Second
+	r.pause(w, d)
+	r.fault(faultStopWorker, "%s for %v while it ran %s (token %d)", w.name, d, e.WindowID, e.FencingToken)
+}
+
+// pause SIGSTOPs p for d, then SIGCONTs it.
+func (r *chaosRun) pause(p *process, d time.Duration) {
+	p.signal(r.t, syscall.SIGSTOP)
+	r.stopped[p] = true
+	time.Sleep(d) // the fault is the pause itself
+	p.signal(r.t, syscall.SIGCONT)
+	delete(r.stopped, p)
+}
+
+func (r *chaosRun) restartBroker() {
+	r.c.brokerP.stop(r.t, 20*time.Second)
+	down := time.Now()
+	r.c.startBroker(r.t)
+	r.fault(faultBroker, "down for %v", time.Since(down).Round(time.Millisecond))
+}
+
+func (r *chaosRun) restartRedis() {
+	down := time.Now()
+	r.c.redis.Restart()
+	r.fault(faultRedis, "SIGKILL and restart (AOF) in %v", time.Since(down).Round(time.Millisecond))
+}
+
+// drain waits until the group's lag is 0 and returns the last lag read
+// (-1 if it could never be read).
+func (r *chaosRun) drain(timeout time.Duration) int64 {
+	lag, deadline := int64(-1), time.Now().Add(timeout)
+	for {
+		l, err := r.c.groupLag(r.t)
+		if err == nil {
+			lag = l
+			if l == 0 {
+				return 0
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Logf("lag %d after %v (err %v)", lag, timeout, err)
+			return lag
+		}
+		time.Sleep(200 * time.Millisecond) // poll the group's offsets
+	}
+}
+
+var doneLine = regexp.MustCompile(`msg="window done".* window=(\S+) .*token=(\d+)`)
+
+// history gathers the run's history for the checker: the topic
+// read-committed, the dead letters, the ledger, the completions the workers
+// logged and the store's state of every published window.
+func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
+	t := r.t
+	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{}}
+	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, "kjob.windows") {
+		m, err := jobmsg.FromRecord(rec)
+		if err != nil {
+			t.Errorf("undecodable record at %d/%d: %v", rec.Partition, rec.Offset, err)
+			continue
+		}
+		h.Published = append(h.Published, chaos.Record{Window: m.ID, Job: m.Job, Start: m.Window.Start, PublishedAt: m.PublishedAt,
+			Partition: rec.Partition, Offset: rec.Offset, ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch})
+	}
+	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, "kjob.windows.dlq") {
+		if m, err := jobmsg.FromRecord(rec); err == nil {
+			h.DeadLettered[m.ID] = true
+		}
+	}
+	for _, e := range r.c.ledger.snapshot() {
+		h.Attempts = append(h.Attempts, chaos.Attempt{Window: e.WindowID, Job: e.Job, Token: e.FencingToken, Worker: e.Worker,
+			Start: e.Received, End: e.Ended, OK: e.Answered})
+	}
+	for _, w := range r.c.workers {
+		w.mu.Lock()
+		for _, l := range w.lines {
+			if m := doneLine.FindStringSubmatch(l); m != nil {
+				tok, _ := strconv.ParseInt(m[2], 10, 64)
+				h.Completions = append(h.Completions, chaos.Completion{Window: m[1], Token: tok, Worker: w.name})
+			}
+		}
+		w.mu.Unlock()
+	}
+	store, err := dedupe.New(r.c.redis.Client(), dedupe.Config{Namespace: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range h.Published {
+		st, err := store.State(ctxTimeout(t, 5*time.Second), p.Window)
+		switch {
+		case errors.Is(err, dedupe.ErrNotFound):
+		case err != nil:
+			t.Fatalf("state of %s: %v", p.Window, err)
+		default:
+			h.States[p.Window] = chaos.State{Status: st.Status, Token: st.Token, ClaimLive: st.ClaimTTL > 0}
+		}
+	}
+	return h
+}
+
+// report logs the run's figures: seed, windows, attempts, faults per type,
+// verdict.
+func (r *chaosRun) report(h chaos.History, violations []chaos.Violation) {
+	windows := map[string]bool{}
+	for _, p := range h.Published {
+		windows[p.Window] = true
+	}
+	perWindow := map[string]int{}
+	for _, a := range h.Attempts {
+		perWindow[a.Window]++
+	}
+	reruns := 0
+	for _, n := range perWindow {
+		reruns += n - 1
+	}
+	kinds := make([]string, 0, len(r.faults))
+	total := 0
+	for k, n := range r.faults {
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
+		total += n
+	}
+	sort.Strings(kinds)
+	verdict := "no violations"
+	if len(violations) > 0 {
+		verdict = fmt.Sprintf("%d VIOLATIONS", len(violations))
+	}
+	msg := fmt.Sprintf("chaos seed %d: %d windows published, %d handler invocations (%d re-runs), %d completions, %d dead-lettered; %d faults [%s]; %s",
+		r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, strings.Join(kinds, "; "), verdict)
+	r.t.Log(msg)
+	fmt.Fprintln(os.Stderr, "chaos:", msg)
+}

@@ -1,0 +1,108 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// burstWindows is the backlog size; KJOB_BENCH_BURST overrides it.
+func burstWindows() int {
+	if n, err := strconv.Atoi(os.Getenv("KJOB_BENCH_BURST")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+// BenchmarkBurst: a backlog of windows already in the topic (as after a
+// replay or a backfill), a no-op handler (the built-in sleep handler with
+// duration 0), one worker process (cmd/worker) against the embedded broker
+// and a real redis-server: windows per second from the worker's partition
+// assignment to a group lag of 0, so it includes the Redis dedupe round
+// trips and the offset commits.
+func BenchmarkBurst(b *testing.B) {
+	for _, tc := range []struct {
+		partitions int32
+		logLevel   string
+	}{{1, "info"}, {4, "info"}, {4, "warn"}} {
+		b.Run(fmt.Sprintf("partitions=%d/log=%s", tc.partitions, tc.logLevel), func(b *testing.B) {
+			for range b.N {
+				burst(b, tc.partitions, tc.logLevel)
+			}
+		})
+	}
+}
+
+func burst(b *testing.B, partitions int32, logLevel string) {
+	n := burstWindows()
+	brokers := broker(b)
+	r := redis(b)
+	cl, adm := admin(b, brokers)
+	topic := "burst"
+	createTopic(b, adm, topic, partitions)
+
+	// Prefill: n windows of 100 jobs, spread over the partitions by key.
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := make([]*kgo.Record, 0, 10_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	flush := func() {
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatalf("prefill: %v", err)
+		}
+		recs = recs[:0]
+	}
+	payload := mustJSON(map[string]string{"duration": "0s"})
+	for i := range n {
+		job := fmt.Sprintf("burst-%02d", i%100)
+		start := base.Add(time.Duration(i/100) * time.Second)
+		m := &jobmsg.Message{
+			ID: jobmsg.WindowID(job, start), Job: job, Handler: "sleep",
+			Window:      jobmsg.Window{Start: start, End: start.Add(time.Second)},
+			ScheduledAt: start, PublishedAt: start, Trigger: jobmsg.TriggerBackfill,
+			Payload: payload, Policy: benchPolicy,
+		}
+		rec, err := jobmsg.Record(topic, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rec)
+		if len(recs) == cap(recs) {
+			flush()
+		}
+	}
+	flush()
+
+	b.ResetTimer()
+	w := start(b, "worker", "",
+		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--group", "bench",
+		"--namespace", "bench", "--http-addr", "", "--log-level", logLevel)
+	waitStable(b, adm, "bench")
+	t0 := time.Now()
+	var t1 time.Time
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		l, err := lag(ctx, adm, "bench", topic)
+		if err == nil && l == 0 {
+			t1 = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("backlog of %d not drained within 5 minutes (lag %d, err %v)", n, l, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the broker: there is no event to wait on
+	}
+	b.StopTimer()
+	u := readUsage(b, w.cmd.Process.Pid)
+	took := t1.Sub(t0)
+	settings := fmt.Sprintf("%d windows, %d partition(s), 1 worker process, log level %s, commit interval 1s, embedded broker in the bench process, redis-server on loopback", n, partitions, logLevel)
+	report(b, fmt.Sprintf("burst throughput, %d partition(s), log %s", partitions, logLevel), float64(n)/took.Seconds(), "windows/s", settings)
+	report(b, fmt.Sprintf("burst worker CPU per window, %d partition(s), log %s", partitions, logLevel), float64(u.cpu.Microseconds())/float64(n), "µs CPU/window", settings)
+}

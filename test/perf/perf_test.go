@@ -1,0 +1,282 @@
+package perf
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// Settings common to every workload; each row of the table repeats the
+// ones that matter for it.
+const (
+	benchPolicyTimeout = 10 * time.Second
+)
+
+var benchPolicy = jobmsg.Policy{
+	Timeout:     jobmsg.Duration(benchPolicyTimeout),
+	MaxAttempts: 3,
+	Backoff:     jobmsg.Duration(time.Second),
+	MaxBackoff:  jobmsg.Duration(time.Minute),
+}
+
+// report records one figure: as a benchmark metric and, when
+// KJOB_BENCH_TABLE names a file, as a tab-separated row of the table that
+// `make bench` prints.
+func report(b *testing.B, figure string, value float64, unit, settings string) {
+	b.Helper()
+	b.ReportMetric(value, strings.ReplaceAll(unit, " ", "_"))
+	b.Logf("%s: %.4g %s (%s)", figure, value, unit, settings)
+	path := os.Getenv("KJOB_BENCH_TABLE")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	v := strconv.FormatFloat(value, 'f', -1, 64)
+	if value >= 100 {
+		v = strconv.FormatFloat(value, 'f', 0, 64)
+	} else if value < 100 {
+		v = strconv.FormatFloat(value, 'f', 2, 64)
+	}
+	fmt.Fprintf(f, "%s\t%s\t%s\t%s\n", figure, v, unit, settings)
+}
+
+// redis starts a real redis-server; performance figures from the
+// in-process fallback would mean nothing.
+func redis(b *testing.B) *testenv.Redis {
+	b.Helper()
+	r := testenv.NewRedis(b)
+	if !r.Real() {
+		b.Fatal("make bench needs a real redis-server on PATH (apt-get install redis-server); the in-process fallback would measure nothing useful")
+	}
+	return r
+}
+
+// broker starts the embedded broker in this process.
+func broker(b *testing.B) []string {
+	b.Helper()
+	return testenv.Cluster(b, kfake.GroupMinSessionTimeout(100*time.Millisecond)).ListenAddrs()
+}
+
+func admin(b *testing.B, brokers []string) (*kgo.Client, *kadm.Client) {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+func createTopic(b *testing.B, adm *kadm.Client, topic string, partitions int32) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		b.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// bins builds the binaries once per benchmark run.
+func bins(b *testing.B) string {
+	b.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "kjob-bench-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./cmd/...")
+		cmd.Dir = "../.."
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		b.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// proc is a kjob binary running as its own process.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string // stderr lines containing the watched text
+	done  chan struct{}
+}
+
+// start runs binary name with args; stderr lines containing watch are sent
+// on lines (the rest is discarded, as a log shipper would).
+func start(b *testing.B, name string, watch string, args ...string) *proc {
+	b.Helper()
+	cmd := exec.Command(filepath.Join(bins(b), name), args...)
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &proc{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if watch != "" && strings.Contains(sc.Text(), watch) {
+				select {
+				case p.lines <- sc.Text():
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for a watched line.
+func (p *proc) wait(b *testing.B, timeout time.Duration, what string) time.Time {
+	b.Helper()
+	select {
+	case <-p.lines:
+		return time.Now()
+	case <-p.done:
+		b.Fatalf("process exited while waiting for %s", what)
+	case <-time.After(timeout):
+		b.Fatalf("no %s within %v", what, timeout)
+	}
+	return time.Time{}
+}
+
+// usage is a process's CPU time and memory, read from /proc.
+type usage struct {
+	cpu      time.Duration // user + system
+	rss, hwm int64         // resident and peak resident bytes
+}
+
+func readUsage(b *testing.B, pid int) usage {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	u := usage{cpu: time.Duration(utime+stime) * time.Second / ticks}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			u.rss = kb << 10
+		case "VmHWM":
+			u.hwm = kb << 10
+		}
+	}
+	return u
+}
+
+// lag returns the group's total lag on topic (end offset minus committed;
+// the transaction markers are committed past, see pkg/partition).
+func lag(ctx context.Context, adm *kadm.Client, group, topic string) (int64, error) {
+	lags, err := adm.Lag(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	gl, ok := lags[group]
+	if !ok || gl.Error() != nil {
+		return -1, gl.Error()
+	}
+	var total int64
+	committed := false
+	for _, l := range gl.Lag[topic] {
+		if l.Err != nil {
+			return -1, l.Err
+		}
+		if l.Commit.At >= 0 {
+			committed = true
+		}
+		total += l.Lag
+	}
+	if !committed {
+		return -1, nil
+	}
+	return total, nil
+}
+
+// percentile returns the p-th percentile (0..100) of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p / 100)
+	return sorted[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func sortDurations(ds []time.Duration) []time.Duration {
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	return ds
+}

@@ -1,0 +1,308 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+// duration is how long the lateness, scale and idle workloads measure;
+// KJOB_BENCH_DURATION overrides the default of 60s.
+func duration() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("KJOB_BENCH_DURATION")); err == nil && d > 0 {
+		return d
+	}
+	return 60 * time.Second
+}
+
+// waitStable waits until the consumer group is Stable (members joined and
+// assigned).
+func waitStable(b *testing.B, adm *kadm.Client, group string) {
+	b.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		gs, err := adm.DescribeGroups(ctx, group)
+		cancel()
+		if err == nil {
+			if g, ok := gs[group]; ok && g.State == "Stable" && len(g.Members) > 0 {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // polling the broker: there is no event to wait on
+	}
+	b.Fatalf("group %s not stable within 60s", group)
+}
+
+func writeSchedules(b *testing.B, yaml string) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "schedules.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// lateness collects durations from many goroutines.
+type lateness struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *lateness) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+func (l *lateness) sorted() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return sortDurations(l.ds)
+}
+
+func reportLateness(b *testing.B, what string, l *lateness, settings string) {
+	b.Helper()
+	ds := l.sorted()
+	if len(ds) == 0 {
+		b.Fatalf("%s: no samples", what)
+	}
+	settings = fmt.Sprintf("%d samples; %s", len(ds), settings)
+	report(b, what+" p50", ms(percentile(ds, 50)), "ms", settings)
+	report(b, what+" p99", ms(percentile(ds, 99)), "ms", settings)
+	report(b, what+" max", ms(ds[len(ds)-1]), "ms", settings)
+}
+
+// BenchmarkLateness: 1 job, then 1,000 jobs at "@every 1s" (all due at the
+// same instant each second) for the measured duration; a producer process (the
+// leader) and one worker in this process with a no-op handler that records
+// how long after its window's start it was called.
+func BenchmarkLateness(b *testing.B) {
+	for _, jobs := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			for range b.N {
+				benchLateness(b, jobs, 4)
+			}
+		})
+	}
+}
+
+func benchLateness(b *testing.B, jobs int, partitions int32) {
+	d := duration()
+	brokers := broker(b)
+	r := redis(b)
+	_, adm := admin(b, brokers)
+	topic := "lateness"
+
+	var y strings.Builder
+	y.WriteString("jobs:\n")
+	for i := range jobs {
+		fmt.Fprintf(&y, "  - name: every-%04d\n    schedule: \"@every 1s\"\n    handler: noop\n    catchup: 0s\n", i)
+	}
+	schedules := writeSchedules(b, y.String())
+
+	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var from, until time.Time
+	lat, pub := &lateness{}, &lateness{}
+	mux := handler.NewMux()
+	mux.HandleFunc("noop", func(_ context.Context, j *handler.Job) error {
+		now := time.Now()
+		at := j.ScheduledAt()
+		mu.Lock()
+		in := !at.Before(from) && at.Before(until)
+		mu.Unlock()
+		if in {
+			lat.add(now.Sub(at))
+			pub.add(j.PublishedAt().Sub(at))
+		}
+		return nil
+	})
+	createTopic(b, adm, topic, partitions)
+	w, err := worker.New(worker.Config{
+		Brokers: brokers, Topic: topic, Group: "bench", Store: store, Handler: mux, WorkerID: "bench-worker",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	}()
+	waitStable(b, adm, "bench")
+
+	p := start(b, "producer", "publishing as leader",
+		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--partitions", fmt.Sprint(partitions),
+		"--schedules", schedules, "--namespace", "bench", "--http-addr", "")
+	p.wait(b, 60*time.Second, "leadership")
+	// Measure whole seconds, starting two seconds after the leader began.
+	mu.Lock()
+	from = time.Now().Truncate(time.Second).Add(2 * time.Second)
+	until = from.Add(d)
+	mu.Unlock()
+	b.ResetTimer()
+	time.Sleep(time.Until(until.Add(2 * time.Second))) // the workload is wall-clock time: windows fire each second
+	b.StopTimer()
+	want := jobs * int(d/time.Second)
+	settings := fmt.Sprintf("%d jobs @every 1s for %v (%d windows due), %d partitions, producer process + 1 in-process worker, no-op handler, log level info", jobs, d, want, partitions)
+	if got := len(lat.sorted()); got != want {
+		b.Errorf("%d windows executed in the measured period, want %d", got, want)
+	}
+	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> handler start", jobs), lat, settings)
+	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> published_at", jobs), pub, settings)
+}
+
+// BenchmarkSchedules: 100,000 schedules of mixed cron specs in one
+// producer process: its resident memory, CPU use, and how late windows are
+// published (published_at - window start, and when a read-committed
+// consumer sees them).
+func BenchmarkSchedules(b *testing.B) {
+	for range b.N {
+		benchSchedules(b, 100_000)
+	}
+}
+
+func benchSchedules(b *testing.B, n int) {
+	d := duration()
+	brokers := broker(b)
+	r := redis(b)
+	_, adm := admin(b, brokers)
+	topic := "scale"
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
+	var y strings.Builder
+	y.WriteString("jobs:\n")
+	for i := range n {
+		var spec string
+		switch i % 4 {
+		case 0: // a second of every fifth minute
+			spec = fmt.Sprintf("%d %d/5 * * * *", i%60, (i/4)%5)
+		case 1: // elapsed time, 1 to 5 minutes
+			spec = fmt.Sprintf("@every %ds", 60+(i/4)%240)
+		case 2: // hourly at a minute
+			spec = fmt.Sprintf("%d * * * *", (i/4)%60)
+		case 3: // daily at a time in a zone
+			spec = fmt.Sprintf("%d %d * * *", (i/4)%60, (i/240)%24)
+		}
+		fmt.Fprintf(&y, "  - name: job-%06d\n    schedule: %q\n    timezone: %s\n    handler: noop\n    catchup: 0s\n", i, spec, zones[i%len(zones)])
+	}
+	schedules := writeSchedules(b, y.String())
+	createTopic(b, adm, topic, 4)
+
+	// A read-committed consumer notes when each window becomes visible.
+	var from, until time.Time
+	var mu sync.Mutex
+	pub, vis := &lateness{}, &lateness{}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			now := time.Now()
+			fs.EachRecord(func(rec *kgo.Record) {
+				m, err := jobmsg.FromRecord(rec)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				in := !m.ScheduledAt.Before(from) && m.ScheduledAt.Before(until)
+				mu.Unlock()
+				if in {
+					pub.add(m.PublishedAt.Sub(m.ScheduledAt))
+					vis.add(now.Sub(m.ScheduledAt))
+				}
+			})
+		}
+	}()
+
+	started := time.Now()
+	p := start(b, "producer", "publishing as leader",
+		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--partitions", "4",
+		"--schedules", schedules, "--namespace", "bench", "--http-addr", "")
+	p.wait(b, 5*time.Minute, "leadership")
+	ready := time.Since(started)
+	pid := p.cmd.Process.Pid
+	time.Sleep(2 * time.Second) // let the start-up allocations settle before measuring
+	mu.Lock()
+	from = time.Now().Truncate(time.Second).Add(time.Second)
+	until = from.Add(d)
+	mu.Unlock()
+	time.Sleep(time.Until(from))
+	u0 := readUsage(b, pid)
+	b.ResetTimer()
+	time.Sleep(time.Until(until)) // the workload is wall-clock time
+	u1 := readUsage(b, pid)
+	b.StopTimer()
+	time.Sleep(2 * time.Second) // windows due just before until become visible
+	settings := fmt.Sprintf("%d schedules (mixed 6-field, @every, hourly, daily; 4 zones), measured over %v, 4 partitions, producer process", n, d)
+	report(b, "100k schedules: producer start-up to leading", ready.Seconds(), "s", settings)
+	report(b, "100k schedules: producer RSS", float64(u1.rss)/(1<<20), "MiB", settings)
+	report(b, "100k schedules: producer peak RSS", float64(u1.hwm)/(1<<20), "MiB", settings)
+	report(b, "100k schedules: producer CPU", 100*float64(u1.cpu-u0.cpu)/float64(d), "% of one core", settings)
+	reportLateness(b, "100k schedules: publish lateness (published_at - start)", pub, settings)
+	reportLateness(b, "100k schedules: visible lateness (read-committed consumer)", vis, settings)
+}
+
+// BenchmarkIdle: an idle leading producer (one daily job) and an idle
+// worker, each its own process: CPU and resident memory over the measured
+// duration.
+func BenchmarkIdle(b *testing.B) {
+	for range b.N {
+		benchIdle(b)
+	}
+}
+
+func benchIdle(b *testing.B) {
+	d := duration()
+	brokers := broker(b)
+	r := redis(b)
+	_, adm := admin(b, brokers)
+	schedules := writeSchedules(b, "jobs:\n  - name: nightly\n    schedule: \"0 3 * * *\"\n    handler: log\n")
+	common := []string{"--brokers", brokers[0], "--redis-url", r.URL(), "--namespace", "bench", "--http-addr", ""}
+	p := start(b, "producer", "publishing as leader", append([]string{"--schedules", schedules}, common...)...)
+	p.wait(b, 60*time.Second, "leadership")
+	w := start(b, "worker", "", append([]string{"--group", "bench"}, common...)...)
+	waitStable(b, adm, "bench")
+	time.Sleep(5 * time.Second) // let start-up work finish before measuring
+	pu0, wu0 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid)
+	b.ResetTimer()
+	time.Sleep(d) // the workload is idleness over wall-clock time
+	pu1, wu1 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid)
+	b.StopTimer()
+	settings := fmt.Sprintf("over %v after start-up; lease TTL 5s renewed every 1s; group heartbeat 1s; commit interval 1s; defaults otherwise", d)
+	report(b, "idle leading producer CPU", 100*float64(pu1.cpu-pu0.cpu)/float64(d), "% of one core", settings)
+	report(b, "idle leading producer RSS", float64(pu1.rss)/(1<<20), "MiB", settings)
+	report(b, "idle worker CPU", 100*float64(wu1.cpu-wu0.cpu)/float64(d), "% of one core", settings)
+	report(b, "idle worker RSS", float64(wu1.rss)/(1<<20), "MiB", settings)
+}
