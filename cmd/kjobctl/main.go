@@ -1,9 +1,16 @@
-// Command kjobctl operates kjob: it runs the embedded development broker and
-// the demo, and checks schedules files.
+// Command kjobctl operates kjob: it shows and steers a running deployment
+// (status, lag, replay, backfill, trigger, pause, resume, dead letters), runs
+// the embedded development broker and the demo, and checks schedules files.
 //
-//	kjobctl dev-broker --listen 127.0.0.1:9092 --data-dir ./data
-//	kjobctl demo
+//	kjobctl status
+//	kjobctl replay --group kjob-workers --by-duration 1h --rerun --execute
 //	kjobctl schedule check schedules.yaml
+//
+// Exit codes: 0 success; 1 error (Kafka, Redis, workers not answering);
+// 2 usage (unknown command, bad flag or value); 3 not found (unknown job,
+// group, partition or dead letter); 4 dry run: the plan was printed and
+// nothing changed (add --execute); 5 refused by the current state (job
+// already paused or not paused, group rebalancing).
 package main
 
 import (
@@ -18,9 +25,25 @@ import (
 const usage = `kjobctl: operate kjob.
 
 Usage:
+  kjobctl status                    producer leader, workers and partitions, jobs with next and last windows
+  kjobctl lag [--watch]             per-partition committed offset, end offset, lag and owner
+  kjobctl replay --group G MODE     reset the workers' offsets while they run (dry run unless --execute)
+  kjobctl backfill JOB --from T1 --to T2   publish past windows (trigger=backfill; dry run unless --execute)
+  kjobctl trigger JOB [--payload J] publish one manual window now and print its id
+  kjobctl pause JOB                 stop publishing JOB's windows
+  kjobctl resume JOB [--catchup]    publish them again (--catchup: also the ones skipped while paused)
+  kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
+  kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
   kjobctl dev-broker [flags]        run the embedded Kafka-compatible broker (kfake) for development
   kjobctl demo [flags]              run a broker, Redis, 2 producers and 3 workers on this machine
-  kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
+
+Every operations command reads the deployment's KJOB_* environment (brokers,
+Redis, namespace, topic, group, schedules) like the producer and worker do,
+and prints a table, or JSON with -o json.
+
+Exit codes: 0 ok; 1 error; 2 usage; 3 not found (job, group, partition, dead
+letter); 4 dry run, nothing changed (add --execute); 5 refused by the current
+state (already paused, not paused, group rebalancing).
 
 Run "kjobctl COMMAND --help" for a command's flags.`
 
@@ -33,6 +56,12 @@ const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	// exitNotFound: an unknown job, group, partition or dead letter.
+	exitNotFound = 3
+	// exitDryRun: a destructive command ran without --execute.
+	exitDryRun = 4
+	// exitConflict: refused by the current state.
+	exitConflict = 5
 )
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -51,6 +80,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = demo(ctx, args[1:], stdout, stderr)
 	case "schedule":
 		err = scheduleCmd(args[1:], stdout, stderr)
+	case "status":
+		err = statusCmd(ctx, args[1:], stdout, stderr)
+	case "lag":
+		err = lagCmd(ctx, args[1:], stdout, stderr)
+	case "replay":
+		err = replayCmd(ctx, args[1:], stdout, stderr)
+	case "backfill":
+		err = backfillCmd(ctx, args[1:], stdout, stderr)
+	case "trigger":
+		err = triggerCmd(ctx, args[1:], stdout, stderr)
+	case "pause":
+		err = pauseCmd(ctx, args[1:], stdout, stderr)
+	case "resume":
+		err = resumeCmd(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		err = dlqCmd(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kjobctl: unknown command %q\n\n%s\n", args[0], usage)
 		return exitUsage
@@ -63,6 +108,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(stderr, "kjobctl:", err)
 		return exitUsage
+	case errors.Is(err, errNotFound):
+		fmt.Fprintln(stderr, "kjobctl:", err)
+		return exitNotFound
+	case errors.Is(err, errDryRun):
+		fmt.Fprintln(stderr, "kjobctl:", err)
+		return exitDryRun
+	case errors.Is(err, errConflict):
+		fmt.Fprintln(stderr, "kjobctl:", err)
+		return exitConflict
 	default:
 		fmt.Fprintln(stderr, "kjobctl:", err)
 		return exitError

@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
@@ -90,11 +92,15 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	lock, err := lease.NewRedisLock(rdb, "kjob:{"+namespace+"}:producer-lease")
+	lock, err := lease.NewRedisLock(rdb, inspect.ProducerLeaseKey(namespace))
 	if err != nil {
 		return err
 	}
 	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log})
+	if err != nil {
+		return err
+	}
+	pauses, err := control.NewPauses(rdb, namespace)
 	if err != nil {
 		return err
 	}
@@ -109,6 +115,7 @@ func run(ctx context.Context, args []string) error {
 		TransactionTimeout: txnTimeout,
 		Jobs:               file.Jobs,
 		Elector:            elector,
+		Pauses:             pauses,
 		Logger:             log,
 	})
 	if err != nil {

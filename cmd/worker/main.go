@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/worker"
@@ -51,11 +52,13 @@ type config struct {
 
 func run(ctx context.Context, args []string) error {
 	var c config
+	var controlTopic string
 	f := cli.NewFlags("worker", usage)
 	f.String(&c.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	f.String(&c.topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic the producer publishes windows to")
 	f.String(&c.group, "group", "KJOB_GROUP", "kjob-workers", "consumer group of the workers")
 	f.String(&c.dlq, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
+	f.String(&controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
 	f.Int(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of the dead-letter topic when created")
 	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&c.id, "id", "KJOB_ID", cli.DefaultID(), "this worker's id (claim owner, group member)")
@@ -137,6 +140,22 @@ func run(ctx context.Context, args []string) error {
 		if err := cli.Serve(hctx, log, c.httpAddr, reg, ready); err != nil {
 			httpErr = err
 			stop()
+		}
+	}()
+	// The control agent applies operators' replays (kjobctl replay) to the
+	// partitions this worker owns.
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
+		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
+	if err != nil {
+		hcancel()
+		wg.Wait()
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := agent.Run(hctx); err != nil {
+			log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
 		}
 	}()
 	err = w.Run(ctx)

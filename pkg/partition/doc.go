@@ -86,6 +86,17 @@
 // the rebalance) until it returns; the Consumer logs an error every Grace
 // while it waits. The worker package guarantees Process returns.
 //
+// # Seek
+//
+// Consumer.Seek moves an owned partition to another offset while the
+// member keeps running (operators' replays, pkg/control): the partition's
+// goroutine stops as on a revoke (without committing its marks), then the
+// poll loop, between two polls, drops what was fetched, sets the fetch
+// position, commits the new offset and starts a new goroutine. A waiting
+// poll is woken up for it. Doing the reset on the poll loop means no
+// rebalance callback runs concurrently and no batch fetched at the old
+// position reaches the new goroutine.
+//
 // # Options
 //
 // New applies these client options after Config.ClientOpts, so they win:

@@ -218,6 +218,8 @@ type Consumer struct {
 
 	wg sync.WaitGroup // partition goroutines
 
+	seeks seeker // Seek requests, applied by the poll loop
+
 	mu      sync.Mutex
 	parts   map[int32]*part
 	base    context.Context // Run's context without its cancellation; nil before Run
@@ -321,12 +323,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 // rebalance waits for microseconds, not for processing.
 func (c *Consumer) poll(ctx context.Context) {
 	for {
-		fetches := c.cl.PollFetches(ctx)
+		pctx := c.seeks.pollContext(ctx)
+		fetches := c.cl.PollFetches(pctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			c.cl.AllowRebalance()
+			c.seeks.close()
 			return
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, context.Canceled) && pctx.Err() != nil {
+				return // woken up by Seek
+			}
 			var gs *kgo.ErrGroupSession
 			if errors.As(err, &gs) {
 				c.log.Warn("group session ended; rejoining", "reason", gs.Err.Error())
@@ -351,6 +358,7 @@ func (c *Consumer) poll(ctx context.Context) {
 			}
 			p.push(ftp.Records)
 		})
+		c.applySeeks()
 		c.cl.AllowRebalance()
 	}
 }
@@ -397,20 +405,7 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 			c.log.Warn("partition assigned again while its goroutine runs; keeping it", "partition", n, "reason", "rebalance")
 			continue
 		}
-		stop := make(chan struct{})
-		ctx, cancel := context.WithCancel(context.WithValue(c.base, haltKey{}, stop))
-		p := &part{
-			c:      c,
-			n:      n,
-			ctx:    ctx,
-			cancel: cancel,
-			stop:   stop,
-			done:   make(chan struct{}),
-			wake:   make(chan struct{}, 1),
-		}
-		c.parts[n] = p
-		c.wg.Add(1)
-		go p.run()
+		c.startLocked(n)
 		started = append(started, n)
 	}
 	c.mu.Unlock()
@@ -420,6 +415,24 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 	if len(started) > 0 && c.cfg.OnAssigned != nil {
 		c.cfg.OnAssigned(started)
 	}
+}
+
+// startLocked starts partition n's goroutine; c.mu must be held.
+func (c *Consumer) startLocked(n int32) {
+	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.WithValue(c.base, haltKey{}, stop))
+	p := &part{
+		c:      c,
+		n:      n,
+		ctx:    ctx,
+		cancel: cancel,
+		stop:   stop,
+		done:   make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+	}
+	c.parts[n] = p
+	c.wg.Add(1)
+	go p.run()
 }
 
 // onRevoked stops the revoked partitions' goroutines (in-flight records get

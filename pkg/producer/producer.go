@@ -71,6 +71,17 @@ type Config struct {
 	// OnSkipped, if set, is called when windows older than a job's catch-up
 	// limit are skipped.
 	OnSkipped func(job string, count int)
+	// Pauses, if set, is asked before each transaction which jobs an
+	// operator paused (pkg/control implements it). A paused job's windows
+	// are not published, but its state advances past them, so no later
+	// leader catches them up.
+	Pauses Pauses
+}
+
+// Pauses reports the jobs an operator paused. If it fails, the producer
+// keeps the last answer it got and logs the error.
+type Pauses interface {
+	Paused(ctx context.Context) (map[string]bool, error)
 }
 
 // Published describes one window a committed transaction made visible.
@@ -88,8 +99,9 @@ type Producer struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	status Status // Next is unused: Status reads q
-	q      *queue // the current (or last) term's timer heap; written under mu
+	status Status          // Next is unused: Status reads q
+	q      *queue          // the current (or last) term's timer heap; written under mu
+	paused map[string]bool // last answer of cfg.Pauses
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -328,6 +340,7 @@ func (p *Producer) term(ctx context.Context) error {
 	p.mu.Lock()
 	p.q = q
 	p.mu.Unlock()
+	p.skipPaused(ctx, catchup)
 	for len(catchup) > 0 {
 		n := min(len(catchup), p.cfg.MaxBatch)
 		if err := p.publish(ctx, cl, catchup[:n]); err != nil {
@@ -366,6 +379,7 @@ func (p *Producer) term(ctx context.Context) error {
 		if len(batch) == 0 {
 			continue
 		}
+		p.skipPaused(ctx, batch)
 		if err := p.publish(ctx, cl, batch); err != nil {
 			return err
 		}
@@ -394,6 +408,7 @@ type window struct {
 	job     *schedule.Job
 	start   time.Time
 	trigger jobmsg.Trigger
+	skip    bool // paused: advance the state, publish no record
 }
 
 type stateValue struct {
@@ -411,6 +426,13 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 	last := map[string]window{}
 	out := make([]Published, 0, len(ws))
 	for _, w := range ws {
+		if w.skip {
+			if l, ok := last[w.job.Name]; !ok || w.start.After(l.start) {
+				last[w.job.Name] = w
+			}
+			p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
+			continue
+		}
 		msg := &jobmsg.Message{
 			ID:          jobmsg.WindowID(w.job.Name, w.start),
 			Job:         w.job.Name,

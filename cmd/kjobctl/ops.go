@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/schedule"
+)
+
+// Errors that select an exit code (see exitCode).
+var (
+	errNotFound = errors.New("not found")
+	errDryRun   = errors.New("dry run: nothing was changed; add --execute to apply it")
+	errConflict = errors.New("refused")
+)
+
+// nowFunc is the clock of the operations commands (tests fix it).
+var nowFunc = time.Now
+
+// opts are the connection options every operations command shares. Each
+// mirrors the KJOB_* variable the producer and worker read, so an operator
+// shell with the deployment's environment needs no flags.
+type opts struct {
+	brokers, topic, stateTopic, dlqTopic, controlTopic, group, namespace, schedules, output string
+	redis                                                                                   cli.RedisOptions
+	timeout                                                                                 time.Duration
+	needSchedules                                                                           bool
+
+	rdb  redis.UniversalClient
+	file *schedule.File
+}
+
+func (o *opts) register(f *cli.Flags) {
+	f.String(&o.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+	f.String(&o.topic, "topic", "KJOB_TOPIC", "kjob.windows", "windows topic")
+	f.String(&o.stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "the producer's state topic (default <topic>.state)")
+	f.String(&o.dlqTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
+	f.String(&o.controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic the workers read (default <topic>.control)")
+	f.String(&o.group, "group", "KJOB_GROUP", "kjob-workers", "the workers' consumer group")
+	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name (Redis key prefix)")
+	o.redis.Register(f)
+	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger, backfill, pause and resume need it")
+	f.String(&o.output, "output", "", "table", "output format: table or json")
+	f.String(&o.output, "o", "", "table", "short for --output")
+	f.Duration(&o.timeout, "timeout", "", 30*time.Second, "overall deadline of the command")
+}
+
+// setup validates the shared options, loads the schedules file and
+// connects to Redis (lazily: go-redis dials on first use).
+func (o *opts) setup() error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("--output %q: want table or json: %w", o.output, errUsage)
+	}
+	if o.stateTopic == "" {
+		o.stateTopic = o.topic + ".state"
+	}
+	if o.dlqTopic == "" {
+		o.dlqTopic = o.topic + ".dlq"
+	}
+	if o.controlTopic == "" {
+		o.controlTopic = control.DefaultTopic(o.topic)
+	}
+	if o.schedules != "" {
+		f, err := schedule.Load(o.schedules)
+		if err != nil {
+			if o.needSchedules {
+				return fmt.Errorf("--schedules: %w", err)
+			}
+		} else {
+			o.file = f
+		}
+	}
+	rdb, err := o.redis.Client()
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
+	}
+	o.rdb = rdb
+	return nil
+}
+
+func (o *opts) close() {
+	if o.rdb != nil {
+		o.rdb.Close()
+	}
+}
+
+func (o *opts) brokerList() []string { return strings.Split(o.brokers, ",") }
+
+func (o *opts) kgoOpts() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(o.brokerList()...)} }
+
+func (o *opts) store() (*dedupe.Store, error) {
+	return dedupe.New(o.rdb, dedupe.Config{Namespace: o.namespace})
+}
+
+func (o *opts) pauses() (*control.Pauses, error) { return control.NewPauses(o.rdb, o.namespace) }
+
+func (o *opts) inspector() (*inspect.Inspector, error) {
+	var jobs []*schedule.Job
+	if o.file != nil {
+		jobs = o.file.Jobs
+	}
+	p, err := o.pauses()
+	if err != nil {
+		return nil, err
+	}
+	return inspect.New(inspect.Config{
+		Brokers: o.brokerList(), Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
+		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Pauses: p, Now: nowFunc,
+	})
+}
+
+// job returns the named job of the schedules file, or an errNotFound error
+// listing the known jobs.
+func (o *opts) job(cmd, name string) (*schedule.Job, error) {
+	if o.file == nil {
+		return nil, fmt.Errorf("%s: no schedules file: --schedules %q cannot be read; pass the producer's schedules file: %w", cmd, o.schedules, errUsage)
+	}
+	var names []string
+	for _, j := range o.file.Jobs {
+		if j.Name == name {
+			return j, nil
+		}
+		names = append(names, j.Name)
+	}
+	slices.Sort(names)
+	return nil, fmt.Errorf("%s: unknown job %q: %s has %s: %w", cmd, name, o.file.Path, strings.Join(names, ", "), errNotFound)
+}
+
+func (o *opts) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, o.timeout)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// parseTime parses an operator's time: RFC 3339, or a date (midnight UTC).
+func parseTime(flag, s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05", s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): %w", flag, s, errUsage)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func fmtOffset(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}

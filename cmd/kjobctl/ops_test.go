@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+const opsSchedules = `jobs:
+  - name: report
+    schedule: "0 * * * *"
+    handler: ok
+  - name: flaky
+    schedule: "@every 1h"
+    handler: fail
+    retries: {max_attempts: 1}
+`
+
+// opsEnv is a broker, a Redis and a schedules file, and the flags that
+// point kjobctl at them.
+type opsEnv struct {
+	t       *testing.T
+	brokers []string
+	redis   *testenv.Redis
+	store   *dedupe.Store
+	flags   []string
+	adm     *kadm.Client
+}
+
+func newOpsEnv(t *testing.T) *opsEnv {
+	t.Helper()
+	brokers := testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	r := testenv.NewRedis(t)
+	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := filepath.Join(t.TempDir(), "schedules.yaml")
+	if err := os.WriteFile(sched, []byte(opsSchedules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 2, 1, nil, "kjob.windows"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, flags: []string{
+		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--schedules", sched, "--timeout", "20s",
+	}}
+}
+
+// kjobctl runs a command with the environment's flags appended.
+func (e *opsEnv) kjobctl(args ...string) (int, string, string) {
+	e.t.Helper()
+	return runCmd(e.t, append(args, e.flags...)...)
+}
+
+// execLog records the worker's executions.
+type execLog struct {
+	mu  sync.Mutex
+	all []worker.Execution
+}
+
+func (l *execLog) count(id, outcome string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.all {
+		if x.WindowID == id && (outcome == "" || x.Outcome == outcome) {
+			n++
+		}
+	}
+	return n
+}
+
+// startWorker runs one worker (handlers "ok" and "fail") with its control
+// agent until the test ends.
+func (e *opsEnv) startWorker(failing *bool, mu *sync.Mutex) *execLog {
+	e.t.Helper()
+	l := &execLog{}
+	mux := handler.NewMux()
+	mux.HandleFunc("ok", func(context.Context, *handler.Job) error { return nil })
+	mux.HandleFunc("fail", func(context.Context, *handler.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if *failing {
+			return errors.New("upstream said no")
+		}
+		return nil
+	})
+	w, err := worker.New(worker.Config{
+		Brokers: e.brokers, Store: e.store, Handler: mux, WorkerID: "w1", Grace: time.Second,
+		ClaimExtendInterval: time.Second, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnExecuted: func(x worker.Execution) {
+			l.mu.Lock()
+			l.all = append(l.all, x)
+			l.mu.Unlock()
+		},
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := control.NewAgent(control.AgentConfig{Brokers: e.brokers, Group: "kjob-workers", Topic: "kjob.windows", Member: "w1", Seeker: w, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	e.t.Cleanup(func() { cancel(); wg.Wait() })
+	return l
+}
+
+func expect(t *testing.T, code int, stderr string, wantCode int, wantErr string) {
+	t.Helper()
+	if code != wantCode || strings.TrimSpace(stderr) != wantErr {
+		t.Fatalf("exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", code, stderr, wantCode, wantErr)
+	}
+}
+
+// TestOpsRefusals checks every refusal path's exit code and exact text.
+func TestOpsRefusals(t *testing.T) {
+	e := newOpsEnv(t)
+	sched := e.flags[7]
+	cases := []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{[]string{"trigger", "nope"}, exitNotFound, `kjobctl: trigger: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"backfill", "nope", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"}, exitNotFound, `kjobctl: backfill: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"pause", "nope"}, exitNotFound, `kjobctl: pause: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"backfill", "report", "--from", "yesterday", "--to", "2026-01-02T00:00:00Z"}, exitUsage, `kjobctl: backfill: --from "yesterday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
+		{[]string{"backfill", "report", "--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, exitUsage, `kjobctl: backfill: --to 2026-01-01T00:00:00Z is not after --from 2026-01-02T00:00:00Z: usage`},
+		{[]string{"replay", "--to-datetime", "last tuesday"}, exitUsage, `kjobctl: replay: --to-datetime "last tuesday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
+		{[]string{"replay", "--to-earliest", "--to-latest"}, exitUsage, `kjobctl: replay: want exactly one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest; got 2 (--to-earliest --to-latest): usage`},
+		{[]string{"replay", "--group", "ghosts", "--to-earliest"}, exitNotFound, `kjobctl: replay: group "ghosts": group does not exist (no members, no committed offsets on kjob.windows); check --group: not found`},
+		{[]string{"replay", "--to-earliest", "--partition", "9"}, exitNotFound, `kjobctl: replay: --partition 9: no such partition: topic kjob.windows has partitions 0-1: not found`},
+		{[]string{"lag", "--group", "ghosts"}, exitNotFound, `kjobctl: lag: group "ghosts" does not exist (no members, no committed offsets on kjob.windows); check --group: not found`},
+		{[]string{"trigger", "report", "--payload", "[1]"}, exitUsage, `kjobctl: trigger: --payload "[1]": want a JSON object such as {"url":"http://127.0.0.1:8080/hook"}: usage`},
+		{[]string{"resume", "report"}, exitConflict, `kjobctl: resume: job report is not paused: refused`},
+		{[]string{"dlq", "show", "12"}, exitNotFound, `kjobctl: dlq show: no dead letter 12 in kjob.windows.dlq (it holds 0; see kjobctl dlq list): not found`},
+		{[]string{"dlq", "show", "x"}, exitUsage, `kjobctl: dlq show: ID "x": want a dead-letter id as "kjobctl dlq list" prints it (an offset such as 12): usage`},
+		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
+		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, _, stderr := e.kjobctl(c.args...)
+			expect(t, code, stderr, c.code, c.err)
+		})
+	}
+}
+
+// TestTriggerBackfillPause drives a worker through trigger, an idempotent
+// backfill (dry run, execute, execute again), replay dry run, pause/resume,
+// status and lag.
+func TestTriggerBackfillPause(t *testing.T) {
+	e := newOpsEnv(t)
+	var mu sync.Mutex
+	failing := false
+	l := e.startWorker(&failing, &mu)
+
+	code, out, stderr := e.kjobctl("trigger", "report", "--payload", `{"n":1}`)
+	if code != exitOK || !strings.HasPrefix(out, "report@") || !strings.Contains(out, "#manual-") {
+		t.Fatalf("trigger: exit %d out %q stderr %s", code, out, stderr)
+	}
+	id := strings.TrimSpace(out)
+	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "triggered window %s not run", id)
+
+	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z"}
+	code, out, stderr = e.kjobctl(bf...)
+	expect(t, code, stderr, exitDryRun, "kjobctl: backfill: dry run: nothing was changed; add --execute to apply it")
+	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5, 0 already backfilled") {
+		t.Fatalf("dry run output:\n%s", out)
+	}
+	code, out, stderr = e.kjobctl(append(bf, "--execute")...)
+	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+		t.Fatalf("backfill: exit %d\n%s%s", code, out, stderr)
+	}
+	ids := []string{}
+	for h := range 5 {
+		ids = append(ids, fmt.Sprintf("report@2026-01-01T%02d:00:00Z#backfill", h))
+	}
+	for _, id := range ids {
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "backfilled %s not run", id)
+	}
+	ends := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		o, err := e.adm.ListEndOffsets(ctx, "kjob.windows")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		o.Each(func(x kadm.ListedOffset) { n += x.Offset })
+		return n
+	}
+	before := ends()
+	code, out, stderr = e.kjobctl(append(bf, "--execute", "-o", "json")...)
+	var res backfillResult
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || len(res.Published) != 0 || len(res.Skipped) != 5 {
+		t.Fatalf("second backfill: exit %d\n%s%s", code, out, stderr)
+	}
+	if after := ends(); after != before {
+		t.Fatalf("second backfill published %d records", after-before)
+	}
+	for _, id := range ids {
+		if n := l.count(id, worker.OutcomeDone); n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+	// --rerun publishes them again and they run again.
+	code, out, stderr = e.kjobctl(append(bf, "--execute", "--rerun")...)
+	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+		t.Fatalf("backfill --rerun: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, id := range ids {
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 2 }, "%s not re-run", id)
+	}
+
+	// lag agrees with kadm once drained.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		code, out, _ := e.kjobctl("lag", "-o", "json")
+		var g struct {
+			TotalLag   int64 `json:"total_lag"`
+			Partitions []struct {
+				Committed, End int64
+				Owner          string
+			} `json:"partitions"`
+		}
+		if testing.Verbose() {
+			t.Logf("lag: %d %s", code, out)
+		}
+		if code != exitOK || json.Unmarshal([]byte(out), &g) != nil || g.TotalLag != 0 || len(g.Partitions) != 2 {
+			return false
+		}
+		for _, p := range g.Partitions {
+			if p.Owner != "w1" || (p.Committed != p.End && !(p.End == 0 && p.Committed == -1)) {
+				return false
+			}
+		}
+		return true
+	}, "lag 0 on both partitions owned by w1")
+	code, out, _ = e.kjobctl("lag")
+	if code != exitOK || !strings.Contains(out, "PARTITION  COMMITTED") || !strings.Contains(out, "w1") {
+		t.Fatalf("lag table:\n%s", out)
+	}
+
+	// replay without --execute is a dry run that shows the plan.
+	code, out, stderr = e.kjobctl("replay", "--by-duration", "1h", "--job", "report")
+	expect(t, code, stderr, exitDryRun, "kjobctl: replay: dry run: nothing was changed; add --execute to apply it")
+	if !strings.Contains(out, "through the control topic") || !strings.Contains(out, "Note: offsets are per partition, not per job.") {
+		t.Fatalf("replay dry run:\n%s", out)
+	}
+
+	// Executed while the worker runs: the worker applies the seek, and
+	// --rerun --job report runs report's windows again.
+	code, out, stderr = e.kjobctl("replay", "--to-earliest", "--job", "report", "--rerun", "--execute")
+	if code != exitOK || !strings.Contains(out, "APPLIED BY") || !strings.Contains(out, "Done markers of 6 replayed windows were cleared") {
+		t.Fatalf("replay --execute: exit %d\n%s%s", code, out, stderr)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 2 }, "triggered window %s not re-run by the replay", id)
+	for _, id := range ids {
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 3 }, "%s not re-run by the replay", id)
+	}
+
+	code, out, stderr = e.kjobctl("pause", "report")
+	if code != exitOK || !strings.HasPrefix(out, "paused report at ") {
+		t.Fatalf("pause: %d %s %s", code, out, stderr)
+	}
+	code, _, stderr = e.kjobctl("pause", "report")
+	if code != exitConflict || !strings.HasPrefix(stderr, "kjobctl: pause: job report is already paused (since ") {
+		t.Fatalf("pause twice: %d %s", code, stderr)
+	}
+	code, out, _ = e.kjobctl("status")
+	if code != exitOK || !strings.Contains(out, "Producer leader: none") || !strings.Contains(out, "paused") || !strings.Contains(out, "w1") {
+		t.Fatalf("status:\n%s", out)
+	}
+	code, out, _ = e.kjobctl("status", "-o", "json")
+	var snap struct {
+		Group struct {
+			Members []struct {
+				ClientID   string  `json:"client_id"`
+				Partitions []int32 `json:"partitions"`
+			} `json:"members"`
+		} `json:"group"`
+		Jobs []struct {
+			Name   string `json:"name"`
+			Paused bool   `json:"paused"`
+			Next   []time.Time
+		} `json:"jobs"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Jobs) != 2 || snap.Jobs[1].Name != "report" || !snap.Jobs[1].Paused ||
+		len(snap.Jobs[1].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
+		t.Fatalf("status -o json: exit %d\n%s", code, out)
+	}
+	code, out, stderr = e.kjobctl("resume", "report")
+	if code != exitOK || !strings.HasPrefix(out, "resumed report (paused since ") {
+		t.Fatalf("resume: %d %s %s", code, out, stderr)
+	}
+}
+
+// TestDLQ dead-letters a window, lists and shows it, refuses a redrive
+// without --execute, and redrives it once the cause is fixed.
+func TestDLQ(t *testing.T) {
+	e := newOpsEnv(t)
+	var mu sync.Mutex
+	failing := true
+	l := e.startWorker(&failing, &mu)
+	code, out, stderr := e.kjobctl("trigger", "flaky")
+	if code != exitOK {
+		t.Fatalf("trigger: %d %s", code, stderr)
+	}
+	id := strings.TrimSpace(out)
+	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDeadLettered) == 1 }, "%s not dead-lettered", id)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		code, out, _ := e.kjobctl("dlq", "list")
+		return code == exitOK && strings.Contains(out, id) && strings.Contains(out, "1 dead letters")
+	}, "dlq list does not show %s", id)
+	code, out, _ = e.kjobctl("dlq", "show", "0")
+	if code != exitOK || !strings.Contains(out, "Reason:         upstream said no") || !strings.Contains(out, "Attempts:       1") || !strings.Contains(out, "Origin:         kjob.windows[") {
+		t.Fatalf("dlq show:\n%s", out)
+	}
+	code, _, stderr = e.kjobctl("dlq", "redrive", "0")
+	expect(t, code, stderr, exitDryRun, "kjobctl: dlq redrive: dry run: nothing was changed; add --execute to apply it")
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	code, out, stderr = e.kjobctl("dlq", "redrive", "--all", "--execute")
+	if code != exitOK || !strings.Contains(out, "Redrove 1 dead letters") {
+		t.Fatalf("redrive: %d\n%s%s", code, out, stderr)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "redriven %s did not run", id)
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
+)
+
+const replayUsage = `kjobctl replay: move the workers' committed offsets back (or forward), like
+kafka-consumer-groups --reset-offsets, while the workers run: each partition's
+owner seeks and commits itself (through the control topic); a group without
+members gets its offsets committed directly. Windows already done are skipped
+by dedupe when re-delivered unless --rerun clears their done markers.
+Dry run unless --execute.
+
+Usage: kjobctl replay --group G (--to-datetime T | --by-duration D | --to-offset N |
+       --shift-by N | --to-earliest | --to-latest) [--partition P] [--job NAME]
+       [--rerun] [--execute] [flags]`
+
+func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		o                                    opts
+		toDatetime, byDuration, toOffset     string
+		shiftBy, partition                   string
+		toEarliest, toLatest, rerun, execute bool
+		job                                  string
+		ackTimeout                           time.Duration
+	)
+	f := cli.NewFlags("replay", replayUsage)
+	f.SetOutput(stderr)
+	o.register(f)
+	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record at or after this time (RFC 3339)")
+	f.String(&byDuration, "by-duration", "", "", "reset to the first record at or after now minus this duration (e.g. 2h, or ISO 8601 PT2H)")
+	f.String(&toOffset, "to-offset", "", "", "reset to this offset")
+	f.String(&shiftBy, "shift-by", "", "", "move the committed offset by N (negative rewinds)")
+	f.Bool(&toEarliest, "to-earliest", "", false, "reset to the log start")
+	f.Bool(&toLatest, "to-latest", "", false, "reset to the log end (skip what is not yet processed)")
+	f.String(&partition, "partition", "", "", "only these partitions (comma-separated); default all")
+	f.String(&job, "job", "", "", "only the partition holding this job's windows; with --rerun only its windows run again")
+	f.Bool(&rerun, "rerun", "", false, "also clear the done markers of the replayed windows so they run again")
+	f.Bool(&execute, "execute", "", false, "apply the reset (without it: dry run)")
+	f.Duration(&ackTimeout, "ack-timeout", "", 60*time.Second, "how long to wait for the owning workers to apply the seek")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if len(f.Args()) > 0 {
+		return fmt.Errorf("replay: unexpected argument %q: %w", f.Args()[0], errUsage)
+	}
+	spec := control.ReplaySpec{Group: o.group, Job: job, Rerun: rerun}
+	var modes []string
+	if toDatetime != "" {
+		t, err := parseTime("replay: --to-datetime", toDatetime)
+		if err != nil {
+			return err
+		}
+		spec.Mode, spec.Time = control.ToDatetime, t
+		modes = append(modes, "--to-datetime")
+	}
+	if byDuration != "" {
+		d, err := parseDuration(byDuration)
+		if err != nil {
+			return fmt.Errorf("replay: --by-duration %q: want a positive duration such as 2h30m or PT2H30M: %w", byDuration, errUsage)
+		}
+		spec.Mode, spec.Duration = control.ByDuration, d
+		modes = append(modes, "--by-duration")
+	}
+	if toOffset != "" {
+		n, err := strconv.ParseInt(toOffset, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("replay: --to-offset %q: want an offset >= 0: %w", toOffset, errUsage)
+		}
+		spec.Mode, spec.Offset = control.ToOffset, n
+		modes = append(modes, "--to-offset")
+	}
+	if shiftBy != "" {
+		n, err := strconv.ParseInt(shiftBy, 10, 64)
+		if err != nil {
+			return fmt.Errorf("replay: --shift-by %q: want a whole number such as -10: %w", shiftBy, errUsage)
+		}
+		spec.Mode, spec.Offset = control.ShiftBy, n
+		modes = append(modes, "--shift-by")
+	}
+	if toEarliest {
+		spec.Mode = control.ToEarliest
+		modes = append(modes, "--to-earliest")
+	}
+	if toLatest {
+		spec.Mode = control.ToLatest
+		modes = append(modes, "--to-latest")
+	}
+	if len(modes) != 1 {
+		return fmt.Errorf("replay: want exactly one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest; got %d (%s): %w", len(modes), strings.Join(modes, " "), errUsage)
+	}
+	if partition != "" {
+		for _, s := range strings.Split(partition, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || n < 0 {
+				return fmt.Errorf("replay: --partition %q: want partition numbers such as 0 or 0,2: %w", partition, errUsage)
+			}
+			spec.Partitions = append(spec.Partitions, int32(n))
+		}
+	}
+	if err := o.setup(); err != nil {
+		return err
+	}
+	defer o.close()
+	if job != "" {
+		if _, err := o.job("replay", job); err != nil {
+			return err
+		}
+	}
+	store, err := o.store()
+	if err != nil {
+		return err
+	}
+	r, err := control.NewReplayer(control.ReplayerConfig{
+		Brokers: o.brokerList(), Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
+		IssuedBy: "kjobctl " + cli.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
+	})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cctx, cancel := context.WithTimeout(ctx, o.timeout+ackTimeout)
+	defer cancel()
+	plan, err := r.Plan(cctx, spec)
+	if err != nil {
+		return replayErr(err)
+	}
+	if !execute {
+		if err := renderReplay(stdout, o.output, plan, false); err != nil {
+			return err
+		}
+		return fmt.Errorf("replay: %w", errDryRun)
+	}
+	if err := r.Execute(cctx, plan); err != nil {
+		return replayErr(err)
+	}
+	return renderReplay(stdout, o.output, plan, true)
+}
+
+func replayErr(err error) error {
+	switch {
+	case errors.Is(err, control.ErrNoGroup), errors.Is(err, control.ErrNoPartition):
+		return fmt.Errorf("%w: %w", err, errNotFound)
+	case errors.Is(err, control.ErrRebalancing):
+		return fmt.Errorf("%w: %w", err, errConflict)
+	}
+	return err
+}
+
+// parseDuration accepts Go durations (2h30m) and the ISO 8601 form
+// kafka-consumer-groups takes (PT2H30M, P1DT2H).
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return 0, errors.New("not positive")
+		}
+		return d, nil
+	}
+	u := strings.ToUpper(s)
+	if !strings.HasPrefix(u, "P") {
+		return 0, errors.New("not a duration")
+	}
+	u = u[1:]
+	var d time.Duration
+	datePart, timePart, _ := strings.Cut(u, "T")
+	if datePart != "" {
+		n, ok := strings.CutSuffix(datePart, "D")
+		v, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			return 0, errors.New("bad days")
+		}
+		d += time.Duration(v) * 24 * time.Hour
+	}
+	if timePart != "" {
+		td, err := time.ParseDuration(strings.ToLower(timePart))
+		if err != nil {
+			return 0, err
+		}
+		d += td
+	}
+	if d <= 0 {
+		return 0, errors.New("not positive")
+	}
+	return d, nil
+}
+
+func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed bool) error {
+	if output == "json" {
+		return writeJSON(w, struct {
+			Executed bool `json:"executed"`
+			*control.ReplayPlan
+		}{executed, plan})
+	}
+	how := "through the control topic: each partition's owner seeks and commits"
+	if !plan.Online {
+		how = "group has no members: offsets are committed directly"
+	}
+	fmt.Fprintf(w, "Group %s on %s (%s): %s\n", plan.Group, plan.Topic, plan.State, how)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if executed {
+		fmt.Fprintln(tw, "PARTITION\tOWNER\tBEFORE\tTARGET\tAFTER\tREPLAYED\tLOG START\tLOG END\tAPPLIED BY\tNOTE")
+	} else {
+		fmt.Fprintln(tw, "PARTITION\tOWNER\tBEFORE\tTARGET\tREPLAYED\tLOG START\tLOG END\tNOTE")
+	}
+	for _, p := range plan.Partitions {
+		owner := p.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		note := ""
+		if p.Clamped != "" {
+			note = "clamped to " + p.Clamped
+		}
+		if executed {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Partition, owner, fmtOffset(p.Before), p.Target, fmtOffset(p.After), p.Replayed, p.Start, p.End, p.AppliedBy, note)
+		} else {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Partition, owner, fmtOffset(p.Before), p.Target, p.Replayed, p.Start, p.End, note)
+		}
+	}
+	tw.Flush()
+	if plan.Spec.Job != "" && len(plan.Partitions) == 1 {
+		fmt.Fprintf(w, "Note: offsets are per partition, not per job. Job %s's windows are on partition %d;", plan.Spec.Job, plan.Partitions[0].Partition)
+		if len(plan.OtherJobs) > 0 {
+			fmt.Fprintf(w, " the replayed range also holds windows of %s, which are re-delivered and skipped by dedupe if done.\n", strings.Join(plan.OtherJobs, ", "))
+		} else {
+			fmt.Fprintln(w, " no other job's windows are in the replayed range.")
+		}
+	}
+	switch {
+	case plan.Spec.Rerun && len(plan.Rerun) == 0:
+		fmt.Fprintln(w, "No window lies in the replayed range, so no done marker is cleared.")
+	case plan.Spec.Rerun:
+		verb := "will be cleared"
+		if executed {
+			verb = "were cleared"
+		}
+		fmt.Fprintf(w, "Done markers of %d replayed windows %s, so they run again:\n", len(plan.Rerun), verb)
+		for _, id := range plan.Rerun {
+			fmt.Fprintln(w, "  "+id)
+		}
+	default:
+		fmt.Fprintln(w, "Windows already done are skipped when re-delivered (add --rerun to run them again).")
+	}
+	if executed && plan.Online {
+		fmt.Fprintln(w, "AFTER is the committed offset now; the running workers may have moved it past TARGET already.")
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+package cli
+
+// ParseInterspersed is Parse for commands whose positional arguments may
+// come before, between or after the flags ("kjobctl backfill JOB --from
+// T"). It returns the positional arguments; "--" ends flag parsing.
+func (f *Flags) ParseInterspersed(args []string) ([]string, error) {
+	if err := f.Parse(nil); err != nil { // the environment
+		return nil, err
+	}
+	var pos []string
+	for {
+		if err := f.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// flag stops at "--" (consumed) or the first non-flag.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

@@ -1,0 +1,196 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/partition"
+	"github.com/kjob/kjob/pkg/topic"
+)
+
+// Seeker is the worker side of a seek: *worker.Worker (and
+// *partition.Consumer) implement it.
+type Seeker interface {
+	// Assigned returns the partitions this member owns now.
+	Assigned() []int32
+	// Seek moves an owned partition to offset and commits it.
+	Seek(ctx context.Context, partition int32, offset int64) error
+}
+
+// AgentConfig configures an Agent. Brokers, Group, Topic, Member and Seeker
+// are required.
+type AgentConfig struct {
+	// Brokers are the Kafka seed brokers.
+	Brokers []string
+	// ClientOpts are extra Kafka client options (TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Group is the workers' consumer group.
+	Group string
+	// Topic is the windows topic.
+	Topic string
+	// ControlTopic is the control topic. Default DefaultTopic(Topic).
+	ControlTopic string
+	// ReplicationFactor of the control topic when the Agent creates it.
+	// Default 1.
+	ReplicationFactor int16
+	// Member is this worker's id, reported in acks.
+	Member string
+	// Seeker applies seeks; usually the *worker.Worker.
+	Seeker Seeker
+	// Logger receives the agent's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Agent is the worker side of the control protocol: it reads the control
+// topic from the moment Run starts and applies each SeekRequest for the
+// partitions its Seeker owns, answering with a SeekAck per partition.
+type Agent struct {
+	cfg AgentConfig
+	log *slog.Logger
+}
+
+// NewAgent validates cfg and returns an Agent.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New(`control: AgentConfig.Brokers is empty; set at least one seed broker, e.g. "localhost:9092"`)
+	case cfg.Group == "":
+		return nil, errors.New(`control: AgentConfig.Group is empty; set the workers' consumer group, e.g. "kjob-workers"`)
+	case cfg.Topic == "":
+		return nil, errors.New(`control: AgentConfig.Topic is empty; set the windows topic, e.g. "kjob.windows"`)
+	case cfg.Member == "":
+		return nil, errors.New("control: AgentConfig.Member is empty; set the worker id")
+	case cfg.Seeker == nil:
+		return nil, errors.New("control: AgentConfig.Seeker is nil; pass the *worker.Worker")
+	case cfg.ReplicationFactor < 0:
+		return nil, fmt.Errorf("control: AgentConfig.ReplicationFactor = %d is negative; set it to the replica count, or 0 for 1", cfg.ReplicationFactor)
+	}
+	if cfg.ControlTopic == "" {
+		cfg.ControlTopic = DefaultTopic(cfg.Topic)
+	}
+	if cfg.ControlTopic == cfg.Topic {
+		return nil, fmt.Errorf("control: AgentConfig.ControlTopic = %q is the windows topic; leave it empty for %q", cfg.ControlTopic, DefaultTopic(cfg.Topic))
+	}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Agent{cfg: cfg, log: cfg.Logger.With("worker", cfg.Member, "control_topic", cfg.ControlTopic)}, nil
+}
+
+// EnsureTopic creates the control topic if it is missing (one partition,
+// normal retention) and checks an existing one.
+func EnsureTopic(ctx context.Context, adm *kadm.Client, name string, rf int16) error {
+	return topic.Ensure(ctx, adm, topic.Spec{Name: name, Partitions: 1, ReplicationFactor: rf})
+}
+
+// Run applies seek requests until ctx is done; it returns nil then, and an
+// error wrapping topic.ErrMismatch if the control topic exists with other
+// settings. Kafka errors are retried.
+func (a *Agent) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.cfg.Brokers...),
+		kgo.ConsumeTopics(a.cfg.ControlTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.ProducerLinger(0),
+	}, a.cfg.ClientOpts...)...)
+	if err != nil {
+		return fmt.Errorf("control: kafka client: %w", err)
+	}
+	defer cl.Close()
+	delay := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := EnsureTopic(tctx, kadm.NewClient(cl), a.cfg.ControlTopic, a.cfg.ReplicationFactor)
+		cancel()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, topic.ErrMismatch) {
+			return fmt.Errorf("control: %w", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.log.Warn("cannot check the control topic; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+	a.log.Info("control agent running", "group", a.cfg.Group)
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			a.log.Warn("control topic fetch error", "partition", p, "err", err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if Kind(r) != KindSeek {
+				return
+			}
+			req, err := ParseSeekRequest(r)
+			if err != nil {
+				a.log.Warn("ignoring an invalid control record", "err", err)
+				return
+			}
+			if req.Group != a.cfg.Group || req.Topic != a.cfg.Topic {
+				return
+			}
+			a.apply(ctx, cl, req)
+		})
+	}
+}
+
+func (a *Agent) apply(ctx context.Context, cl *kgo.Client, req *SeekRequest) {
+	owned := map[int32]bool{}
+	for _, p := range a.cfg.Seeker.Assigned() {
+		owned[p] = true
+	}
+	for p, off := range req.Offsets {
+		if !owned[p] {
+			continue
+		}
+		ack := SeekAck{RequestID: req.ID, Group: req.Group, Topic: req.Topic, Partition: p, Offset: off, Member: a.cfg.Member}
+		err := a.cfg.Seeker.Seek(ctx, p, off)
+		ack.At = time.Now().UTC()
+		switch {
+		case err == nil:
+			a.log.Info("seek applied", "request", req.ID, "partition", p, "offset", off, "issued_by", req.IssuedBy)
+		case ctx.Err() != nil:
+			return
+		default:
+			// Not owned any more (revoked meanwhile): the requester
+			// re-sends to the new owner; do not ack.
+			if isNotOwned(err) {
+				a.log.Info("seek request for a partition revoked meanwhile; its new owner gets it", "request", req.ID, "partition", p)
+				continue
+			}
+			ack.Error = err.Error()
+			a.log.Warn("seek failed", "request", req.ID, "partition", p, "offset", off, "err", err)
+		}
+		rec, err := ack.Record(a.cfg.ControlTopic)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = cl.ProduceSync(pctx, rec).FirstErr()
+			cancel()
+		}
+		if err != nil {
+			a.log.Warn("cannot write seek ack; the requester will re-send", "request", req.ID, "partition", p, "err", err)
+		}
+	}
+}
+
+func isNotOwned(err error) bool { return errors.Is(err, partition.ErrNotOwned) }

@@ -1,0 +1,39 @@
+// Package control is how operators steer a running kjob deployment without
+// stopping it: offset resets that the owning worker applies itself, and
+// paused jobs that the producer honours.
+//
+// # Seeks through the control topic
+//
+// Kafka lets a consumer group's offsets be reset from outside only while
+// the group has no members (kafka-consumer-groups --reset-offsets refuses
+// otherwise). kjob routes the reset through a control topic instead
+// (default "<windows topic>.control", one partition): kjobctl writes a
+// SeekRequest naming the group, the windows topic and a target offset per
+// partition; every worker runs an Agent that reads the control topic from
+// the moment it started, and the worker that owns a named partition moves
+// its own consumption there (partition.Consumer.Seek: finish the in-flight
+// window, drop fetched records, set the fetch position, commit the new
+// offset) and answers with a SeekAck. Targets are absolute offsets, so a
+// request delivered twice (kjobctl re-sends it for partitions nobody
+// acknowledged, e.g. during a rebalance) has the same effect as once.
+//
+// When the group has no members, Replayer commits the offsets directly with
+// kadm, as kafka-consumer-groups does.
+//
+// # Replays and done markers
+//
+// Rewinding re-delivers windows to their partition's owner, and dedupe
+// skips those already done: a plain replay re-runs only windows that
+// failed or never finished. With Rerun, the Replayer first deletes the done
+// markers (dedupe.Store.Forget) of the windows in the replayed range, so
+// they run again with a higher fencing token.
+//
+// # Pauses
+//
+// Pauses stores paused jobs in Redis (one hash per namespace); the producer
+// asks it before each transaction (producer.Config.Pauses) and advances a
+// paused job's state without publishing its windows, so neither it nor a
+// later leader publishes them. The pause therefore survives leader changes.
+// Resuming with catch-up republishes the skipped windows under their
+// scheduled ids (see Resume).
+package control

@@ -1,0 +1,128 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotPaused is returned by Resume for a job that is not paused.
+var ErrNotPaused = errors.New("control: job is not paused")
+
+// ErrAlreadyPaused is returned by Pause for a job that is paused already.
+var ErrAlreadyPaused = errors.New("control: job is already paused")
+
+// Pause describes one paused job.
+type Pause struct {
+	// Job is the job name.
+	Job string `json:"job"`
+	// Since is when the job was paused (the operator's clock).
+	Since time.Time `json:"since"`
+	// By names who paused it.
+	By string `json:"by,omitempty"`
+}
+
+// Pauses is the set of paused jobs of one deployment, in Redis (hash
+// "kjob:{<namespace>}:paused", field = job). It implements
+// producer.Pauses.
+type Pauses struct {
+	rdb redis.UniversalClient
+	key string
+}
+
+// NewPauses returns the pause set of namespace.
+func NewPauses(rdb redis.UniversalClient, namespace string) (*Pauses, error) {
+	if rdb == nil {
+		return nil, errors.New("control: NewPauses: Redis client is nil")
+	}
+	if namespace == "" {
+		return nil, errors.New(`control: NewPauses: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
+	}
+	return &Pauses{rdb: rdb, key: "kjob:{" + namespace + "}:paused"}, nil
+}
+
+// Pause pauses job. It returns ErrAlreadyPaused (with the existing pause)
+// if it is paused already.
+func (s *Pauses) Pause(ctx context.Context, p Pause) (Pause, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return Pause{}, err
+	}
+	ok, err := s.rdb.HSetNX(ctx, s.key, p.Job, b).Result()
+	if err != nil {
+		return Pause{}, fmt.Errorf("control: pause %s: %w", p.Job, err)
+	}
+	if !ok {
+		cur, _, err := s.Get(ctx, p.Job)
+		if err != nil {
+			return Pause{}, err
+		}
+		return cur, fmt.Errorf("%w: %s since %s", ErrAlreadyPaused, p.Job, cur.Since.UTC().Format(time.RFC3339))
+	}
+	return p, nil
+}
+
+// Get returns job's pause, and false if it is not paused.
+func (s *Pauses) Get(ctx context.Context, job string) (Pause, bool, error) {
+	v, err := s.rdb.HGet(ctx, s.key, job).Result()
+	if errors.Is(err, redis.Nil) {
+		return Pause{}, false, nil
+	}
+	if err != nil {
+		return Pause{}, false, fmt.Errorf("control: get pause of %s: %w", job, err)
+	}
+	var p Pause
+	if err := json.Unmarshal([]byte(v), &p); err != nil {
+		return Pause{}, false, fmt.Errorf("control: pause of %s in %s is not valid: %w", job, s.key, err)
+	}
+	return p, true, nil
+}
+
+// Resume removes job's pause and returns it; ErrNotPaused if there was none.
+func (s *Pauses) Resume(ctx context.Context, job string) (Pause, error) {
+	p, ok, err := s.Get(ctx, job)
+	if err != nil {
+		return Pause{}, err
+	}
+	if !ok {
+		return Pause{}, fmt.Errorf("%w: %s", ErrNotPaused, job)
+	}
+	if err := s.rdb.HDel(ctx, s.key, job).Err(); err != nil {
+		return Pause{}, fmt.Errorf("control: resume %s: %w", job, err)
+	}
+	return p, nil
+}
+
+// List returns every pause, by job.
+func (s *Pauses) List(ctx context.Context) (map[string]Pause, error) {
+	m, err := s.rdb.HGetAll(ctx, s.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("control: list pauses: %w", err)
+	}
+	out := make(map[string]Pause, len(m))
+	for job, v := range m {
+		var p Pause
+		if err := json.Unmarshal([]byte(v), &p); err != nil {
+			return nil, fmt.Errorf("control: pause of %s in %s is not valid: %w", job, s.key, err)
+		}
+		out[job] = p
+	}
+	return out, nil
+}
+
+// Paused implements producer.Pauses.
+func (s *Pauses) Paused(ctx context.Context) (map[string]bool, error) {
+	keys, err := s.rdb.HKeys(ctx, s.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("control: paused jobs: %w", err)
+	}
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m, nil
+}

@@ -1,0 +1,524 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// Errors of Plan and Execute that callers (and tests) branch on.
+var (
+	// ErrNoGroup: the group has no members and no committed offsets.
+	ErrNoGroup = errors.New("group does not exist")
+	// ErrNoPartition: a requested partition is not in the topic.
+	ErrNoPartition = errors.New("no such partition")
+	// ErrRebalancing: the group is between assignments; try again.
+	ErrRebalancing = errors.New("group is rebalancing")
+	// ErrNotAcknowledged: no worker applied the seek in time.
+	ErrNotAcknowledged = errors.New("seek not acknowledged")
+)
+
+// Mode selects how a replay computes its target offsets; the modes mirror
+// kafka-consumer-groups --reset-offsets.
+type Mode string
+
+// The modes.
+const (
+	// ToDatetime: the first offset whose timestamp is at or after Time.
+	ToDatetime Mode = "to-datetime"
+	// ByDuration: the first offset at or after now - Duration.
+	ByDuration Mode = "by-duration"
+	// ToOffset: the absolute Offset.
+	ToOffset Mode = "to-offset"
+	// ShiftBy: the committed offset plus Offset (negative rewinds).
+	ShiftBy Mode = "shift-by"
+	// ToEarliest: the log start.
+	ToEarliest Mode = "to-earliest"
+	// ToLatest: the log end (skips everything not yet processed).
+	ToLatest Mode = "to-latest"
+)
+
+// ReplaySpec says what to replay.
+type ReplaySpec struct {
+	// Group is the workers' consumer group.
+	Group string `json:"group"`
+	// Mode and its argument (Time, Duration or Offset).
+	Mode     Mode          `json:"mode"`
+	Time     time.Time     `json:"time,omitzero"`
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	Offset   int64         `json:"offset,omitempty"`
+	// Partitions restricts the replay; empty means all.
+	Partitions []int32 `json:"partitions,omitempty"`
+	// Job restricts the replay to the job's partition and, with Rerun, the
+	// cleared done markers to the job's windows.
+	Job string `json:"job,omitempty"`
+	// Rerun clears the done markers of the replayed windows.
+	Rerun bool `json:"rerun"`
+}
+
+// ReplayPartition is one partition's before/after.
+type ReplayPartition struct {
+	Partition int32 `json:"partition"`
+	// Owner is the owning worker's id; empty if unassigned.
+	Owner string `json:"owner"`
+	// Before is the committed offset when the plan was made; -1 if none.
+	Before int64 `json:"before"`
+	// Target is the offset the partition is moved to.
+	Target int64 `json:"target"`
+	// Start and End bound the log.
+	Start int64 `json:"log_start"`
+	End   int64 `json:"log_end"`
+	// Clamped says the requested offset was outside the log and moved to
+	// its "earliest" or "latest" offset, as kafka-consumer-groups does.
+	Clamped string `json:"clamped,omitempty"`
+	// Replayed counts the records between Target and Before that are
+	// delivered again.
+	Replayed int64 `json:"replayed"`
+	// After is the committed offset after Execute; -1 if not known.
+	After int64 `json:"after"`
+	// AppliedBy is the worker that applied the seek, or "kadm" for a
+	// direct commit of an empty group.
+	AppliedBy string `json:"applied_by,omitempty"`
+}
+
+// ReplayPlan is what Execute will do.
+type ReplayPlan struct {
+	Spec  ReplaySpec `json:"spec"`
+	Group string     `json:"group"`
+	Topic string     `json:"topic"`
+	// Online is true when the group has members: the seek goes through the
+	// control topic to the owners.
+	Online     bool              `json:"online"`
+	State      string            `json:"state"`
+	Partitions []ReplayPartition `json:"partitions"`
+	// Rerun lists the windows whose done markers Execute clears.
+	Rerun []string `json:"rerun"`
+	// OtherJobs lists, with Job, the other jobs whose windows are in the
+	// replayed range: they are re-delivered and skipped by dedupe.
+	OtherJobs []string `json:"other_jobs,omitempty"`
+}
+
+// Forgetter clears done markers; *dedupe.Store implements it.
+type Forgetter interface {
+	Forget(ctx context.Context, id string) error
+}
+
+// ReplayerConfig configures a Replayer.
+type ReplayerConfig struct {
+	Brokers    []string
+	ClientOpts []kgo.Opt
+	// Topic is the windows topic. Default "kjob.windows".
+	Topic string
+	// ControlTopic defaults to DefaultTopic(Topic).
+	ControlTopic string
+	// ReplicationFactor of the control topic if it is created. Default 1.
+	ReplicationFactor int16
+	// Store clears done markers for Rerun. Required for Rerun.
+	Store Forgetter
+	// IssuedBy names the operator in requests.
+	IssuedBy string
+	// AckTimeout bounds the wait for workers' acks. Default 60s.
+	AckTimeout time.Duration
+	// Resend is how often unacknowledged partitions are re-sent. Default 3s.
+	Resend time.Duration
+	// Now is the clock for ByDuration. Default time.Now.
+	Now func() time.Time
+}
+
+// Replayer plans and executes replays.
+type Replayer struct {
+	cfg ReplayerConfig
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewReplayer validates cfg and creates the Kafka client; Close it.
+func NewReplayer(cfg ReplayerConfig) (*Replayer, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New(`control: ReplayerConfig.Brokers is empty; set at least one seed broker`)
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = "kjob.windows"
+	}
+	if cfg.ControlTopic == "" {
+		cfg.ControlTopic = DefaultTopic(cfg.Topic)
+	}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = 1
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 60 * time.Second
+	}
+	if cfg.Resend == 0 {
+		cfg.Resend = 3 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0)}, cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("control: kafka client: %w", err)
+	}
+	return &Replayer{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close releases the client.
+func (r *Replayer) Close() { r.cl.Close() }
+
+type groupView struct {
+	state     string
+	members   int
+	owner     map[int32]string
+	committed map[int32]int64
+}
+
+func (r *Replayer) describe(ctx context.Context, group string) (*groupView, error) {
+	dg, err := r.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	d := dg[group]
+	if d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("describe group %s: %w", group, d.Err)
+	}
+	v := &groupView{state: d.State, members: len(d.Members), owner: map[int32]string{}, committed: map[int32]int64{}}
+	for _, m := range d.Members {
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				if t.Topic == r.cfg.Topic {
+					for _, p := range t.Partitions {
+						v.owner[p] = m.ClientID
+					}
+				}
+			}
+		}
+	}
+	offs, err := r.adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("fetch offsets of %s: %w", group, err)
+	}
+	for p, o := range offs[r.cfg.Topic] {
+		if o.Err == nil && o.At >= 0 {
+			v.committed[p] = o.At
+		}
+	}
+	return v, nil
+}
+
+// Plan computes target offsets and, for Rerun, the windows to clear. It
+// changes nothing.
+func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, error) {
+	if spec.Group == "" {
+		return nil, errors.New("replay: --group is empty; name the workers' consumer group, e.g. kjob-workers")
+	}
+	td, err := r.adm.ListTopics(ctx, r.cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("replay: list topic %s: %w", r.cfg.Topic, err)
+	}
+	t, ok := td[r.cfg.Topic]
+	if !ok || t.Err != nil {
+		return nil, fmt.Errorf("replay: topic %s does not exist; check --topic", r.cfg.Topic)
+	}
+	n := int32(len(t.Partitions))
+	parts := slices.Clone(spec.Partitions)
+	for _, p := range parts {
+		if p < 0 || p >= n {
+			return nil, fmt.Errorf("replay: --partition %d: %w: topic %s has partitions 0-%d", p, ErrNoPartition, r.cfg.Topic, n-1)
+		}
+	}
+	if spec.Job != "" {
+		jp := inspect.JobPartition(spec.Job, int(n))
+		if len(parts) > 0 && !slices.Contains(parts, jp) {
+			return nil, fmt.Errorf("replay: --job %s: its windows are on partition %d, not on --partition %v", spec.Job, jp, parts)
+		}
+		parts = []int32{jp}
+	}
+	if len(parts) == 0 {
+		for p := range n {
+			parts = append(parts, p)
+		}
+	}
+	slices.Sort(parts)
+
+	g, err := r.describe(ctx, spec.Group)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if g.members == 0 && len(g.committed) == 0 {
+		return nil, fmt.Errorf("replay: group %q: %w (no members, no committed offsets on %s); check --group", spec.Group, ErrNoGroup, r.cfg.Topic)
+	}
+	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}}
+	if plan.Online && g.state != "Stable" {
+		return nil, fmt.Errorf("replay: group %q: %w (state %s); run the command again in a few seconds", spec.Group, ErrRebalancing, g.state)
+	}
+	starts, err := r.adm.ListStartOffsets(ctx, r.cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("replay: log start offsets: %w", err)
+	}
+	ends, err := r.adm.ListEndOffsets(ctx, r.cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("replay: log end offsets: %w", err)
+	}
+	var byTime kadm.ListedOffsets
+	switch spec.Mode {
+	case ToDatetime, ByDuration:
+		at := spec.Time
+		if spec.Mode == ByDuration {
+			at = r.cfg.Now().Add(-spec.Duration)
+		}
+		if byTime, err = r.adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), r.cfg.Topic); err != nil {
+			return nil, fmt.Errorf("replay: offsets by time: %w", err)
+		}
+	case ToOffset, ShiftBy, ToEarliest, ToLatest:
+	default:
+		return nil, fmt.Errorf("replay: mode %q: want one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest", spec.Mode)
+	}
+	others := map[string]bool{}
+	for _, p := range parts {
+		st, _ := starts.Lookup(r.cfg.Topic, p)
+		en, _ := ends.Lookup(r.cfg.Topic, p)
+		rp := ReplayPartition{Partition: p, Owner: g.owner[p], Before: -1, Start: st.Offset, End: en.Offset, After: -1}
+		cur, has := g.committed[p]
+		if has {
+			rp.Before = cur
+		} else {
+			cur = st.Offset // the workers start a partition without commits at its beginning
+		}
+		if plan.Online && rp.Owner == "" {
+			return nil, fmt.Errorf("replay: partition %d has no owner in group %q: %w; run the command again in a few seconds", p, spec.Group, ErrRebalancing)
+		}
+		var want int64
+		switch spec.Mode {
+		case ToDatetime, ByDuration:
+			o, ok := byTime.Lookup(r.cfg.Topic, p)
+			if !ok || o.Err != nil || o.Offset < 0 {
+				want = en.Offset
+			} else {
+				want = o.Offset
+			}
+		case ToOffset:
+			want = spec.Offset
+		case ShiftBy:
+			want = cur + spec.Offset
+		case ToEarliest:
+			want = st.Offset
+		case ToLatest:
+			want = en.Offset
+		}
+		switch {
+		case want < st.Offset:
+			want, rp.Clamped = st.Offset, "earliest"
+		case want > en.Offset:
+			want, rp.Clamped = en.Offset, "latest"
+		}
+		rp.Target = want
+		if want < cur {
+			rp.Replayed = cur - want
+			if spec.Rerun || spec.Job != "" {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				recs, err := kread.Range(rctx, r.opts(), r.cfg.Topic, p, want, cur)
+				cancel()
+				if err != nil {
+					return nil, fmt.Errorf("replay: read the replayed windows: %w", err)
+				}
+				for _, rec := range recs {
+					m, err := jobmsg.FromRecord(rec)
+					if err != nil {
+						continue // an undecodable record is dead-lettered again, nothing to clear
+					}
+					if spec.Job != "" && m.Job != spec.Job {
+						others[m.Job] = true
+						continue
+					}
+					if spec.Rerun && !slices.Contains(plan.Rerun, m.ID) {
+						plan.Rerun = append(plan.Rerun, m.ID)
+					}
+				}
+			}
+		}
+		plan.Partitions = append(plan.Partitions, rp)
+	}
+	for j := range others {
+		plan.OtherJobs = append(plan.OtherJobs, j)
+	}
+	sort.Strings(plan.OtherJobs)
+	if spec.Rerun && r.cfg.Store == nil && len(plan.Rerun) > 0 {
+		return nil, errors.New("replay: --rerun needs Redis to clear done markers; set --redis-url")
+	}
+	return plan, nil
+}
+
+func (r *Replayer) opts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ClientOpts...)
+}
+
+// Execute carries out plan: it clears the Rerun windows' done markers,
+// then moves each partition, through its owner when the group has members
+// (waiting for the acks, re-sending to new owners after a rebalance) or by
+// a direct commit when it has none, and fills in After and AppliedBy.
+func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
+	for _, id := range plan.Rerun {
+		if err := r.cfg.Store.Forget(ctx, id); err != nil {
+			return fmt.Errorf("replay: clear done marker: %w", err)
+		}
+	}
+	remaining := map[int32]int64{}
+	for _, p := range plan.Partitions {
+		remaining[p.Partition] = p.Target
+	}
+	applied := map[int32]string{}
+	deadline := time.Now().Add(r.cfg.AckTimeout)
+	var watch *kgo.Client
+	defer func() {
+		if watch != nil {
+			watch.Close()
+		}
+	}()
+	var sent []string
+	for len(remaining) > 0 {
+		g, err := r.describe(ctx, plan.Group)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if g.members == 0 {
+			if err := r.commitDirect(ctx, plan.Group, remaining); err != nil {
+				return err
+			}
+			for p := range remaining {
+				applied[p] = "kadm"
+			}
+			break
+		}
+		if watch == nil {
+			if watch, err = r.startWatch(ctx); err != nil {
+				return err
+			}
+		}
+		req := &SeekRequest{ID: newID(), Group: plan.Group, Topic: r.cfg.Topic, Offsets: remaining, IssuedBy: r.cfg.IssuedBy, IssuedAt: r.cfg.Now().UTC()}
+		rec, err := req.Record(r.cfg.ControlTopic)
+		if err != nil {
+			return err
+		}
+		if err := r.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			return fmt.Errorf("replay: write seek request to %s: %w", r.cfg.ControlTopic, err)
+		}
+		sent = append(sent, req.ID)
+		wait := min(r.cfg.Resend, time.Until(deadline))
+		if err := r.collect(ctx, watch, sent, remaining, applied, wait); err != nil {
+			return err
+		}
+		if len(remaining) > 0 && time.Now().After(deadline) {
+			var ps []string
+			for p := range remaining {
+				ps = append(ps, fmt.Sprint(p))
+			}
+			sort.Strings(ps)
+			return fmt.Errorf("replay: %w by any worker within %v for partitions %s; are the workers running a kjob with the control agent? (nothing was rolled back)", ErrNotAcknowledged, r.cfg.AckTimeout, strings.Join(ps, ","))
+		}
+		remaining = copyOffsets(remaining)
+	}
+	g, err := r.describe(ctx, plan.Group)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	for i := range plan.Partitions {
+		p := &plan.Partitions[i]
+		p.AppliedBy = applied[p.Partition]
+		if c, ok := g.committed[p.Partition]; ok {
+			p.After = c
+		}
+	}
+	return nil
+}
+
+func copyOffsets(m map[int32]int64) map[int32]int64 {
+	out := make(map[int32]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *Replayer) commitDirect(ctx context.Context, group string, offs map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, o := range offs {
+		os.Add(kadm.Offset{Topic: r.cfg.Topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	resp, err := r.adm.CommitOffsets(ctx, group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("replay: commit offsets of empty group %s: %w (if workers joined meanwhile, run the command again)", group, err)
+	}
+	return nil
+}
+
+// startWatch creates the control topic if needed and a consumer of it
+// starting at its current end, so it sees every ack of requests written
+// after it.
+func (r *Replayer) startWatch(ctx context.Context) (*kgo.Client, error) {
+	if err := EnsureTopic(ctx, r.adm, r.cfg.ControlTopic, r.cfg.ReplicationFactor); err != nil {
+		return nil, fmt.Errorf("replay: control topic: %w", err)
+	}
+	ends, err := r.adm.ListEndOffsets(ctx, r.cfg.ControlTopic)
+	if err != nil {
+		return nil, fmt.Errorf("replay: control topic end: %w", err)
+	}
+	e, _ := ends.Lookup(r.cfg.ControlTopic, 0)
+	return kgo.NewClient(append(r.opts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.ControlTopic: {0: kgo.NewOffset().At(e.Offset)}}))...)
+}
+
+// collect reads acks for any of the sent requests for up to wait.
+func (r *Replayer) collect(ctx context.Context, watch *kgo.Client, sent []string, remaining map[int32]int64, applied map[int32]string, wait time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
+	defer cancel()
+	for len(remaining) > 0 {
+		fs := watch.PollFetches(wctx)
+		if wctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ackErr error
+		fs.EachRecord(func(rec *kgo.Record) {
+			if Kind(rec) != KindSeekAck {
+				return
+			}
+			a, err := ParseSeekAck(rec)
+			if err != nil || !slices.Contains(sent, a.RequestID) {
+				return
+			}
+			if a.Error != "" {
+				ackErr = fmt.Errorf("replay: worker %s could not move partition %d to %d: %s", a.Member, a.Partition, a.Offset, a.Error)
+				return
+			}
+			if want, ok := remaining[a.Partition]; ok && want == a.Offset {
+				delete(remaining, a.Partition)
+				applied[a.Partition] = a.Member
+			}
+		})
+		if ackErr != nil {
+			return ackErr
+		}
+	}
+	return nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,517 @@
+// Package inspect reads what a running kjob deployment is doing, for
+// kjobctl status and lag and for dashboards: the producer leader (from its
+// lease), the workers' group members and their partitions, per-partition
+// lag as kadm computes it, and per job its schedule, next fire times, last
+// published window and that window's outcome. It only reads.
+//
+//	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Jobs: file.Jobs})
+//	defer in.Close()
+//	snap, err := in.Snapshot(ctx)
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/schedule"
+)
+
+// ErrNoGroup is returned by Lag and Group for a group that has neither
+// members nor committed offsets.
+var ErrNoGroup = errors.New("inspect: group does not exist")
+
+// Config configures an Inspector. Brokers is required; Redis is needed for
+// the leader and the windows' outcomes (left out without it).
+type Config struct {
+	// Brokers are the Kafka seed brokers.
+	Brokers []string
+	// ClientOpts are extra Kafka client options (TLS, SASL).
+	ClientOpts []kgo.Opt
+	// Redis is the deployment's Redis. Optional.
+	Redis redis.UniversalClient
+	// Namespace is the deployment's namespace. Default "kjob".
+	Namespace string
+	// Topic is the windows topic. Default "kjob.windows".
+	Topic string
+	// StateTopic is the producer's state topic. Default Topic + ".state".
+	StateTopic string
+	// DLQTopic is the dead-letter topic. Default Topic + ".dlq".
+	DLQTopic string
+	// Group is the workers' consumer group. Default "kjob-workers".
+	Group string
+	// Jobs are the jobs of the schedules file. Optional: without them a
+	// job is known only from the state topic, with no schedule.
+	Jobs []*schedule.Job
+	// Pauses reports paused jobs (control.Pauses). Optional.
+	Pauses interface {
+		Paused(ctx context.Context) (map[string]bool, error)
+	}
+	// NextN is how many next fire times to report per job. Default 3.
+	NextN int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Inspector reads a deployment's state. Create it with New; Close it.
+type Inspector struct {
+	cfg   Config
+	cl    *kgo.Client
+	adm   *kadm.Client
+	store *dedupe.Store
+}
+
+// New validates cfg and connects (lazily) to Kafka.
+func New(cfg Config) (*Inspector, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New(`inspect: Config.Brokers is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`)
+	}
+	if cfg.NextN < 0 {
+		return nil, fmt.Errorf("inspect: Config.NextN = %d is negative; set it to the number of fire times to show, or 0 for 3", cfg.NextN)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "kjob"
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = "kjob.windows"
+	}
+	if cfg.StateTopic == "" {
+		cfg.StateTopic = cfg.Topic + ".state"
+	}
+	if cfg.DLQTopic == "" {
+		cfg.DLQTopic = cfg.Topic + ".dlq"
+	}
+	if cfg.Group == "" {
+		cfg.Group = "kjob-workers"
+	}
+	if cfg.NextN == 0 {
+		cfg.NextN = 3
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	in := &Inspector{cfg: cfg}
+	if cfg.Redis != nil {
+		s, err := dedupe.New(cfg.Redis, dedupe.Config{Namespace: cfg.Namespace})
+		if err != nil {
+			return nil, fmt.Errorf("inspect: %w", err)
+		}
+		in.store = s
+	}
+	cl, err := kgo.NewClient(in.opts()...)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: kafka client: %w", err)
+	}
+	in.cl, in.adm = cl, kadm.NewClient(cl)
+	return in, nil
+}
+
+func (in *Inspector) opts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(in.cfg.Brokers...)}, in.cfg.ClientOpts...)
+}
+
+// Close releases the Kafka client.
+func (in *Inspector) Close() { in.cl.Close() }
+
+// Admin returns the Inspector's admin client (valid until Close).
+func (in *Inspector) Admin() *kadm.Client { return in.adm }
+
+// Snapshot is everything an operator sees at one moment.
+type Snapshot struct {
+	// At is when the snapshot was taken.
+	At time.Time `json:"at"`
+	// Leader is the producer leader; nil when no producer holds the lease
+	// (or without Redis).
+	Leader *Leader `json:"leader"`
+	// Group is the workers' group and its lag; nil if it does not exist
+	// (no worker joined yet).
+	Group *Group `json:"group"`
+	// Jobs are the jobs, sorted by name.
+	Jobs []JobStatus `json:"jobs"`
+	// DeadLetters counts the records in the dead-letter topic.
+	DeadLetters int64 `json:"dead_letters"`
+	// Errors lists parts that could not be read (the rest is still shown).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Leader is the producer replica holding the lease.
+type Leader struct {
+	Holder string    `json:"holder"`
+	Epoch  int64     `json:"epoch"`
+	Since  time.Time `json:"since"`
+}
+
+// Group is a consumer group, its members and per-partition lag.
+type Group struct {
+	Name       string         `json:"name"`
+	State      string         `json:"state"`
+	Members    []Member       `json:"members"`
+	Partitions []PartitionLag `json:"partitions"`
+	// TotalLag is the sum of the partitions' lag.
+	TotalLag int64 `json:"total_lag"`
+}
+
+// Member is one group member.
+type Member struct {
+	// ClientID is the worker id (the worker sends it as Kafka client id).
+	ClientID   string  `json:"client_id"`
+	MemberID   string  `json:"member_id"`
+	Host       string  `json:"host"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// PartitionLag is one partition of the windows topic as the group sees it.
+type PartitionLag struct {
+	Partition int32 `json:"partition"`
+	// Committed is the group's committed offset; -1 if none.
+	Committed int64 `json:"committed"`
+	// Start and End are the log start and end (high watermark) offsets.
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	// Lag is End - Committed (End - Start with no commit), as kadm computes it.
+	Lag int64 `json:"lag"`
+	// Owner is the owning member's client id; empty if unassigned.
+	Owner string `json:"owner"`
+}
+
+// JobStatus is one job's schedule and latest window.
+type JobStatus struct {
+	Name     string      `json:"name"`
+	Schedule string      `json:"schedule,omitempty"`
+	Timezone string      `json:"timezone,omitempty"`
+	Handler  string      `json:"handler,omitempty"`
+	Enabled  bool        `json:"enabled"`
+	Paused   bool        `json:"paused"`
+	Next     []time.Time `json:"next"`
+	// Partition is the windows-topic partition of the job's records.
+	Partition int32 `json:"partition"`
+	// Last is the last window the producer published; nil if none.
+	Last *WindowStatus `json:"last"`
+	// InFile is false for a job known only from the state topic.
+	InFile bool `json:"in_file"`
+}
+
+// WindowStatus is a window and its outcome in the idempotency store.
+type WindowStatus struct {
+	ID          string    `json:"id"`
+	Start       time.Time `json:"start"`
+	PublishedAt time.Time `json:"published_at"`
+	// Outcome is done, failed, running, pending (published, not claimed
+	// yet, or its record expired), "skipped (paused)" (the job is paused
+	// and the window has no record: the producer skipped it) or unknown
+	// (no Redis).
+	Outcome   string `json:"outcome"`
+	Token     int64  `json:"token,omitempty"`
+	Attempts  int    `json:"attempts,omitempty"`
+	Holder    string `json:"holder,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Snapshot reads everything; parts that fail are listed in Errors.
+func (in *Inspector) Snapshot(ctx context.Context) (*Snapshot, error) {
+	s := &Snapshot{At: in.cfg.Now().UTC()}
+	if l, err := in.Leader(ctx); err != nil {
+		s.Errors = append(s.Errors, "leader: "+err.Error())
+	} else {
+		s.Leader = l
+	}
+	switch g, err := in.Group(ctx); {
+	case errors.Is(err, ErrNoGroup):
+		// No worker has joined yet: Group stays nil.
+	case err != nil:
+		s.Errors = append(s.Errors, "group: "+err.Error())
+	default:
+		s.Group = g
+	}
+	jobs, err := in.Jobs(ctx)
+	if err != nil {
+		s.Errors = append(s.Errors, "jobs: "+err.Error())
+	}
+	s.Jobs = jobs
+	if n, err := in.DeadLetters(ctx); err != nil {
+		s.Errors = append(s.Errors, "dead letters: "+err.Error())
+	} else {
+		s.DeadLetters = n
+	}
+	return s, nil
+}
+
+// ProducerLeaseKey is the Redis key of the producer lease of namespace
+// (the key cmd/producer campaigns on).
+func ProducerLeaseKey(namespace string) string { return "kjob:{" + namespace + "}:producer-lease" }
+
+// Leader returns the producer leader, or nil if no replica holds the lease.
+func (in *Inspector) Leader(ctx context.Context) (*Leader, error) {
+	if in.cfg.Redis == nil {
+		return nil, errors.New("no Redis configured")
+	}
+	lock, err := lease.NewRedisLock(in.cfg.Redis, ProducerLeaseKey(in.cfg.Namespace))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := lock.Get(ctx)
+	if errors.Is(err, lease.ErrNoHolder) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Leader{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.Acquired.UTC()}, nil
+}
+
+// Group returns the group's members and its lag on the windows topic, as
+// kadm.Client.Lag computes it. It returns ErrNoGroup (with an empty Group)
+// for a group with neither members nor commits.
+func (in *Inspector) Group(ctx context.Context) (*Group, error) {
+	lags, err := in.adm.Lag(ctx, in.cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := lags[in.cfg.Group]
+	if !ok {
+		return nil, fmt.Errorf("group %s missing from the reply", in.cfg.Group)
+	}
+	if err := l.Error(); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, err
+	}
+	g := &Group{Name: in.cfg.Group, State: l.State}
+	owner := map[int32]string{}
+	for _, m := range l.Members {
+		mem := Member{ClientID: m.ClientID, MemberID: m.MemberID, Host: m.ClientHost, Partitions: []int32{}}
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				if t.Topic == in.cfg.Topic {
+					mem.Partitions = append(mem.Partitions, t.Partitions...)
+				}
+			}
+		}
+		slices.Sort(mem.Partitions)
+		for _, p := range mem.Partitions {
+			owner[p] = m.ClientID
+		}
+		g.Members = append(g.Members, mem)
+	}
+	sort.Slice(g.Members, func(i, j int) bool { return g.Members[i].ClientID < g.Members[j].ClientID })
+	for p, ml := range l.Lag[in.cfg.Topic] {
+		g.Partitions = append(g.Partitions, PartitionLag{
+			Partition: p, Committed: ml.Commit.At, Start: ml.Start.Offset, End: ml.End.Offset, Lag: ml.Lag, Owner: owner[p],
+		})
+		if ml.Lag > 0 {
+			g.TotalLag += ml.Lag
+		}
+	}
+	sort.Slice(g.Partitions, func(i, j int) bool { return g.Partitions[i].Partition < g.Partitions[j].Partition })
+	if len(g.Members) == 0 && len(g.Partitions) == 0 {
+		return g, fmt.Errorf("%w: %q has no members and no committed offsets on %s", ErrNoGroup, in.cfg.Group, in.cfg.Topic)
+	}
+	if len(g.Partitions) == 0 || len(g.Members) == 0 {
+		// Fill in partitions without commits so every partition shows.
+		if err := in.fillPartitions(ctx, g); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// fillPartitions adds the topic's partitions the lag reply left out.
+func (in *Inspector) fillPartitions(ctx context.Context, g *Group) error {
+	starts, err := in.adm.ListStartOffsets(ctx, in.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	ends, err := in.adm.ListEndOffsets(ctx, in.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	have := map[int32]bool{}
+	for _, p := range g.Partitions {
+		have[p.Partition] = true
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Topic != in.cfg.Topic || have[o.Partition] || o.Err != nil {
+			return
+		}
+		st, _ := starts.Lookup(o.Topic, o.Partition)
+		pl := PartitionLag{Partition: o.Partition, Committed: -1, Start: st.Offset, End: o.Offset, Lag: o.Offset - st.Offset}
+		g.Partitions = append(g.Partitions, pl)
+		g.TotalLag += pl.Lag
+	})
+	sort.Slice(g.Partitions, func(i, j int) bool { return g.Partitions[i].Partition < g.Partitions[j].Partition })
+	return nil
+}
+
+// Partitions returns the windows topic's partition count.
+func (in *Inspector) Partitions(ctx context.Context) (int, error) {
+	td, err := in.adm.ListTopics(ctx, in.cfg.Topic)
+	if err != nil {
+		return 0, err
+	}
+	t, ok := td[in.cfg.Topic]
+	if !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("topic %s does not exist (the producer creates it; check --topic)", in.cfg.Topic)
+	}
+	if t.Err != nil {
+		return 0, t.Err
+	}
+	return len(t.Partitions), nil
+}
+
+// JobPartition returns the windows-topic partition of job's records: the
+// murmur2 hash of the job name, as the producer (and Kafka's Java client)
+// partitions.
+func JobPartition(job string, partitions int) int32 {
+	if partitions <= 0 {
+		return 0
+	}
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(job)}, partitions))
+}
+
+// LastWindows reads the producer's state topic: the last window per job.
+func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.StateRecord, error) {
+	starts, err := in.adm.ListStartOffsets(ctx, in.cfg.StateTopic)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := in.adm.ListEndOffsets(ctx, in.cfg.StateTopic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]producer.StateRecord{}
+	var rerr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if rerr != nil || errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
+		if o.Err != nil {
+			rerr = o.Err
+			return
+		}
+		st, _ := starts.Lookup(o.Topic, o.Partition)
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		recs, err := kread.Range(rctx, in.opts(), in.cfg.StateTopic, o.Partition, st.Offset, o.Offset)
+		cancel()
+		if err != nil {
+			rerr = err
+			return
+		}
+		for _, r := range recs {
+			if r.Value == nil {
+				continue
+			}
+			if s, err := producer.ParseState(r.Value); err == nil {
+				out[s.Job] = s
+			}
+		}
+	})
+	return out, rerr
+}
+
+// Jobs returns the status of every job of the schedules file and of every
+// job the state topic knows.
+func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
+	var errs []string
+	last, err := in.LastWindows(ctx)
+	if err != nil {
+		errs = append(errs, "state topic: "+err.Error())
+	}
+	nparts, err := in.Partitions(ctx)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	var paused map[string]bool
+	if in.cfg.Pauses != nil {
+		if paused, err = in.cfg.Pauses.Paused(ctx); err != nil {
+			errs = append(errs, "pauses: "+err.Error())
+		}
+	}
+	now := in.cfg.Now()
+	seen := map[string]bool{}
+	var out []JobStatus
+	for _, j := range in.cfg.Jobs {
+		seen[j.Name] = true
+		tz := j.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
+		if j.Enabled {
+			t := now
+			for range in.cfg.NextN {
+				if t = j.Next(t); t.IsZero() {
+					break
+				}
+				js.Next = append(js.Next, t)
+			}
+		}
+		out = append(out, js)
+	}
+	for name := range last {
+		if !seen[name] {
+			out = append(out, JobStatus{Name: name, Next: []time.Time{}})
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	for i := range out {
+		js := &out[i]
+		js.Paused = paused[js.Name]
+		js.Partition = JobPartition(js.Name, nparts)
+		s, ok := last[js.Name]
+		if !ok {
+			continue
+		}
+		ws := &WindowStatus{ID: s.LastID, Start: s.LastWindow.UTC(), PublishedAt: s.PublishedAt.UTC(), Outcome: "unknown"}
+		if in.store != nil && s.LastID != "" {
+			st, err := in.store.State(ctx, s.LastID)
+			switch {
+			case errors.Is(err, dedupe.ErrNotFound) && js.Paused:
+				ws.Outcome = "skipped (paused)" // the state advanced past it unpublished
+			case errors.Is(err, dedupe.ErrNotFound):
+				ws.Outcome = "pending"
+			case err != nil:
+				errs = append(errs, err.Error())
+			default:
+				ws.Outcome, ws.Token, ws.Attempts, ws.Holder, ws.LastError = st.Status, st.Token, st.Attempts, st.Holder, st.LastError
+			}
+		}
+		js.Last = ws
+	}
+	if len(errs) > 0 {
+		return out, errors.New(strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// DeadLetters counts the records of the dead-letter topic (0 if it does not
+// exist yet).
+func (in *Inspector) DeadLetters(ctx context.Context) (int64, error) {
+	starts, err := in.adm.ListStartOffsets(ctx, in.cfg.DLQTopic)
+	if err != nil {
+		return 0, err
+	}
+	ends, err := in.adm.ListEndOffsets(ctx, in.cfg.DLQTopic)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		st, _ := starts.Lookup(o.Topic, o.Partition)
+		n += o.Offset - st.Offset
+	})
+	return n, nil
+}
