@@ -134,6 +134,9 @@ func run(ctx context.Context, args []string) error {
 		if err := rdb.Ping(pctx).Err(); err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
+		if !w.Joined() {
+			return fmt.Errorf("kafka: not (yet) a member of consumer group %q", c.group)
+		}
 		return nil
 	}
 

@@ -279,6 +279,14 @@ func New(cfg Config) (*Consumer, error) {
 // close it, poll it or commit with it.
 func (c *Consumer) Client() *kgo.Client { return c.cl }
 
+// Joined reports whether the Consumer is a member of its group now (it has
+// a member id and generation), whether or not it owns partitions: a
+// readiness signal.
+func (c *Consumer) Joined() bool {
+	id, gen := c.cl.GroupMetadata()
+	return id != "" && gen >= 0
+}
+
 // Assigned returns the partitions that currently have a goroutine, sorted.
 func (c *Consumer) Assigned() []int32 {
 	c.mu.Lock()

@@ -264,8 +264,14 @@ func TestInOrderPerPartition(t *testing.T) {
 	cfg.OnAssigned = func(ps []int32) { mu.Lock(); assigned = append(assigned, ps...); mu.Unlock() }
 	cfg.OnRevoked = func(ps []int32) { mu.Lock(); revoked = append(revoked, ps...); mu.Unlock() }
 	c := newConsumer(t, cfg)
+	if c.Joined() {
+		t.Error("Joined() before Run = true")
+	}
 	stop := run(t, c)
 	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 120 }, "120 records processed (have %d)", l.total())
+	if !c.Joined() {
+		t.Error("Joined() while consuming = false")
+	}
 	if got := c.Assigned(); !slices.Equal(got, []int32{0, 1, 2, 3}) {
 		t.Errorf("Assigned() = %v, want [0 1 2 3]", got)
 	}

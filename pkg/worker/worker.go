@@ -274,6 +274,10 @@ func New(cfg Config) (*Worker, error) {
 	return w, nil
 }
 
+// Joined reports whether the worker is a member of its consumer group now,
+// with or without partitions (a readiness signal).
+func (w *Worker) Joined() bool { return w.consumer.Joined() }
+
 // Assigned returns the partitions this worker currently owns.
 func (w *Worker) Assigned() []int32 { return w.consumer.Assigned() }
 
