@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string) error {
 		Logger:             log,
 		OnPublished:        m.Published,
 		OnSkipped:          m.Skipped,
-		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg), kprom.WithClientLabel()))}, tr.ClientOpts()...),
+		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))}, tr.ClientOpts()...),
 	})
 	if err != nil {
 		return err
