@@ -29,7 +29,6 @@ import (
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
-	"github.com/kjob/kjob/pkg/tracing"
 )
 
 const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.
@@ -99,22 +98,6 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
-	// ask for it (see pkg/tracing).
-	tr, err := tracing.FromEnv(ctx, "kjob-producer")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}()
-	if tr.Enabled() {
-		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
 	m := metrics.New(reg)
@@ -141,7 +124,7 @@ func run(ctx context.Context, args []string) error {
 		Logger:             log,
 		OnPublished:        m.Published,
 		OnSkipped:          m.Skipped,
-		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))}, tr.ClientOpts()...),
+		ClientOpts:         []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
 	})
 	if err != nil {
 		return err

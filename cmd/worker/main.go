@@ -30,7 +30,6 @@ import (
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/metrics"
-	"github.com/kjob/kjob/pkg/tracing"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -105,22 +104,6 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
-	// ask for it (see pkg/tracing).
-	tr, err := tracing.FromEnv(ctx, "kjob-worker")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}()
-	if tr.Enabled() {
-		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
 	m := metrics.New(reg)
@@ -139,8 +122,7 @@ func run(ctx context.Context, args []string) error {
 		HeartbeatInterval:   c.heartbeat,
 		Logger:              log,
 		OnExecuted:          m.Executed,
-		ClientOpts:          append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))}, tr.ClientOpts()...),
-		OnAttempt:           tr.Attempt,
+		ClientOpts:          []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
 	})
 	if err != nil {
 		return err
