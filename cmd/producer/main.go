@@ -20,13 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -98,10 +96,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	m := metrics.New(reg)
-	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log, OnChange: m.LeaseChanged})
+	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -122,9 +117,6 @@ func run(ctx context.Context, args []string) error {
 		Elector:            elector,
 		Pauses:             pauses,
 		Logger:             log,
-		OnPublished:        m.Published,
-		OnSkipped:          m.Skipped,
-		ClientOpts:         []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
 	})
 	if err != nil {
 		return err
@@ -150,6 +142,8 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	log.Info("producer starting", "id", id, "brokers", brokers, "topic", topic, "jobs", len(file.Jobs), "schedules", schedules, "transactional_id", txnID)
 	var wg sync.WaitGroup

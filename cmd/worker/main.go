@@ -21,15 +21,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -104,16 +100,13 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	m := metrics.New(reg)
 	w, err := worker.New(worker.Config{
 		Brokers:             strings.Split(c.brokers, ","),
 		Topic:               c.topic,
 		Group:               c.group,
 		DeadLetterTopic:     c.dlq,
 		ReplicationFactor:   int16(c.rf),
-		Store:               m.Store(store),
+		Store:               store,
 		Handler:             mux,
 		WorkerID:            c.id,
 		Grace:               c.grace,
@@ -121,13 +114,13 @@ func run(ctx context.Context, args []string) error {
 		SessionTimeout:      c.sessionTimeout,
 		HeartbeatInterval:   c.heartbeat,
 		Logger:              log,
-		OnExecuted:          m.Executed,
-		ClientOpts:          []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
 	})
 	if err != nil {
 		return err
 	}
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ready := func() error {
 		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -167,21 +160,6 @@ func run(ctx context.Context, args []string) error {
 		if err := agent.Run(hctx); err != nil {
 			log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
 		}
-	}()
-	// Every worker exports the group's lag, read with kadm off the scrape
-	// path; dashboards take the max per partition across workers.
-	lagCl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(c.brokers, ",")...))
-	if err != nil {
-		hcancel()
-		wg.Wait()
-		return err
-	}
-	defer lagCl.Close()
-	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		lag.Run(hctx)
 	}()
 	err = w.Run(ctx)
 	hcancel()
