@@ -132,6 +132,10 @@ type Config struct {
 	// Now is the clock for lateness and dead-letter timestamps. Default
 	// time.Now.
 	Now func() time.Time
+	// Verify, if set, checks each record before it is decoded, e.g.
+	// (*signing.Verifier).Verify. A record it refuses is dead-lettered
+	// with the error as reason and never runs.
+	Verify func(*kgo.Record) error
 	// OnExecuted, if set, is called after every attempt and every skipped
 	// or dead-lettered record (metrics, tests, demos): once per attempt,
 	// except that an abandoned last attempt reports "abandoned" and then
@@ -323,9 +327,16 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 // nil once the record is settled and ctx.Err() if ctx ends first.
 func (w *Worker) process(ctx context.Context, rec *kgo.Record) error {
 	log := w.log.With("partition", rec.Partition, "offset", rec.Offset)
-	msg, err := jobmsg.FromRecord(rec)
+	var msg *jobmsg.Message
+	err := w.verify(rec)
+	if err == nil {
+		msg, err = jobmsg.FromRecord(rec)
+	}
 	if err != nil {
 		reason := "undecodable record: " + err.Error()
+		if errors.Is(err, errUnverified) {
+			reason = err.Error()
+		}
 		log.Error("dead-lettering a record that is not a valid window", "err", err)
 		if err := w.deadLetter(ctx, rec, reason, 0); err != nil {
 			return err
