@@ -22,7 +22,6 @@ import (
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
-	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -50,6 +49,7 @@ func run(ctx context.Context, args []string) error {
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
 		checkACLs                                                                                  bool
+		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
 	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
@@ -66,6 +66,9 @@ func run(ctx context.Context, args []string) error {
 	f.Bool(&checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the producer's ACLs (deploy/SECURITY.md)")
 	signOpts.RegisterProducer(f)
 	redisOpts.Register(f)
+	f.String(&leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the leader lease lives: redis, or kubernetes (a coordination.k8s.io Lease, in-cluster credentials)")
+	f.String(&leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default the pod's own, from its service account)")
+	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
 	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
 	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
@@ -92,11 +95,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	lock, err := lease.NewRedisLock(rdb, "kjob:{"+namespace+"}:producer-lease")
-	if err != nil {
-		return err
-	}
-	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log})
+	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log)
 	if err != nil {
 		return err
 	}
