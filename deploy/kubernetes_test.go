@@ -374,7 +374,7 @@ func checkPod(t *testing.T, d *appsv1.Deployment, cfg *corev1.ConfigMap) {
 	}
 	for k, v := range cfg.Data {
 		if strings.HasSuffix(k, "_FILE") || strings.HasSuffix(k, "_CA") || strings.HasSuffix(k, "_CERT") || strings.HasSuffix(k, "_KEY") || strings.HasSuffix(k, "_KEYS_DIR") {
-			if !fromSecret(strings.TrimSuffix(v, "/") + "/") && !fromSecret(v) {
+			if !fromSecret(strings.TrimSuffix(v, "/")+"/") && !fromSecret(v) {
 				t.Errorf("%s: %s=%s is not in a read-only Secret mount", d.Name, k, v)
 			}
 		}
