@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build demo test vet fuzz bench bench-failover soak clean
+.PHONY: all build demo test vet fuzz bench bench-failover soak clean test-containers
 
 all: build
 
@@ -24,6 +24,11 @@ test: vet
 
 vet:
 	$(GO) vet $(PKGS)
+
+## test-containers: the end-to-end scenario on real Apache Kafka and Redis
+## containers (testcontainers-go). Needs a Docker engine; not part of `test`.
+test-containers:
+	$(GO) test -tags containers $(TEST_FLAGS) ./test/containers/
 
 ## fuzz: run each fuzz target briefly
 fuzz:

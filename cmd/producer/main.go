@@ -22,9 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -49,6 +48,10 @@ func run(ctx context.Context, args []string) error {
 		redisOpts                                                                                  cli.RedisOptions
 		partitions, rf                                                                             int
 		leaseTTL, renew, txnTimeout                                                                time.Duration
+		kafkaSec                                                                                   cli.KafkaSecurity
+		signOpts                                                                                   cli.SigningOptions
+		checkACLs                                                                                  bool
+		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
 	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
@@ -61,7 +64,13 @@ func run(ctx context.Context, args []string) error {
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
 	f.String(&namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&id, "id", "KJOB_ID", cli.DefaultID(), "this replica's id (lease holder name)")
+	kafkaSec.Register(f)
+	f.Bool(&checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the producer's ACLs (deploy/SECURITY.md)")
+	signOpts.RegisterProducer(f)
 	redisOpts.Register(f)
+	f.String(&leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the leader lease lives: redis, or kubernetes (a coordination.k8s.io Lease, in-cluster credentials)")
+	f.String(&leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default the pod's own, from its service account)")
+	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
 	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
 	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
@@ -92,11 +101,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	lock, err := lease.NewRedisLock(rdb, inspect.ProducerLeaseKey(namespace))
-	if err != nil {
-		return err
-	}
-	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: leaseTTL, RenewInterval: renew, Logger: log})
+	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log)
 	if err != nil {
 		return err
 	}
@@ -105,8 +110,18 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	brokerList := strings.Split(brokers, ",")
+	kafkaOpts, err := kafkaSec.ClientOpts()
+	if err != nil {
+		return err
+	}
+	sign, err := signOpts.Signer()
+	if err != nil {
+		return err
+	}
 	p, err := producer.New(producer.Config{
 		Brokers:            brokerList,
+		ClientOpts:         kafkaOpts,
+		Sign:               sign,
 		Topic:              topic,
 		StateTopic:         stateTopic,
 		Partitions:         int32(partitions),
@@ -125,7 +140,19 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokerList...))
+	if checkACLs {
+		st := stateTopic
+		if st == "" {
+			st = topic + ".state"
+		}
+		if err := cli.CheckKafkaAccess(ctx, log, brokerList, kafkaOpts, access.Producer(topic, st, txnID)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokerList...)}, kafkaOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
@@ -48,6 +49,9 @@ type config struct {
 	redis                                                                    cli.RedisOptions
 	claimTTL, retention, grace, sessionTimeout, heartbeat, extend            time.Duration
 	rf                                                                       int
+	kafkaSec                                                                 cli.KafkaSecurity
+	signing                                                                  cli.SigningOptions
+	checkACLs                                                                bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -62,6 +66,9 @@ func run(ctx context.Context, args []string) error {
 	f.Int(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of the dead-letter topic when created")
 	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&c.id, "id", "KJOB_ID", cli.DefaultID(), "this worker's id (claim owner, group member)")
+	c.kafkaSec.Register(f)
+	f.Bool(&c.checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the worker's ACLs (deploy/SECURITY.md)")
+	c.signing.RegisterWorker(f)
 	c.redis.Register(f)
 	f.Duration(&c.claimTTL, "claim-ttl", "KJOB_CLAIM_TTL", 15*time.Second, "how long a claim outlives a worker that stopped extending it (a crashed worker's window re-runs after this)")
 	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended (default claim-ttl/3)")
@@ -93,6 +100,15 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
+	kafkaOpts, err := c.kafkaSec.ClientOpts()
+	if err != nil {
+		return err
+	}
+	verify, err := c.signing.Verifier()
+	if err != nil {
+		return err
+	}
+
 	mux := handler.NewMux()
 	mux.Use(handler.Recover())
 	registerBuiltins(mux, log, &http.Client{})
@@ -100,8 +116,22 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	if c.checkACLs {
+		dlq := c.dlq
+		if dlq == "" {
+			dlq = c.topic + ".dlq"
+		}
+		if err := cli.CheckKafkaAccess(ctx, log, strings.Split(c.brokers, ","), kafkaOpts, access.Worker(c.topic, dlq, c.group)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	w, err := worker.New(worker.Config{
 		Brokers:             strings.Split(c.brokers, ","),
+		ClientOpts:          kafkaOpts,
+		Verify:              verify,
 		Topic:               c.topic,
 		Group:               c.group,
 		DeadLetterTopic:     c.dlq,

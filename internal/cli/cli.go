@@ -166,6 +166,8 @@ type RedisOptions struct {
 	Addrs string
 	// MasterName is the Sentinel master name.
 	MasterName string
+	// Security holds the TLS files and the password file (security.go).
+	Security RedisSecurity
 }
 
 // Register adds the Redis flags.
@@ -173,6 +175,7 @@ func (o *RedisOptions) Register(f *Flags) {
 	f.String(&o.URL, "redis-url", "KJOB_REDIS_URL", "redis://127.0.0.1:6379/0", "Redis URL (redis:// or rediss:// for TLS; user:password@ for ACL users)")
 	f.String(&o.Addrs, "redis-addrs", "KJOB_REDIS_ADDRS", "", "comma-separated Redis Cluster nodes, or Sentinels with --redis-master (overrides the URL's address)")
 	f.String(&o.MasterName, "redis-master", "KJOB_REDIS_MASTER", "", "Sentinel master name")
+	o.Security.register(f)
 }
 
 // Client returns a go-redis UniversalClient: a single server, a Sentinel
@@ -194,6 +197,9 @@ func (o RedisOptions) Client() (redis.UniversalClient, error) {
 		if o.MasterName == "" && len(u.Addrs) > 1 && u.DB != 0 {
 			return nil, fmt.Errorf("--redis-url db %d: Redis Cluster has only db 0", u.DB)
 		}
+	}
+	if err := o.Security.apply(u); err != nil {
+		return nil, err
 	}
 	return redis.NewUniversalClient(u), nil
 }

@@ -76,6 +76,9 @@ type Config struct {
 	// are not published, but its state advances past them, so no later
 	// leader catches them up.
 	Pauses Pauses
+	// Sign, if set, signs each window record before it is produced, e.g.
+	// (*signing.Signer).Sign. A window it fails on is logged and skipped.
+	Sign func(*kgo.Record) error
 }
 
 // Pauses reports the jobs an operator paused. If it fails, the producer
@@ -455,6 +458,12 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			// schedule validation should have caught; do not block the others.
 			p.log.Error("cannot encode window; skipping it", "job", w.job.Name, "window", msg.ID, "err", err)
 			continue
+		}
+		if p.cfg.Sign != nil {
+			if err := p.cfg.Sign(rec); err != nil {
+				p.log.Error("cannot sign window; skipping it", "job", w.job.Name, "window", msg.ID, "err", err)
+				continue
+			}
 		}
 		recs = append(recs, rec)
 		out = append(out, Published{ID: msg.ID, Job: msg.Job, Trigger: msg.Trigger, Start: msg.Window.Start, PublishedAt: msg.PublishedAt})

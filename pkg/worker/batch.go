@@ -92,7 +92,7 @@ func (b *batch) run(ctx context.Context) (int, error) {
 		msgs := make([]*jobmsg.Message, end-i)
 		ids := make([]string, 0, end-i)
 		for j := i; j < end; j++ {
-			if m, err := jobmsg.FromRecord(b.recs[j]); err == nil {
+			if m, err := w.parse(b.recs[j]); err == nil {
 				msgs[j-i] = m
 				ids = append(ids, m.ID)
 			}

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -87,4 +89,18 @@ func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string,
 		}
 		delay = min(2*delay, retryMax)
 	}
+}
+
+// errUnverified marks a record Config.Verify refused.
+var errUnverified = errors.New("record refused by verification")
+
+// verify runs Config.Verify, if set.
+func (w *Worker) verify(rec *kgo.Record) error {
+	if w.cfg.Verify == nil {
+		return nil
+	}
+	if err := w.cfg.Verify(rec); err != nil {
+		return fmt.Errorf("%w: %w", errUnverified, err)
+	}
+	return nil
 }

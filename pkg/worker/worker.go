@@ -136,6 +136,10 @@ type Config struct {
 	// Now is the clock for lateness and dead-letter timestamps. Default
 	// time.Now.
 	Now func() time.Time
+	// Verify, if set, checks each record before it is decoded, e.g.
+	// (*signing.Verifier).Verify. A record it refuses is dead-lettered
+	// with the error as reason and never runs.
+	Verify func(*kgo.Record) error
 	// OnExecuted, if set, is called after every attempt and every skipped
 	// or dead-lettered record (metrics, tests, demos): once per attempt,
 	// except that an abandoned last attempt reports "abandoned" and then
@@ -345,17 +349,29 @@ func (w *Worker) process(ctx context.Context, rec *kgo.Record) error {
 // decode decodes rec; a record that is not a valid window is dead-lettered
 // (ok = false, err = nil once it is, ctx.Err() if ctx ended first).
 func (w *Worker) decode(ctx context.Context, rec *kgo.Record) (msg *jobmsg.Message, ok bool, err error) {
-	msg, err = jobmsg.FromRecord(rec)
+	msg, err = w.parse(rec)
 	if err == nil {
 		return msg, true, nil
 	}
+	reason := "undecodable record: " + err.Error()
+	if errors.Is(err, errUnverified) {
+		reason = err.Error()
+	}
 	w.log.Error("dead-lettering a record that is not a valid window", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-	if err := w.deadLetter(ctx, rec, "undecodable record: "+err.Error(), 0); err != nil {
+	if err := w.deadLetter(ctx, rec, reason, 0); err != nil {
 		return nil, false, err
 	}
 	now := w.cfg.Now()
 	w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
 	return nil, false, nil
+}
+
+// parse verifies rec's signature (when required) and decodes it.
+func (w *Worker) parse(rec *kgo.Record) (*jobmsg.Message, error) {
+	if err := w.verify(rec); err != nil {
+		return nil, err
+	}
+	return jobmsg.FromRecord(rec)
 }
 
 // window settles the window of rec: claims it, runs it (retrying as its
