@@ -121,7 +121,11 @@ func run(ctx context.Context, args []string) error {
 		if dlq == "" {
 			dlq = c.topic + ".dlq"
 		}
-		if err := cli.CheckKafkaAccess(ctx, log, strings.Split(c.brokers, ","), kafkaOpts, access.Worker(c.topic, dlq, c.group)); err != nil {
+		ctrl := controlTopic
+		if ctrl == "" {
+			ctrl = control.DefaultTopic(c.topic)
+		}
+		if err := cli.CheckKafkaAccess(ctx, log, strings.Split(c.brokers, ","), kafkaOpts, access.Worker(c.topic, dlq, ctrl, c.group)); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -177,7 +181,7 @@ func run(ctx context.Context, args []string) error {
 	}()
 	// The control agent applies operators' replays (kjobctl replay) to the
 	// partitions this worker owns.
-	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), ClientOpts: kafkaOpts, Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
 		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
 	if err != nil {
 		hcancel()

@@ -31,11 +31,12 @@ import (
 
 // Default names, as in deploy/SECURITY.md.
 const (
-	windows    = "kjob.windows"
-	stateTopic = "kjob.windows.state"
-	dlqTopic   = "kjob.windows.dlq"
-	group      = "kjob-workers"
-	txnID      = "kjob-producer-kjob"
+	windows      = "kjob.windows"
+	stateTopic   = "kjob.windows.state"
+	dlqTopic     = "kjob.windows.dlq"
+	controlTopic = "kjob.windows.control"
+	group        = "kjob-workers"
+	txnID        = "kjob-producer-kjob"
 )
 
 // documentedACLs reads the role table of deploy/SECURITY.md.
@@ -72,7 +73,7 @@ func TestDocumentedACLsMatchCode(t *testing.T) {
 	if got := access.Producer(windows, stateTopic, txnID); !reflect.DeepEqual(got, doc["producer"]) {
 		t.Errorf("producer grants:\ncode %v\ndocs %v", got, doc["producer"])
 	}
-	if got := access.Worker(windows, dlqTopic, group); !reflect.DeepEqual(got, doc["worker"]) {
+	if got := access.Worker(windows, dlqTopic, controlTopic, group); !reflect.DeepEqual(got, doc["worker"]) {
 		t.Errorf("worker grants:\ncode %v\ndocs %v", got, doc["worker"])
 	}
 }
@@ -280,7 +281,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 
 	// Worker.
 	wOpts := security(t, certs, cli.SASLScramSHA256, "kjob-worker", "worker-secret")
-	if err := cli.CheckKafkaAccess(ctx, log, brokers, wOpts, access.Worker(windows, dlqTopic, group)); err != nil {
+	if err := cli.CheckKafkaAccess(ctx, log, brokers, wOpts, access.Worker(windows, dlqTopic, controlTopic, group)); err != nil {
 		t.Fatalf("worker access check with the documented grants: %v", err)
 	}
 	wrdb, err := redisClient(t, certs, redisAddr, "kjob-worker", "worker-pw").Client()
@@ -349,7 +350,7 @@ func errString(err error) string {
 func TestMissingGrantIsNamed(t *testing.T) {
 	certs := testenv.NewCerts(t)
 	doc := documentedACLs(t)
-	topicsOf := map[string][]string{"producer": {windows, stateTopic}, "worker": {windows, dlqTopic}}
+	topicsOf := map[string][]string{"producer": {windows, stateTopic}, "worker": {windows, dlqTopic, controlTopic}}
 	for _, role := range []string{"producer", "worker"} {
 		for i, drop := range doc[role] {
 			t.Run(role+"/"+drop.String(), func(t *testing.T) {
@@ -374,7 +375,7 @@ func TestMissingGrantIsNamed(t *testing.T) {
 				}
 				need := access.Producer(windows, stateTopic, txnID)
 				if role == "worker" {
-					need = access.Worker(windows, dlqTopic, group)
+					need = access.Worker(windows, dlqTopic, controlTopic, group)
 				}
 				log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 				err = cli.CheckKafkaAccess(ctx, log, brokers, security(t, certs, cli.SASLScramSHA256, "u", "pw"), need)

@@ -81,15 +81,19 @@ func Producer(topic, stateTopic, txnID string) []Permission {
 }
 
 // Worker returns the grants a worker needs: it consumes the windows topic
-// in group, commits offsets, and creates and writes the dead-letter topic.
-// As for Producer, Create is needed only while the dead-letter topic does
-// not exist.
-func Worker(topic, dlqTopic, group string) []Permission {
+// in group, commits offsets, creates and writes the dead-letter topic, and
+// reads operators' replay requests from the control topic and writes its
+// acknowledgements there (pkg/control). As for Producer, Create is needed
+// only while a topic does not exist.
+func Worker(topic, dlqTopic, controlTopic, group string) []Permission {
 	return []Permission{
 		{Topic, topic, Read},
 		{Group, group, Read},
 		{Topic, dlqTopic, Create},
 		{Topic, dlqTopic, Write},
+		{Topic, controlTopic, Create},
+		{Topic, controlTopic, Read},
+		{Topic, controlTopic, Write},
 	}
 }
 

@@ -25,7 +25,7 @@ func ExampleCheck() {
 		kfake.User("SCRAM-SHA-256", "worker", "pw",
 			grant(kmsg.ACLResourceTypeTopic, "kjob.windows", kmsg.ACLOperationRead),
 			grant(kmsg.ACLResourceTypeGroup, "kjob-workers", kmsg.ACLOperationRead)),
-		kfake.SeedTopics(1, "kjob.windows", "kjob.windows.dlq"))
+		kfake.SeedTopics(1, "kjob.windows", "kjob.windows.dlq", "kjob.windows.control"))
 	if err != nil {
 		panic(err)
 	}
@@ -39,8 +39,8 @@ func ExampleCheck() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	_, err = access.Check(ctx, cl, access.Worker("kjob.windows", "kjob.windows.dlq", "kjob-workers"))
+	_, err = access.Check(ctx, cl, access.Worker("kjob.windows", "kjob.windows.dlq", "kjob.windows.control", "kjob-workers"))
 	fmt.Println(err)
 	// Output:
-	// kafka principal lacks Topic "kjob.windows.dlq" Create (kafka-acls --add --allow-principal User:<name> --operation Create --topic kjob.windows.dlq); Topic "kjob.windows.dlq" Write (kafka-acls --add --allow-principal User:<name> --operation Write --topic kjob.windows.dlq); deploy/SECURITY.md lists each role's grants
+	// kafka principal lacks Topic "kjob.windows.dlq" Create (kafka-acls --add --allow-principal User:<name> --operation Create --topic kjob.windows.dlq); Topic "kjob.windows.dlq" Write (kafka-acls --add --allow-principal User:<name> --operation Write --topic kjob.windows.dlq); Topic "kjob.windows.control" Create (kafka-acls --add --allow-principal User:<name> --operation Create --topic kjob.windows.control); Topic "kjob.windows.control" Read (kafka-acls --add --allow-principal User:<name> --operation Read --topic kjob.windows.control); Topic "kjob.windows.control" Write (kafka-acls --add --allow-principal User:<name> --operation Write --topic kjob.windows.control); deploy/SECURITY.md lists each role's grants
 }
