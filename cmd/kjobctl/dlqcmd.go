@@ -174,7 +174,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	cl, err := o.publisher()
+	cl, err := o.redriver()
 	if err != nil {
 		return err
 	}

@@ -36,11 +36,15 @@ var nowFunc = time.Now
 type opts struct {
 	brokers, topic, stateTopic, dlqTopic, controlTopic, group, namespace, schedules, output string
 	redis                                                                                   cli.RedisOptions
+	kafkaSec                                                                                cli.KafkaSecurity
+	signing                                                                                 cli.SigningOptions
 	timeout                                                                                 time.Duration
 	needSchedules                                                                           bool
 
-	rdb  redis.UniversalClient
-	file *schedule.File
+	rdb   redis.UniversalClient
+	file  *schedule.File
+	kafka []kgo.Opt               // TLS, SASL
+	sign  func(*kgo.Record) error // nil: windows kjobctl creates are not signed
 }
 
 func (o *opts) register(f *cli.Flags) {
@@ -52,6 +56,8 @@ func (o *opts) register(f *cli.Flags) {
 	f.String(&o.group, "group", "KJOB_GROUP", "kjob-workers", "the workers' consumer group")
 	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name (Redis key prefix)")
 	o.redis.Register(f)
+	o.kafkaSec.Register(f)
+	o.signing.RegisterProducer(f)
 	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger, backfill, pause and resume need it")
 	f.String(&o.output, "output", "", "table", "output format: table or json")
 	f.String(&o.output, "o", "", "table", "short for --output")
@@ -83,6 +89,14 @@ func (o *opts) setup() error {
 			o.file = f
 		}
 	}
+	kafka, err := o.kafkaSec.ClientOpts()
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
+	}
+	o.kafka = kafka
+	if o.sign, err = o.signing.Signer(); err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
+	}
 	rdb, err := o.redis.Client()
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
@@ -99,7 +113,9 @@ func (o *opts) close() {
 
 func (o *opts) brokerList() []string { return strings.Split(o.brokers, ",") }
 
-func (o *opts) kgoOpts() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(o.brokerList()...)} }
+func (o *opts) kgoOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(o.brokerList()...)}, o.kafka...)
+}
 
 func (o *opts) store() (*dedupe.Store, error) {
 	return dedupe.New(o.rdb, dedupe.Config{Namespace: o.namespace})
@@ -117,7 +133,7 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 		return nil, err
 	}
 	return inspect.New(inspect.Config{
-		Brokers: o.brokerList(), Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
+		Brokers: o.brokerList(), ClientOpts: o.kafka, Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
 		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Pauses: p, Now: nowFunc,
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/signing"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -360,4 +361,35 @@ func TestDLQ(t *testing.T) {
 		t.Fatalf("redrive: %d\n%s%s", code, out, stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "redriven %s did not run", id)
+}
+
+// With signing keys, the windows kjobctl creates are signed as the
+// producer's are, so workers that require signatures run them.
+func TestTriggerSigns(t *testing.T) {
+	e := newOpsEnv(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k1"), []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := e.kjobctl("trigger", "report", "--signing-keys-dir", dir, "--signing-key-id", "k1")
+	if code != exitOK {
+		t.Fatalf("trigger: exit %d out %q stderr %s", code, out, stderr)
+	}
+	keys, err := signing.LoadKeys(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signing.NewVerifier(true, keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := testenv.ReadCommitted(t, e.brokers, "kjob.windows")
+	if len(recs) != 1 {
+		t.Fatalf("%d records in the windows topic, want 1", len(recs))
+	}
+	if err := v.Verify(recs[0]); err != nil {
+		t.Fatalf("triggered window does not verify: %v", err)
+	}
+	code, _, stderr = e.kjobctl("trigger", "report", "--signing-key-id", "k1")
+	expect(t, code, stderr, exitUsage, `kjobctl: --signing-key-id "k1" needs --signing-keys-dir: usage`)
 }

@@ -24,13 +24,33 @@ import (
 
 // publisher produces window records partitioned as the producer does
 // (murmur2 of the job name), so a job's windows stay on one partition.
-func (o *opts) publisher() (*kgo.Client, error) {
-	return kgo.NewClient(append(o.kgoOpts(),
+func (o *opts) publisher() (*kgo.Client, error) { return o.producerClient(o.sign) }
+
+// redriver is the client that republishes dead letters: unlike publisher
+// it never signs. A redriven record keeps the headers it had, so one that
+// was signed stays validly signed, and one dead-lettered for a missing or
+// bad signature is not laundered by an operator's key.
+func (o *opts) redriver() (*kgo.Client, error) { return o.producerClient(nil) }
+
+func (o *opts) producerClient(sign func(*kgo.Record) error) (*kgo.Client, error) {
+	opts := append(o.kgoOpts(),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.AllowAutoTopicCreation(),
-	)...)
+	)
+	if sign != nil {
+		opts = append(opts, kgo.WithHooks(signHook(sign)))
+	}
+	return kgo.NewClient(opts...)
 }
+
+// signHook signs every window record kjobctl creates (trigger, backfill,
+// resume --catchup) as it is buffered, so workers that require signatures
+// accept them. It cannot fail for them: they all carry their topic.
+type signHook func(*kgo.Record) error
+
+// OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
+func (h signHook) OnProduceRecordBuffered(r *kgo.Record) { _ = h(r) }
 
 // message builds a window of job j starting at start.
 func message(j *schedule.Job, id string, start time.Time, trigger jobmsg.Trigger, payload json.RawMessage, now time.Time) *jobmsg.Message {

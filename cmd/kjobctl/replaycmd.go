@@ -122,7 +122,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	r, err := control.NewReplayer(control.ReplayerConfig{
-		Brokers: o.brokerList(), Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
+		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
 		IssuedBy: "kjobctl " + cli.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
 	})
 	if err != nil {
