@@ -25,7 +25,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
 	}
-	args := []any{owner, s.claimMS, s.retainMS}
+	args := []any{owner, s.claimMS, s.holdMS}
 	cmds, err := s.pipeline(ctx, claimBatchScript, groups, func(*batchGroup) []any { return args })
 	if err != nil {
 		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
@@ -54,7 +54,7 @@ func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64)
 // would, in one round trip: for a worker holding claims on windows it has
 // not started yet. Results are reported as by CompleteBatch.
 func (s *Store) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	return s.casBatch(ctx, "extend", extendBatchScript, ids, tokens, s.claimMS, s.retainMS)
+	return s.casBatch(ctx, "extend", extendBatchScript, ids, tokens, s.claimMS, s.holdMS)
 }
 
 // UnclaimBatch gives back claims whose attempts never started (a worker

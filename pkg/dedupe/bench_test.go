@@ -74,11 +74,12 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 // BenchmarkClaimCompleteBatch claims and completes batches of windows as
-// the worker does for a backlog: 100 windows of one job, and 500 windows
+// the worker does for a backlog: 100 windows of one job, 500 windows
 // spread over 25 jobs (a partition's share of the burst workload's 100
-// jobs).
+// jobs), and 200 windows over 100 jobs (one script call per job, so two
+// windows per call).
 func BenchmarkClaimCompleteBatch(b *testing.B) {
-	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}} {
+	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}} {
 		b.Run(fmt.Sprintf("windows=%d/jobs=%d", tc.batch, tc.jobs), func(b *testing.B) {
 			s, _, rdb := newStore(b, Config{})
 			ctx := context.Background()

@@ -73,9 +73,12 @@ type Config struct {
 	// Default 30s, minimum 100ms. Extend well within it (e.g. every
 	// ClaimTTL/3).
 	ClaimTTL time.Duration
-	// Retention is how long a window's record is kept after its last write,
-	// in particular how long a done window is reported AlreadyDone: the
-	// replay horizon. Default 7 days; must be at least ClaimTTL.
+	// Retention is how long a window's record is kept after its last
+	// transition, in particular how long a done window is reported
+	// AlreadyDone: the replay horizon. A record may be kept up to ClaimTTL
+	// longer (a claim keeps it for Retention + ClaimTTL, so completing
+	// within the claim need not refresh it). Default 7 days; must be at
+	// least ClaimTTL.
 	Retention time.Duration
 }
 
@@ -113,6 +116,7 @@ type Store struct {
 	cfg       Config
 	claimMS   string
 	retainMS  string
+	holdMS    string // Retention + ClaimTTL: the TTL a claim gives its record
 	keyPrefix string // "kjob:{<ns>:"
 }
 
@@ -131,6 +135,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cfg:       cfg,
 		claimMS:   strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		retainMS:  strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
+		holdMS:    strconv.FormatInt((cfg.Retention + cfg.ClaimTTL).Milliseconds(), 10),
 		keyPrefix: "kjob:{" + cfg.Namespace + ":",
 	}, nil
 }
@@ -238,7 +243,7 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	v, err := claimBatchScript.Run(ctx, s.rdb, []string{tokenKey(w, tag), w}, owner, s.claimMS, s.retainMS).Result()
+	v, err := claimBatchScript.Run(ctx, s.rdb, []string{tokenKey(w, tag), w}, owner, s.claimMS, s.holdMS).Result()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
 	}
@@ -257,7 +262,7 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
 // token claimed the window since (stop the handler: the window is someone
 // else's) and ErrAlreadyDone if the window is done.
 func (s *Store) Extend(ctx context.Context, id string, token int64) error {
-	return s.cas(ctx, "extend", id, extendBatchScript, token, s.claimMS, s.retainMS)
+	return s.cas(ctx, "extend", id, extendBatchScript, token, s.claimMS, s.holdMS)
 }
 
 // Complete marks window id done by compare-and-set on token: it succeeds iff

@@ -319,11 +319,16 @@ func TestRetentionTTL(t *testing.T) {
 	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 2 {
 		t.Fatalf("keys of one claimed window = %q; want its hash and its job's token counter", keys)
 	}
+	// The claim keeps the record for Retention + ClaimTTL, so a window
+	// completed while its claim is live stays done for at least Retention.
+	if p := rdb.PTTL(ctx, wk).Val(); p <= time.Hour || p > time.Hour+10*time.Second {
+		t.Fatalf("claimed record PTTL = %v, want Retention + ClaimTTL = 1h0m10s", p)
+	}
 	if err := s.Complete(ctx, win, c.Token); err != nil {
 		t.Fatal(err)
 	}
-	if p := rdb.PTTL(ctx, wk).Val(); p <= 59*time.Minute || p > time.Hour {
-		t.Fatalf("done record PTTL = %v, want about 1h", p)
+	if p := rdb.PTTL(ctx, wk).Val(); p <= 59*time.Minute || p > time.Hour+10*time.Second {
+		t.Fatalf("done record PTTL = %v, want about 1h (at least Retention after completion)", p)
 	}
 	if p := rdb.PTTL(ctx, tk).Val(); p != -1 {
 		t.Fatalf("token counter PTTL = %v, want -1 (never expires)", p)
@@ -331,6 +336,29 @@ func TestRetentionTTL(t *testing.T) {
 	if v := rdb.HGetAll(ctx, wk).Val(); v["status"] != "done" || v["token"] != "1" || v["holder"] != "w1" || v["updated_ms"] == "" ||
 		v["attempts"] != "1" || v["claim_until_ms"] != "0" {
 		t.Fatalf("record = %v", v)
+	}
+}
+
+// A window completed after its claim expired (nobody re-claimed) is kept
+// Retention from its completion.
+func TestRetentionAfterExpiredClaim(t *testing.T) {
+	s, _, rdb := newStore(t, Config{ClaimTTL: MinClaimTTL, Retention: time.Hour})
+	ctx := context.Background()
+	c := mustClaim(t, s, win, "slow", Claimed)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, err := s.State(ctx, win)
+		return err == nil && st.ClaimTTL == 0
+	}, "claim did not expire")
+	// Let the record's TTL fall below Retention, then complete.
+	wk, _, _ := s.key(win)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return rdb.PTTL(ctx, wk).Val() < time.Hour-50*time.Millisecond
+	}, "record TTL did not fall below Retention")
+	if err := s.Complete(ctx, win, c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if p := rdb.PTTL(ctx, wk).Val(); p <= time.Hour-50*time.Millisecond || p > time.Hour {
+		t.Fatalf("done record PTTL = %v, want Retention (1h) from the completion", p)
 	}
 }
 

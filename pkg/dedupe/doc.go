@@ -64,7 +64,10 @@
 //
 //	kjob:{<ns>:<job>}:w:<id>  hash: status, token, attempts, holder,
 //	                          updated_ms, last_error, claim_until_ms;
-//	                          TTL Retention, refreshed on every write
+//	                          TTL Retention + ClaimTTL from a claim or
+//	                          extension, Retention from other transitions
+//	                          (a completion within the claim keeps the
+//	                          claim's TTL, which exceeds Retention)
 //	kjob:{<ns>:<job>}:token   counter of fencing tokens; no TTL
 //
 // The live claim is part of the window's hash: the latest token and its

@@ -21,9 +21,13 @@ import (
 //   - Replies are compact: a claim batch returns one integer per claimed
 //     window and a short string per other one; a compare-and-set batch
 //     returns one string of result digits (resOK, resDone, resFenced).
-//   - Every write refreshes the hash's TTL to Retention (PEXPIRE), so a
-//     record lives Retention after its last transition, and at least
-//     ClaimTTL (Retention >= ClaimTTL) beyond the claim it holds.
+//   - A claim or an extension sets the hash's TTL to Retention + ClaimTTL
+//     (hold ms), so the record outlives the claim it holds, and it still
+//     lives at least Retention when the window completes while the claim
+//     is live: then Complete writes no PEXPIRE. Any other transition
+//     (completing after the claim expired, release, dead letter, unclaim)
+//     sets the TTL to Retention. So a record lives at least Retention,
+//     and at most Retention + ClaimTTL, after its last transition.
 
 // luaNow reads the server's time once per script call.
 const luaNow = `
@@ -34,7 +38,7 @@ local now_s = string.format('%d', now)
 
 // claimBatchScript claims windows of one job. KEYS[1] is the job's token
 // counter, KEYS[2..] the window hashes in order; ARGV owner, claim TTL ms,
-// retention ms.
+// hold ms (Retention + ClaimTTL).
 //
 // Each window is decided in order: done or dead gives AlreadyDone, a live
 // claim Busy, anything else (no record, failed, an expired claim) is
@@ -49,7 +53,7 @@ local now_s = string.format('%d', now)
 // first token on, or "outcome|token|attempts|claim ms left|holder" for any
 // other.
 var claimBatchScript = redis.NewScript(luaNow + `
-local owner, claim_ms, retain_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local owner, claim_ms, hold_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local out, todo, first, dups = {false}, {}, {}, {}
 for i = 2, #KEYS do
   local kw = KEYS[i]
@@ -83,7 +87,7 @@ if #todo > 0 then
     tokens[i] = ts
     redis.call('HSET', KEYS[i], 'status', 'running', 'token', ts, 'attempts', string.format('%d', out[i]),
       'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
-    redis.call('PEXPIRE', KEYS[i], retain_ms)
+    redis.call('PEXPIRE', KEYS[i], hold_ms)
   end
 else
   out[1] = 0
@@ -119,30 +123,33 @@ return table.concat(out)
 
 // The compare-and-set scripts and their shared arguments.
 var (
-	// extendBatchScript (claim TTL ms, retention ms) re-creates an expired
+	// extendBatchScript (claim TTL ms, hold ms) re-creates an expired
 	// claim as long as nobody re-claimed: the token is still the latest
 	// and the window still running.
 	extendBatchScript = casScript(`
-local claim_ms, retain_ms = tonumber(ARGV[1]), ARGV[2]
+local claim_ms, hold_ms = tonumber(ARGV[1]), ARGV[2]
 `, `
   local w = redis.call('HMGET', kw, 'status', 'token')
   if w[1] == 'done' or w[1] == 'dead' then return '1' end
   if w[1] ~= 'running' or w[2] ~= token then return '2' end
   redis.call('HSET', kw, 'claim_until_ms', string.format('%d', now + claim_ms))
-  redis.call('PEXPIRE', kw, retain_ms)
+  redis.call('PEXPIRE', kw, hold_ms)
   return '0'
 `, 2)
 
 	// completeBatchScript (retention ms) marks the window done for the
-	// latest token, even if its claim expired (nobody re-claimed).
+	// latest token, even if its claim expired (nobody re-claimed). While
+	// the claim is live the record's TTL is still above Retention (the
+	// claim set Retention + ClaimTTL); after it expired, the TTL is set to
+	// Retention.
 	completeBatchScript = casScript(`
 local retain_ms = ARGV[1]
 `, `
-  local w = redis.call('HMGET', kw, 'status', 'token')
+  local w = redis.call('HMGET', kw, 'status', 'token', 'claim_until_ms')
   if w[1] == 'done' or w[1] == 'dead' then return '1' end
   if w[1] ~= 'running' or w[2] ~= token then return '2' end
   redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_s, 'claim_until_ms', '0')
-  redis.call('PEXPIRE', kw, retain_ms)
+  if (tonumber(w[3]) or 0) <= now then redis.call('PEXPIRE', kw, retain_ms) end
   return '0'
 `, 1)
 
