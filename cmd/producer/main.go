@@ -20,12 +20,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/pkg/tracing"
 )
 
 const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.
@@ -101,7 +104,26 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log)
+	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
+	// ask for it (see pkg/tracing).
+	tr, err := tracing.FromEnv(ctx, "kjob-producer")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
+	if tr.Enabled() {
+		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
+	m := metrics.New(reg)
+	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
 	if err != nil {
 		return err
 	}
@@ -119,8 +141,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	p, err := producer.New(producer.Config{
-		Brokers:            brokerList,
-		ClientOpts:         kafkaOpts,
+		Brokers: brokerList,
+		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg), kprom.WithClientLabel()))},
+			tr.ClientOpts()...), kafkaOpts...),
 		Sign:               sign,
 		Topic:              topic,
 		StateTopic:         stateTopic,
@@ -132,6 +155,8 @@ func run(ctx context.Context, args []string) error {
 		Elector:            elector,
 		Pauses:             pauses,
 		Logger:             log,
+		OnPublished:        m.Published,
+		OnSkipped:          m.Skipped,
 	})
 	if err != nil {
 		return err
@@ -169,8 +194,6 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	log.Info("producer starting", "id", id, "brokers", brokers, "topic", topic, "jobs", len(file.Jobs), "schedules", schedules, "transactional_id", txnID)
 	var wg sync.WaitGroup

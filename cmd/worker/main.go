@@ -21,12 +21,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/tracing"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -116,6 +121,26 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
+	// ask for it (see pkg/tracing).
+	tr, err := tracing.FromEnv(ctx, "kjob-worker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
+	if tr.Enabled() {
+		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
+	m := metrics.New(reg)
+
 	if c.checkACLs {
 		dlq := c.dlq
 		if dlq == "" {
@@ -133,14 +158,15 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	w, err := worker.New(worker.Config{
-		Brokers:             strings.Split(c.brokers, ","),
-		ClientOpts:          kafkaOpts,
+		Brokers: strings.Split(c.brokers, ","),
+		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
+			tr.ClientOpts()...), kafkaOpts...),
 		Verify:              verify,
 		Topic:               c.topic,
 		Group:               c.group,
 		DeadLetterTopic:     c.dlq,
 		ReplicationFactor:   int16(c.rf),
-		Store:               store,
+		Store:               m.Store(store),
 		Handler:             mux,
 		WorkerID:            c.id,
 		Grace:               c.grace,
@@ -148,13 +174,13 @@ func run(ctx context.Context, args []string) error {
 		SessionTimeout:      c.sessionTimeout,
 		HeartbeatInterval:   c.heartbeat,
 		Logger:              log,
+		OnExecuted:          m.Executed,
+		OnAttempt:           tr.Attempt,
 	})
 	if err != nil {
 		return err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ready := func() error {
 		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -194,6 +220,21 @@ func run(ctx context.Context, args []string) error {
 		if err := agent.Run(hctx); err != nil {
 			log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
 		}
+	}()
+	// Every worker exports the group's lag, read with kadm off the scrape
+	// path; dashboards take the max per partition across workers.
+	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...)}, kafkaOpts...)...)
+	if err != nil {
+		hcancel()
+		wg.Wait()
+		return err
+	}
+	defer lagCl.Close()
+	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		lag.Run(hctx)
 	}()
 	err = w.Run(ctx)
 	hcancel()

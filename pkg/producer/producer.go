@@ -34,7 +34,10 @@ type Config struct {
 	// Brokers are the seed brokers (required).
 	Brokers []string
 	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
-	// logging, hooks).
+	// logging, hooks). The clients have distinct client ids (kjob-producer
+	// for the transactional one, kjob-producer-state, kjob-producer-admin),
+	// so per-client hooks such as kprom with WithClientLabel can tell the
+	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
 	// Topic receives the window records. Default "kjob.windows".
 	Topic string
@@ -223,7 +226,7 @@ func (p *Producer) Run(ctx context.Context) error {
 }
 
 func (p *Producer) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...), kgo.ClientID("kjob-producer-admin")}, p.cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("producer: kafka client: %w", err)
 	}
@@ -288,6 +291,7 @@ func isFenced(err error) bool {
 func (p *Producer) term(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ClientID("kjob-producer"),
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.ProducerLinger(0),
@@ -546,6 +550,7 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	}
 	cons, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ClientID("kjob-producer-state"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.StateTopic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the last offset may be a transaction marker

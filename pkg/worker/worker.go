@@ -145,6 +145,13 @@ type Config struct {
 	// except that an abandoned last attempt reports "abandoned" and then
 	// "dead-lettered". It runs on the partition's goroutine: keep it fast.
 	OnExecuted func(Execution)
+	// OnAttempt, if set, is called before each handler attempt with the
+	// handler's context (bounded by the window's timeout), the record and
+	// the job; the handler runs with the context it returns, and the
+	// returned function is called with the attempt's result (nil on
+	// success) when the attempt ends. For tracing (see pkg/tracing): the
+	// returned context must keep ctx's deadline and cancellation.
+	OnAttempt func(ctx context.Context, rec *kgo.Record, job *handler.Job) (context.Context, func(error))
 }
 
 // Execution describes one attempt at a window, or a record settled without
@@ -663,6 +670,11 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 	defer cancel()
 	job := handler.NewJob(msg, c.Attempt, c.Token, w.cfg.WorkerID, rec.Partition, rec.Offset)
 	res := attemptResult{started: w.cfg.Now()}
+	if w.cfg.OnAttempt != nil {
+		var end func(error)
+		hctx, end = w.cfg.OnAttempt(hctx, rec, job)
+		defer func() { end(res.err) }()
+	}
 	log.Debug("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
 
 	done := make(chan error, 1) // buffered: an abandoned handler can still send and exit
