@@ -30,6 +30,8 @@ when one is on PATH, else the in-process miniredis fallback, and says which),
 two producers and three workers as separate processes, with example jobs that
 fire every few seconds. A ledger (an HTTP endpoint the "http" jobs call)
 counts executions per window, so the output shows each window ran once.
+The dashboard (kjobctl dashboard) shows the deployment live at --dashboard,
+and every producer and worker serves /metrics on its own loopback port.
 Ctrl-C stops everything cleanly and prints a summary.
 
 Usage: kjobctl demo [flags]`
@@ -41,6 +43,8 @@ type demoConfig struct {
 	duration           time.Duration
 	handoverAfter      time.Duration
 	verbose            bool
+	dashboard          string
+	open               bool
 }
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +59,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Duration(&c.duration, "duration", "", 0, "stop after this long (0: run until Ctrl-C)")
 	f.Duration(&c.handoverAfter, "handover-after", "", 0, "if set, SIGTERM the leading producer after this long to show a handover")
 	f.Bool(&c.verbose, "verbose", "", false, "print every log line of every process")
+	f.String(&c.dashboard, "dashboard", "", "127.0.0.1:8080", "serve the dashboard here (a free loopback port if it is taken; empty: no dashboard)")
+	f.Bool(&c.open, "open", "", os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "", "open the dashboard in a browser (xdg-open; default: when a display is set)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -194,22 +200,39 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		"KJOB_SCHEDULES=" + schedules,
 		"KJOB_PARTITIONS=" + strconv.Itoa(d.cfg.partitions),
 		"KJOB_NAMESPACE=demo",
-		"KJOB_HTTP_ADDR=",
 		"KJOB_SESSION_TIMEOUT=6s",
 	}
-	for i := 1; i <= d.cfg.producers; i++ {
-		name := fmt.Sprintf("producer-%d", i)
-		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "producer")); err != nil {
-			return err
+	// Each process serves /healthz, /readyz and /metrics on a loopback
+	// port of its own.
+	var metricsURLs []string
+	startRole := func(role string, n int) error {
+		for i := 1; i <= n; i++ {
+			name := fmt.Sprintf("%s-%d", role, i)
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			metricsURLs = append(metricsURLs, fmt.Sprintf("%s http://%s/metrics", name, addr))
+			if err := d.startEnv(name, append(env, "KJOB_ID="+name, "KJOB_HTTP_ADDR="+addr), filepath.Join(d.cfg.bin, role)); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	for i := 1; i <= d.cfg.workers; i++ {
-		name := fmt.Sprintf("worker-%d", i)
-		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "worker")); err != nil {
-			return err
-		}
+	if err := startRole("producer", d.cfg.producers); err != nil {
+		return err
+	}
+	if err := startRole("worker", d.cfg.workers); err != nil {
+		return err
 	}
 	d.say("demo: started %d producers and %d workers; Ctrl-C stops everything", d.cfg.producers, d.cfg.workers)
+	d.say("demo: Prometheus metrics: %s", strings.Join(metricsURLs, ", "))
+	if d.cfg.dashboard != "" {
+		if err := d.startDashboard(ctx, self, env); err != nil {
+			return err
+		}
+	}
 	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s; then kjobctl status, lag, replay, trigger, pause, dlq list", broker, redisAddr, schedules)
 
 	var handover <-chan time.Time
@@ -326,6 +349,36 @@ func (d *demoRun) handover() {
 	d.say("demo: no leading producer known yet; skipping the handover")
 }
 
+// startDashboard runs kjobctl dashboard as a child, on --dashboard or, if
+// that address is taken, on a free loopback port, and opens it if asked.
+func (d *demoRun) startDashboard(ctx context.Context, self string, env []string) error {
+	addr := d.cfg.dashboard
+	if l, err := net.Listen("tcp", addr); err != nil {
+		port, perr := freePort()
+		if perr != nil {
+			return perr
+		}
+		d.say("demo: %s is taken (%v); serving the dashboard on a free port instead", addr, err)
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+	} else {
+		l.Close()
+	}
+	if err := d.startEnv("dashboard", env, self, "dashboard", "--listen", addr, "--interval", "1s", "--history", "5m"); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, addr); err != nil {
+		return fmt.Errorf("dashboard did not start: %w", err)
+	}
+	url := "http://" + addr + "/"
+	d.say("demo: dashboard: %s", url)
+	if d.cfg.open {
+		if err := exec.Command("xdg-open", url).Start(); err != nil {
+			d.say("demo: could not open a browser (%v); open %s yourself", err, url)
+		}
+	}
+	return nil
+}
+
 func (d *demoRun) start(name, bin string, args ...string) error {
 	return d.startEnv(name, nil, bin, args...)
 }
@@ -391,7 +444,7 @@ func (d *demoRun) stopAll() {
 	d.mu.Unlock()
 	order := func(p *proc) int {
 		switch {
-		case strings.HasPrefix(p.name, "worker"), strings.HasPrefix(p.name, "producer"):
+		case strings.HasPrefix(p.name, "worker"), strings.HasPrefix(p.name, "producer"), p.name == "dashboard":
 			return 0
 		case p.name == "redis":
 			return 1

@@ -1,5 +1,6 @@
 // Command kjobctl operates kjob: it shows and steers a running deployment
-// (status, lag, replay, backfill, trigger, pause, resume, dead letters), runs
+// (status, lag, replay, backfill, trigger, pause, resume, dead letters), serves
+// a live dashboard, runs
 // the embedded development broker and the demo, and checks schedules files.
 //
 //	kjobctl status
@@ -34,6 +35,7 @@ Usage:
   kjobctl resume JOB [--catchup]    publish them again (--catchup: also the ones skipped while paused)
   kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
   kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
+  kjobctl dashboard [--listen A]    serve a live, read-only page: leader, workers, lag chart, jobs, recent windows
   kjobctl dev-broker [flags]        run the embedded Kafka-compatible broker (kfake) for development
   kjobctl demo [flags]              run a broker, Redis, 2 producers and 3 workers on this machine
 
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = resumeCmd(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		err = dlqCmd(ctx, args[1:], stdout, stderr)
+	case "dashboard":
+		err = dashboardCmd(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kjobctl: unknown command %q\n\n%s\n", args[0], usage)
 		return exitUsage
