@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string) error {
 		leaseTTL, renew, txnTimeout                                                                time.Duration
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
-		checkACLs                                                                                  bool
+		checkACLs, metricsJobLabel                                                                 bool
 		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string) error {
 	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
 	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.Bool(&metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
 	f.String(&logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -122,7 +123,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	m := metrics.New(reg)
+	m := metrics.New(reg, metricsOpts(metricsJobLabel)...)
 	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
 	if err != nil {
 		return err
@@ -215,4 +216,12 @@ func run(ctx context.Context, args []string) error {
 		return httpErr
 	}
 	return err
+}
+
+// metricsOpts are the pkg/metrics options the flags select.
+func metricsOpts(jobLabel bool) []metrics.Option {
+	if jobLabel {
+		return nil
+	}
+	return []metrics.Option{metrics.WithoutJobLabel()}
 }

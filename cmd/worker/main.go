@@ -56,7 +56,7 @@ type config struct {
 	rf                                                                       int
 	kafkaSec                                                                 cli.KafkaSecurity
 	signing                                                                  cli.SigningOptions
-	checkACLs                                                                bool
+	checkACLs, metricsJobLabel                                               bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string) error {
 	f.Duration(&c.sessionTimeout, "session-timeout", "KJOB_SESSION_TIMEOUT", 6*time.Second, "consumer group session timeout (real Kafka brokers refuse less than 6s by default)")
 	f.Duration(&c.heartbeat, "heartbeat", "KJOB_HEARTBEAT", time.Second, "consumer group heartbeat interval")
 	f.String(&c.httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.Bool(&c.metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
 	f.String(&c.logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -139,7 +140,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	m := metrics.New(reg)
+	var mopts []metrics.Option
+	if !c.metricsJobLabel {
+		mopts = append(mopts, metrics.WithoutJobLabel())
+	}
+	m := metrics.New(reg, mopts...)
 
 	if c.checkACLs {
 		dlq := c.dlq

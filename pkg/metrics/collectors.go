@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -116,4 +118,52 @@ func (l *Lag) Refresh(ctx context.Context) {
 			l.end.WithLabelValues(part).Set(float64(p.End.Offset))
 		}
 	}
+}
+
+// Names returns the name of every metric this package defines (New, NewLag
+// and RedisPool), sorted, for tools that check that dashboards and alert
+// rules query only metrics kjob exports. A histogram is listed by its base
+// name; Prometheus exposes it as <name>_bucket, <name>_sum and
+// <name>_count.
+func Names() []string {
+	var d describer
+	New(&d)
+	NewLag(&d, nil, "", "", time.Second, nil)
+	d.MustRegister(RedisPool(nil))
+	return d.names()
+}
+
+// describer is a prometheus.Registerer that only records the descriptions
+// of what is registered with it.
+type describer struct{ descs []*prometheus.Desc }
+
+func (d *describer) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { c.Describe(ch); close(ch) }()
+	for desc := range ch {
+		d.descs = append(d.descs, desc)
+	}
+	return nil
+}
+
+func (d *describer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = d.Register(c)
+	}
+}
+
+func (d *describer) Unregister(prometheus.Collector) bool { return false }
+
+// fqName matches the name in a Desc's String(): Desc{fqName: "x", ...}.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (d *describer) names() []string {
+	var out []string
+	for _, desc := range d.descs {
+		if m := fqName.FindStringSubmatch(desc.String()); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

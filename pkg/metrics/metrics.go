@@ -9,8 +9,11 @@
 //	worker.Config{..., OnExecuted: m.Executed, Store: m.Store(store)}
 //
 // Every name starts with kjob_; counters end in _total and durations are
-// in seconds. Labels are bounded: job names come from the schedules file,
-// outcomes and triggers from fixed sets, partitions from the topic.
+// in seconds. Labels are bounded: job names (label kjob_job, since
+// Prometheus keeps "job" for the scrape job) come from the schedules file,
+// outcomes and triggers from fixed sets, partitions from the topic. A
+// deployment with many thousands of jobs can drop the per-job series with
+// WithoutJobLabel.
 package metrics
 
 import (
@@ -45,21 +48,30 @@ type Metrics struct {
 	deadLettered    *prometheus.CounterVec
 	dedupe          *prometheus.CounterVec
 	dedupeErrors    *prometheus.CounterVec
+	noJob           bool      // WithoutJobLabel
 	acquired        time.Time // start of the current tenure, for takeover
 	acquiredPending bool      // no publication yet in the current tenure
 }
 
+// Option configures New.
+type Option func(*Metrics)
+
+// WithoutJobLabel reports every job under kjob_job="" instead of its name,
+// so the number of series does not grow with the number of jobs (for
+// deployments with many thousands of schedules).
+func WithoutJobLabel() Option { return func(m *Metrics) { m.noJob = true } }
+
 // New creates the collectors and registers them with reg.
-func New(reg prometheus.Registerer) *Metrics {
+func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m := &Metrics{
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_windows_published_total",
 			Help: "Windows published by this producer, by job and trigger (schedule, catchup, manual, backfill).",
-		}, []string{"job", "trigger"}),
+		}, []string{"kjob_job", "trigger"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_windows_skipped_total",
 			Help: "Missed windows not published because they were older than the job's catch-up limit.",
-		}, []string{"job"}),
+		}, []string{"kjob_job"}),
 		publishLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kjob_publish_lateness_seconds",
 			Help:    "Time from a scheduled window's start to its publication (catch-up windows included).",
@@ -87,15 +99,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:    "kjob_handler_duration_seconds",
 			Help:    "Duration of handler attempts, by job and outcome (done, failed, fenced, abandoned, dead-lettered).",
 			Buckets: latencyBuckets,
-		}, []string{"job", "outcome"}),
+		}, []string{"kjob_job", "outcome"}),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_executions_total",
 			Help: "Records settled or attempted by this worker, by job and outcome (done, failed, skipped-done, dead-lettered, fenced, abandoned).",
-		}, []string{"job", "outcome"}),
+		}, []string{"kjob_job", "outcome"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_dead_lettered_total",
 			Help: "Records written to the dead-letter topic, by job (empty for records that could not be decoded).",
-		}, []string{"job"}),
+		}, []string{"kjob_job"}),
 		dedupe: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_dedupe_claims_total",
 			Help: "Idempotency claims by outcome: claimed (run it), skipped-done (already done), waited (another claim is live), fenced (a completion or extension refused).",
@@ -104,6 +116,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "kjob_dedupe_errors_total",
 			Help: "Idempotency store calls that failed (Redis unreachable or slow), by operation.",
 		}, []string{"op"}),
+	}
+	for _, o := range opts {
+		o(m)
 	}
 	reg.MustRegister(m.published, m.skipped, m.publishLateness, m.leaseHeld, m.leaderChanges, m.takeover,
 		m.handlerLateness, m.handlerDuration, m.executions, m.deadLettered, m.dedupe, m.dedupeErrors)
@@ -119,7 +134,7 @@ func New(reg prometheus.Registerer) *Metrics {
 // Published is a producer.Config.OnPublished hook.
 func (m *Metrics) Published(ws []producer.Published) {
 	for _, w := range ws {
-		m.published.WithLabelValues(w.Job, string(w.Trigger)).Inc()
+		m.published.WithLabelValues(m.job(w.Job), string(w.Trigger)).Inc()
 		m.publishLateness.Observe(w.PublishedAt.Sub(w.Start).Seconds())
 	}
 	if len(ws) > 0 && m.acquiredPending {
@@ -140,7 +155,15 @@ func (m *Metrics) Published(ws []producer.Published) {
 
 // Skipped is a producer.Config.OnSkipped hook.
 func (m *Metrics) Skipped(job string, n int) {
-	m.skipped.WithLabelValues(job).Add(float64(n))
+	m.skipped.WithLabelValues(m.job(job)).Add(float64(n))
+}
+
+// job is the kjob_job label value of a job.
+func (m *Metrics) job(name string) string {
+	if m.noJob {
+		return ""
+	}
+	return name
 }
 
 // LeaseChanged is a lease.Config.OnChange hook. It runs on the elector's
@@ -164,18 +187,18 @@ func (m *Metrics) LeaseChanged(e lease.Event) {
 
 // Executed is a worker.Config.OnExecuted hook.
 func (m *Metrics) Executed(e worker.Execution) {
-	m.executions.WithLabelValues(e.Job, e.Outcome).Inc()
+	m.executions.WithLabelValues(m.job(e.Job), e.Outcome).Inc()
 	switch e.Outcome {
 	case worker.OutcomeSkippedDone:
 		return
 	case worker.OutcomeDeadLettered:
-		m.deadLettered.WithLabelValues(e.Job).Inc()
+		m.deadLettered.WithLabelValues(m.job(e.Job)).Inc()
 	}
 	if e.Attempt == 0 { // nothing ran
 		return
 	}
 	if e.Outcome != worker.OutcomeDeadLettered || !e.Finished.Equal(e.Started) {
-		m.handlerDuration.WithLabelValues(e.Job, e.Outcome).Observe(e.Finished.Sub(e.Started).Seconds())
+		m.handlerDuration.WithLabelValues(m.job(e.Job), e.Outcome).Observe(e.Finished.Sub(e.Started).Seconds())
 	}
 	if !e.ScheduledAt.IsZero() && e.Outcome != worker.OutcomeDeadLettered {
 		m.handlerLateness.Observe(e.Started.Sub(e.ScheduledAt).Seconds())

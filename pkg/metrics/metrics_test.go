@@ -3,6 +3,8 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,35 @@ func TestStore(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.dedupeErrors.WithLabelValues("claim")); got != 1 {
 		t.Errorf("claim errors = %v, want 1", got)
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := Names()
+	for _, want := range []string{"kjob_windows_published_total", "kjob_lease_held", "kjob_handler_lateness_seconds", "kjob_consumer_lag", "kjob_redis_pool_hits_total", "kjob_dead_lettered_total"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("Names() = %v, missing %s", names, want)
+		}
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "kjob_") {
+			t.Errorf("metric %s does not start with kjob_", n)
+		}
+	}
+}
+
+func TestWithoutJobLabel(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := New(reg, WithoutJobLabel())
+	now := time.Now()
+	m.Published([]producer.Published{
+		{Job: "a", Trigger: jobmsg.TriggerSchedule, Start: now, PublishedAt: now},
+		{Job: "b", Trigger: jobmsg.TriggerSchedule, Start: now, PublishedAt: now},
+	})
+	if got := testutil.ToFloat64(m.published.WithLabelValues("", "schedule")); got != 2 {
+		t.Fatalf(`kjob_windows_published_total{kjob_job=""} = %v, want 2 (both jobs under one series)`, got)
+	}
+	if n := testutil.CollectAndCount(m.published); n != 1 {
+		t.Fatalf("%d published series, want 1", n)
 	}
 }
