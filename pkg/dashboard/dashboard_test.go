@@ -89,10 +89,15 @@ func TestStateAndEvents(t *testing.T) {
 	}
 	srv := httptest.NewServer(d)
 	defer srv.Close()
+	// No keep-alive: every connection ends with its response, so none is
+	// left behind for the goroutine-leak check.
+	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 	// Before the first refresh there is nothing to show yet.
-	if r, err := http.Get(srv.URL + "/api/state"); err != nil || r.StatusCode != http.StatusServiceUnavailable {
+	if r, err := cl.Get(srv.URL + "/api/state"); err != nil || r.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("GET /api/state before Run: %v %v, want 503", r.Status, err)
+	} else {
+		r.Body.Close()
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -104,7 +109,7 @@ func TestStateAndEvents(t *testing.T) {
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/api/events", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,18 +161,18 @@ func TestStateAndEvents(t *testing.T) {
 		t.Fatalf("after a failing read: errors %v, %d lag points (want the history kept)", st.Errors, len(st.Lag))
 	}
 
-	r, err := http.Get(srv.URL + "/api/state")
+	r, err := cl.Get(srv.URL + "/api/state")
 	if err != nil || r.StatusCode != http.StatusOK {
 		t.Fatalf("GET /api/state: %v %v", r.Status, err)
 	}
 	r.Body.Close()
-	r, err = http.Post(srv.URL+"/api/state", "application/json", strings.NewReader("{}"))
+	r, err = cl.Post(srv.URL+"/api/state", "application/json", strings.NewReader("{}"))
 	if err != nil || r.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /api/state: %v %v, want 405", r.Status, err)
 	}
 	r.Body.Close()
 	for _, path := range []string{"/", "/app.js", "/style.css"} {
-		r, err := http.Get(srv.URL + path)
+		r, err := cl.Get(srv.URL + path)
 		if err != nil || r.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %v %v", path, r.Status, err)
 		}
