@@ -148,7 +148,8 @@ function drawLag(st) {
     nodes.push(t);
   }
   keys.forEach((k, i) => {
-    const coords = pts.filter((p) => k in p.partitions).map((p) => x(new Date(p.at).getTime()).toFixed(1) + "," + y(p.partitions[k]).toFixed(1));
+    // A negative lag means kadm could not compute it: no point.
+    const coords = pts.filter((p) => k in p.partitions && p.partitions[k] >= 0).map((p) => x(new Date(p.at).getTime()).toFixed(1) + "," + y(p.partitions[k]).toFixed(1));
     nodes.push(svg("polyline", { points: coords.join(" "), stroke: palette[i % palette.length], "data-partition": k }));
   });
   chart.replaceChildren(...nodes);
