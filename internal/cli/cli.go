@@ -161,8 +161,8 @@ func DefaultID() string {
 type RedisOptions struct {
 	// URL is redis:// or rediss:// for a single server.
 	URL string
-	// Addrs, comma-separated, selects a Cluster, or a Sentinel set when
-	// MasterName is set; it overrides URL's address.
+	// Addrs, comma-separated, selects a Cluster (one address or more), or a
+	// Sentinel set when MasterName is set; it overrides URL's address.
 	Addrs string
 	// MasterName is the Sentinel master name.
 	MasterName string
@@ -194,8 +194,15 @@ func (o RedisOptions) Client() (redis.UniversalClient, error) {
 	}
 	if o.Addrs != "" {
 		u.Addrs = strings.Split(o.Addrs, ",")
-		if o.MasterName == "" && len(u.Addrs) > 1 && u.DB != 0 {
-			return nil, fmt.Errorf("--redis-url db %d: Redis Cluster has only db 0", u.DB)
+		if o.MasterName == "" {
+			// Without a Sentinel master name the addresses are Cluster
+			// nodes, even one (a configuration endpoint): go-redis would
+			// otherwise treat a single address as a plain server and every
+			// script would be answered with MOVED.
+			u.IsClusterMode = true
+			if u.DB != 0 {
+				return nil, fmt.Errorf("--redis-url %q selects db %d, but --redis-addrs selects a Redis Cluster, which has only db 0: drop the /%d from the URL", o.URL, u.DB, u.DB)
+			}
 		}
 	}
 	if err := o.Security.apply(u); err != nil {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,5 +46,34 @@ func TestLoggerRejectsUnknownFormat(t *testing.T) {
 	}
 	if _, err := Logger(io.Discard, "json", "loud"); err == nil || err.Error() != `--log-level "loud": want debug, info, warn or error` {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRedisClientKinds checks which client each Redis setting builds: a
+// Cluster client for --redis-addrs, even with one address (a configuration
+// endpoint), a Sentinel failover client with --redis-master, a plain client
+// for a URL.
+func TestRedisClientKinds(t *testing.T) {
+	for _, tc := range []struct {
+		opts RedisOptions
+		want string
+	}{
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0"}, "*redis.Client"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:6379"}, "*redis.ClusterClient"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:6379,10.0.0.2:6379"}, "*redis.ClusterClient"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:26379", MasterName: "m"}, "*redis.Client"},
+	} {
+		c, err := tc.opts.Client()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		if got := fmt.Sprintf("%T", c); got != tc.want {
+			t.Errorf("%+v: client %s, want %s", tc.opts, got, tc.want)
+		}
+		c.Close()
+	}
+	_, err := RedisOptions{URL: "redis://127.0.0.1:6379/2", Addrs: "10.0.0.1:6379"}.Client()
+	if err == nil || !strings.Contains(err.Error(), "has only db 0") {
+		t.Fatalf("db 2 with a cluster: %v", err)
 	}
 }

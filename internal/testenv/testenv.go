@@ -1,6 +1,8 @@
 // Package testenv starts the real services kjob's tests run against: an
 // embedded Kafka broker (kfake) and a real redis-server, each on a free
-// loopback port in the test's temp dir, cleaned up when the test ends.
+// loopback port in the test's temp dir, cleaned up when the test ends; also
+// a real three-master Redis Cluster (NewRedisCluster) and a master watched
+// by a Sentinel (NewRedisSentinel).
 //
 // Environment variables point tests at external services instead:
 //
