@@ -19,7 +19,6 @@
 package testenv
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -29,7 +28,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -173,23 +171,7 @@ func (r *Redis) start() {
 	r.mu.Lock()
 	r.cmd = cmd
 	r.mu.Unlock()
-	// Wait until it answers PING.
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
-			r.tb.Fatalf("testenv: redis-server on %s did not answer within 10s: %v\n%s", r.Addr, err, log)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval while the process boots
-	}
+	waitPing(r.tb, r.Addr, r.dir)
 }
 
 // Kill stops the server abruptly (SIGKILL). Its data is lost, as in a crash
