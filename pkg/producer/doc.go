@@ -35,7 +35,10 @@
 // handover, to a crash failover with the default lease settings, or to a
 // transient Kafka error; only windows of longer outages are subject to the
 // catch-up limit. A job seen for the first time starts with its first
-// window after L: kjob does not invent history.
+// window after L: kjob does not invent history. The leader records such a
+// job in the state at once (a baseline record, with no window id), so that
+// the job's first window is not lost if leadership changes hands before
+// it is published.
 //
 // # Timing
 //

@@ -64,11 +64,13 @@ type Config struct {
 	// due at or after L - MisfireGrace: those due before L with trigger
 	// "catchup", those due after L (during its own tenure, e.g. while a
 	// failed transaction was retried) with trigger "schedule". A job's
-	// Catchup governs only windows older than that. Keep MisfireGrace above
-	// the longest failover to be absorbed: for a crashed leader, the lease
-	// TTL plus the standby's retry interval plus the time to fence and read
-	// the state. Default DefaultMisfireGrace (10s: twice the lease's
-	// default 5s TTL); negative: no grace, only Catchup applies.
+	// Catchup governs only windows older than that. L is when the Elector
+	// calls lead (the lease is won), before fencing and reading the state,
+	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
+	// for a crashed or paused leader, the lease TTL plus the standby's
+	// retry interval, plus a margin for a publish that was under way.
+	// Default DefaultMisfireGrace (10s: twice the lease's default 5s TTL);
+	// negative: no grace, only Catchup applies.
 	MisfireGrace time.Duration
 	// MaxBatch bounds the windows published in one transaction. Default
 	// 5000: a burst of windows due at the same instant (thousands of jobs
@@ -78,8 +80,8 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
-	// OnPublished, if set, is called after each committed transaction with
-	// the windows it published.
+	// OnPublished, if set, is called after each committed transaction that
+	// published windows, with those windows.
 	OnPublished func([]Published)
 	// OnSkipped, if set, is called when windows older than a job's catch-up
 	// limit are skipped.
@@ -368,8 +370,13 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		last, known := state[j.Name]
 		if !known {
 			// A job seen for the first time starts with its first window
-			// in this tenure; kjob does not invent history.
+			// in this tenure; kjob does not invent history. Record that in
+			// the state (a baseline, no window), so that if leadership
+			// changes hands before the job's first window is published, the
+			// next leader publishes that window instead of starting after
+			// its own takeover.
 			last = t.start
+			overdue = append(overdue, window{job: j, start: t.start, baseline: true})
 		}
 		due, skipped := missed(j, last, now, t.cutoff(j, p.cfg.MisfireGrace))
 		if skipped > 0 && !t.reported[j.Name] {
@@ -462,10 +469,11 @@ func missed(j *schedule.Job, last, now, cutoff time.Time) (due []time.Time, skip
 }
 
 type window struct {
-	job     *schedule.Job
-	start   time.Time
-	trigger jobmsg.Trigger
-	skip    bool // paused: advance the state, publish no record
+	job      *schedule.Job
+	start    time.Time
+	trigger  jobmsg.Trigger
+	skip     bool // paused: advance the state, publish no record
+	baseline bool // not a window: the state of a job no leader had seen (start = tenure start)
 }
 
 type stateValue struct {
@@ -483,11 +491,13 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 	last := map[string]window{}
 	out := make([]Published, 0, len(ws))
 	for _, w := range ws {
-		if w.skip {
+		if w.skip || w.baseline {
 			if l, ok := last[w.job.Name]; !ok || w.start.After(l.start) {
 				last[w.job.Name] = w
 			}
-			p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
+			if !w.baseline {
+				p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
+			}
 			continue
 		}
 		msg := &jobmsg.Message{
@@ -526,7 +536,11 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		}
 	}
 	for name, w := range last {
-		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: jobmsg.WindowID(name, w.start), PublishedAt: now.UTC()})
+		id := jobmsg.WindowID(name, w.start)
+		if w.baseline {
+			id = "" // no window of the job published yet
+		}
+		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: id, PublishedAt: now.UTC()})
 		recs = append(recs, &kgo.Record{Topic: p.cfg.StateTopic, Key: []byte(name), Value: b})
 	}
 	if err := cl.BeginTransaction(); err != nil {
@@ -560,13 +574,15 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		p.status.Last = map[string]time.Time{}
 	}
 	for name, w := range last {
-		p.status.Last[name] = w.start
+		if !w.baseline {
+			p.status.Last[name] = w.start
+		}
 	}
 	p.mu.Unlock()
 	for _, o := range out {
 		p.log.Info("published", "job", o.Job, "window", o.ID, "trigger", string(o.Trigger), "late", now.Sub(o.Start).Round(time.Microsecond))
 	}
-	if p.cfg.OnPublished != nil {
+	if p.cfg.OnPublished != nil && len(out) > 0 {
 		p.cfg.OnPublished(out)
 	}
 	return nil

@@ -282,6 +282,42 @@ func TestWindowDueDuringHandoverIsPublished(t *testing.T) {
 	}
 }
 
+// A job no leader has published yet is recorded in the state when a leader
+// first sees it, so that its first window, due after that leader stopped
+// and before the next took over, is still published.
+func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: fresh
+    schedule: "@every 10s"
+    handler: log
+`)
+	r1 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r1)
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		return len(testenv.ReadCommitted(t, brokers, "kjob.windows.state")) == 1
+	}, "r1 did not record the new job in the state")
+	r1.stop(t)
+	st, err := producer.ParseState(testenv.ReadCommitted(t, brokers, "kjob.windows.state")[0].Value)
+	if err != nil || st.Job != "fresh" || st.LastID != "" || !st.LastWindow.Equal(t0) {
+		t.Fatalf("baseline state = %+v, %v; want job fresh, no LastID, LastWindow %v", st, err, t0)
+	}
+
+	// r1 stopped before :10; r2 takes over at :10.2.
+	clk.Set(t0.Add(5*time.Second + 200*time.Millisecond))
+	r2 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(r2.published()) == 1 }, "the job's first window was not published")
+	r2.stop(t)
+	if got := r2.published()[0]; got.ID != "fresh@2026-11-22T10:00:10Z" || got.Trigger != jobmsg.TriggerCatchup {
+		t.Fatalf("published %+v, want fresh@2026-11-22T10:00:10Z with trigger catchup", got)
+	}
+	if ids, _ := windowIDs(t, brokers); len(ids) != 1 {
+		t.Fatalf("topic has %v", ids)
+	}
+}
+
 // A Kafka error that ends a leader's term (a failed produce, or an EndTxn
 // whose outcome is unknown) loses no window, even with catchup 0 and no
 // misfire grace: the next term of the same tenure publishes the windows the
