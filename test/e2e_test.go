@@ -207,8 +207,9 @@ func TestEndToEnd(t *testing.T) {
 	// job's next window (checked exactly once with the rest below; tock
 	// has no catch-up limit, so a window due during the handover is
 	// published only thanks to the misfire grace). The handover time is
-	// logged, not asserted: it is measured by BenchmarkHandover in
-	// pkg/producer. Then stop the standby too and let the workers drain.
+	// logged, not asserted: BenchmarkProducerHandover (here) and
+	// BenchmarkHandover (pkg/producer) measure it. Then stop the standby
+	// too and let the workers drain.
 	leader, standby := c.producers[0], c.producers[1]
 	if leader.countLines("publishing as leader") <= standby.countLines("publishing as leader") {
 		leader, standby = standby, leader

@@ -176,6 +176,18 @@ func startReplica(t *testing.T, name string, lock lease.Lock, act *active, opts 
 	return rp
 }
 
+// waitRun waits for Run's result on done, at most 15s.
+func waitRun(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15s of cancellation")
+		return nil
+	}
+}
+
 // stop cancels Run and waits for it; idempotent.
 func (rp *replica) stop(t *testing.T) error {
 	t.Helper()
@@ -302,12 +314,16 @@ func TestRunMisuse(t *testing.T) {
 	go func() {
 		done <- el.Run(ctx, func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil })
 	}()
-	<-leading
+	select {
+	case <-leading:
+	case <-time.After(5 * time.Second):
+		t.Fatal("lead not called within 5s")
+	}
 	if err := el.Run(ctx, func(context.Context) error { return nil }); err == nil || !strings.HasPrefix(err.Error(), "lease: Run: already running") {
 		t.Errorf("second concurrent Run = %v", err)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := waitRun(t, done); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 	// Run may be called again once it has returned; an already cancelled
@@ -522,7 +538,7 @@ func TestElectorLeadReturns(t *testing.T) {
 		t.Fatal("lead not called a third time")
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := waitRun(t, done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
 	want := []string{
