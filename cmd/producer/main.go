@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 		brokers, topic, stateTopic, txnID, schedules, namespace, id, httpAddr, logFormat, logLevel string
 		redisOpts                                                                                  cli.RedisOptions
 		partitions, rf                                                                             int
-		leaseTTL, renew, txnTimeout                                                                time.Duration
+		leaseTTL, renew, txnTimeout, misfireGrace                                                  time.Duration
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
 		checkACLs, metricsJobLabel                                                                 bool
@@ -76,6 +76,8 @@ func run(ctx context.Context, args []string) error {
 	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
 	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
 	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
+	f.Duration(&misfireGrace, "misfire-grace", "KJOB_MISFIRE_GRACE", producer.DefaultMisfireGrace,
+		"a window due at most this long before a new leader took over is published whatever the job's catchup (keep it above --lease-ttl + --lease-renew, the crash failover time; 0 turns it off)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
 	f.Bool(&metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
 	f.String(&logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
@@ -86,6 +88,18 @@ func run(ctx context.Context, args []string) error {
 	log, err := cli.Logger(os.Stderr, logFormat, logLevel)
 	if err != nil {
 		return err
+	}
+
+	if misfireGrace < 0 {
+		return fmt.Errorf("--misfire-grace/KJOB_MISFIRE_GRACE=%v is negative: use a duration such as 10s, or 0 to turn the grace off", misfireGrace)
+	}
+	if misfireGrace > 0 && misfireGrace < leaseTTL+renew {
+		log.Warn("--misfire-grace is shorter than a crash failover (--lease-ttl + --lease-renew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
+			"misfire_grace", misfireGrace, "lease_ttl", leaseTTL, "lease_renew", renew)
+	}
+	grace := misfireGrace
+	if grace == 0 {
+		grace = -1 // producer.Config: negative is none, zero the default
 	}
 
 	// An invalid schedules file stops the process here, naming file and line.
@@ -152,6 +166,7 @@ func run(ctx context.Context, args []string) error {
 		ReplicationFactor:  int16(rf),
 		TransactionalID:    txnID,
 		TransactionTimeout: txnTimeout,
+		MisfireGrace:       grace,
 		Jobs:               file.Jobs,
 		Elector:            elector,
 		Pauses:             pauses,

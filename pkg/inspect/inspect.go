@@ -411,7 +411,9 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 			if r.Value == nil {
 				continue
 			}
-			if s, err := producer.ParseState(r.Value); err == nil {
+			// A record without LastID is a baseline (a job no window of
+			// which was published yet): no last window to show.
+			if s, err := producer.ParseState(r.Value); err == nil && s.LastID != "" {
 				out[s.Job] = s
 			}
 		}
