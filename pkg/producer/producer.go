@@ -67,7 +67,11 @@ type Config struct {
 	// due at or after L - MisfireGrace: those due before L with trigger
 	// "catchup", those due after L (during its own tenure, e.g. while a
 	// failed transaction was retried) with trigger "schedule". A job's
-	// Catchup governs only windows older than that. L is when the Elector
+	// Catchup governs only windows older than that. A leader whose
+	// transactions keep failing (a Kafka outage) publishes, once Kafka is
+	// back, the windows of the last max(Catchup, MisfireGrace, 1m) and
+	// skips and counts older ones, as it does windows past the catch-up
+	// limit. L is when the Elector
 	// calls lead (the lease is won), before fencing and reading the state,
 	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
 	// for a crashed or paused leader, the lease TTL plus the standby's
@@ -283,17 +287,30 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 // tenure is one leadership of this replica: from the call of lead until
 // its context ends. It spans one or more terms.
 type tenure struct {
-	start    time.Time       // when lead was called, by Config.Clock
-	reported map[string]bool // jobs whose skipped windows were reported
+	start    time.Time            // when lead was called, by Config.Clock
+	reported map[string]time.Time // per job, the cutoff up to which skipped windows were reported
 }
 
-// cutoff is the start of the oldest window of j that this tenure
-// publishes: MisfireGrace or the job's catch-up limit before the tenure
-// began, whichever reaches further back. It is fixed for the tenure, so a
-// window a term admitted is admitted again by the next term, whose state
-// read shows whether it was published.
-func (t *tenure) cutoff(j *schedule.Job, grace time.Duration) time.Time {
-	return t.start.Add(-max(j.Catchup, grace))
+// retryHorizon is how long a leader keeps retrying the publication of
+// windows that fell due during its own tenure when its transactions fail,
+// whatever the job's catch-up limit: a transient Kafka error never loses a
+// window, while an outage longer than this does not end in a burst of
+// every window it lasted (older ones are skipped and counted, as windows
+// past the catch-up limit are).
+const retryHorizon = time.Minute
+
+// cutoff is the start of the oldest window of j that a term of this tenure
+// starting at now publishes: MisfireGrace or the job's catch-up limit
+// before the tenure began, whichever reaches further back; but once the
+// tenure has lasted longer than that (a Kafka outage under a live leader),
+// no further back than max(catch-up, grace, retryHorizon) before now.
+func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) time.Time {
+	limit := max(j.Catchup, grace)
+	c := t.start.Add(-limit)
+	if horizon := now.Add(-max(limit, retryHorizon)); horizon.After(c) {
+		c = horizon
+	}
+	return c
 }
 
 // lead runs leadership terms until ctx (leadership) ends. A term ends on a
@@ -303,7 +320,7 @@ func (t *tenure) cutoff(j *schedule.Job, grace time.Duration) time.Time {
 // its id: ids derive from the window start).
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
-	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]bool{}}
+	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
 	backoff := 100 * time.Millisecond
 	for {
 		err := p.term(ctx, t)
@@ -382,9 +399,19 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			last = t.start
 			overdue = append(overdue, window{job: j, start: t.start, baseline: true})
 		}
-		due, skipped := missed(j, last, now, t.cutoff(j, p.cfg.MisfireGrace))
-		if skipped > 0 && !t.reported[j.Name] {
-			t.reported[j.Name] = true
+		cut := t.cutoff(j, p.cfg.MisfireGrace, now)
+		// Report each skipped window once per tenure: a later term skips
+		// the windows an earlier one reported again (the state does not
+		// advance past skipped windows), so count only those past the
+		// cutoff reported last.
+		countFrom := last
+		if prev, ok := t.reported[j.Name]; ok && prev.After(countFrom) {
+			countFrom = prev
+		}
+		due, _ := missed(j, last, now, cut)
+		_, skipped := missed(j, countFrom, countFrom, cut)
+		if skipped > 0 {
+			t.reported[j.Name] = cut
 			p.log.Warn("skipping windows older than the catch-up limit", "job", j.Name, "count", skipped,
 				"catchup", j.Catchup, "misfire_grace", p.cfg.MisfireGrace, "last_published", last)
 			if p.cfg.OnSkipped != nil {

@@ -401,6 +401,64 @@ func TestTransientKafkaErrorLosesNoWindow(t *testing.T) {
 	}
 }
 
+// TestLongKafkaOutageIsBoundedLikeCatchup: a leader that cannot publish for
+// five minutes (every produce fails) publishes, once Kafka is back, only the
+// windows of the last minute (the retry horizon, since catchup and the
+// misfire grace are shorter), and skips and counts the older ones once,
+// instead of firing every window of the outage at once.
+func TestLongKafkaOutageIsBoundedLikeCatchup(t *testing.T) {
+	c := testenv.Cluster(t)
+	brokers := c.ListenAddrs()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 500_000_000, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: s
+    schedule: "@every 1s"
+    handler: log
+`)
+	r := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r)
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "kjob.windows", Err: kerr.InvalidRecord, Count: -1})
+	// Five minutes pass while every produce fails; the producer keeps
+	// starting new terms.
+	for i := 1; i <= 300; i += 30 {
+		clk.Set(t0.Add(time.Duration(i) * time.Second))
+		testenv.Eventually(t, 20*time.Second, func() bool { return h.Hits() >= 1 }, "fault never hit")
+	}
+	clk.Set(t0.Add(300 * time.Second))
+	h.Remove()
+	// Once Kafka answers, the windows of the last minute are published.
+	last := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		for _, p := range r.published() {
+			if p.Start.Equal(last) {
+				return true
+			}
+		}
+		return false
+	}, "the window due at 10:05:00 was not published after the outage")
+	r.stop(t)
+	ids, msgs := windowIDs(t, brokers)
+	// The term that publishes starts at 10:05:00.5: windows more than a
+	// minute older, up to 10:04:00, are skipped.
+	first := last.Add(-time.Minute + time.Second) // 10:04:01
+	for _, m := range msgs {
+		if m.Window.Start.Before(first) {
+			t.Errorf("%s published after a 5 minute outage; only windows from %s on should be", m.ID, first.Format(time.TimeOnly))
+		}
+	}
+	if len(ids) != 60 {
+		t.Errorf("%d windows published, want the 60 from 10:04:01 to 10:05:00", len(ids))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// 10:00:01 ... 10:04:00 are skipped: 240 windows, each counted once
+	// although every failed term skipped them again.
+	if r.skips["s"] != 240 {
+		t.Errorf("skipped %d windows, want 240 (10:00:01 to 10:04:00), each counted once", r.skips["s"])
+	}
+}
+
 // TestZombieLeaderIsFenced runs two producers that both believe they lead
 // (as when a paused leader wakes up after its lease passed to another): the
 // one that started its term last fences the other, whose writes then fail
