@@ -19,19 +19,6 @@ import (
 	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
-// recv waits for a value on ch, failing the test after d.
-func recv[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("%s: not within %v", what, d)
-	}
-	var zero T
-	return zero
-}
-
 // blocker is a handler whose first run of window block blocks until its
 // context is cancelled (reporting the cause); every other run succeeds.
 type blocker struct {
@@ -94,11 +81,11 @@ func (b *blocker) startedWhileDown() map[string]int {
 // before it).
 func killRedis(t *testing.T, e *env, b *blocker, claimTTL time.Duration) {
 	t.Helper()
-	recv(t, b.started, 20*time.Second, "the blocking handler starts")
+	testenv.Recv(t, b.started, 20*time.Second, "the blocking handler starts")
 	b.setDown(true)
 	killed := time.Now()
 	e.redis.Kill()
-	cause := recv(t, b.cancelled, 10*time.Second, "the handler's context is cancelled once Redis is gone")
+	cause := testenv.Recv(t, b.cancelled, 10*time.Second, "the handler's context is cancelled once Redis is gone")
 	took := time.Since(killed)
 	t.Logf("handler cancelled %v after Redis was killed (claim TTL %v): %v", took.Round(time.Millisecond), claimTTL, cause)
 	if took >= claimTTL {
@@ -240,7 +227,7 @@ func TestStoreOutageStopsBatch(t *testing.T) {
 
 	b.setDown(false)
 	e.redis.Restart()
-	r := recv(t, res, 30*time.Second, "processBatch settles the batch once Redis is back")
+	r := testenv.Recv(t, res, 30*time.Second, "processBatch settles the batch once Redis is back")
 	if r.err != nil || r.n != len(ms) {
 		t.Fatalf("processBatch = %d, %v; want %d, nil", r.n, r.err, len(ms))
 	}

@@ -768,7 +768,7 @@ func TestFencedAttemptIsDiscarded(t *testing.T) {
 	cfg := e.config("w1", mux, x)
 	cfg.ClaimExtendInterval = 50 * time.Millisecond
 	start(t, cfg)
-	recv(t, started, 20*time.Second, "the handler starts")
+	testenv.Recv(t, started, 20*time.Second, "the handler starts")
 	// Another worker takes the window over: Forget drops the claim (as an
 	// operator's replay would), and the other worker claims it anew.
 	ctx := context.Background()
@@ -818,7 +818,7 @@ func TestRevokedAttemptIsReleasedForTheNextOwner(t *testing.T) {
 	cfg := e.config("w1", mux, x)
 	cfg.Grace = 200 * time.Millisecond
 	_, stop := start(t, cfg)
-	recv(t, started, 20*time.Second, "the handler starts")
+	testenv.Recv(t, started, 20*time.Second, "the handler starts")
 	stop()
 	if got := outcomes(x.of(m.ID)); !slices.Equal(got, []string{OutcomeFailed}) {
 		t.Fatalf("outcomes after shutdown %v, want [failed]", got)
