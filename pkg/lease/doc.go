@@ -52,6 +52,9 @@
 //
 // Lock is the storage boundary. RedisLock keeps the lease in one key; on
 // Redis Cluster give it a hash tag ("kjob:{<deployment>}:producer-lease")
-// so its epoch counter lives in the same slot. A Kubernetes Lease backend
-// can implement Lock later without touching the Elector.
+// so its epoch counter lives in the same slot. Another store can implement
+// Lock without touching the Elector. For a Kubernetes Lease, use
+// pkg/lease/kubelease instead: it is a complete elector (client-go's leader
+// election over a coordination.k8s.io Lease) with the same Run(ctx, lead)
+// shape, which producer.Config.Elector accepts.
 package lease
