@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -194,7 +193,7 @@ func (b *batch) chunk(ctx context.Context, from int, msgs []*jobmsg.Message, cla
 		case dedupe.Claimed:
 			alog := w.log.With("partition", b.recs[i].Partition, "offset", b.recs[i].Offset, "window", msg.ID, "job", msg.Job, "token", c.Token, "attempt", c.Attempt)
 			res := w.attempt(ctx, b.recs[i], msg, c, proven, alog)
-			if res.err == nil && !res.fenced && !res.abandoned {
+			if res.err == nil && !res.fenced && !res.abandoned && !res.unproven {
 				b.pending = append(b.pending, finished{i: i, msg: msg, c: c, res: res})
 				continue
 			}
@@ -321,8 +320,7 @@ func (b *batch) extend(ctx context.Context, claims []dedupe.Claim, proven time.T
 	start := time.Now()
 	deadline := proven.Add(b.w.proof)
 	if !start.Before(deadline) {
-		err := fmt.Errorf("%w: taken %v ago", ErrClaimUnproven, start.Sub(proven).Round(time.Millisecond))
-		return b.lose(claims, at, lost, nil, err), proven
+		return b.lose(claims, at, lost, nil, ErrClaimUnproven), proven // too late to extend them
 	}
 	if d := start.Add(storeCallTimeout); d.Before(deadline) {
 		deadline = d

@@ -796,7 +796,10 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 			}
 			return res
 		case now := <-timer.C:
-			if res.fenced || res.unproven {
+			if res.fenced || res.unproven || ctx.Err() != nil {
+				// Nothing more to prove: the handler's context is
+				// cancelled already (by the fence, the step-down, or the
+				// partition's revoke or loss).
 				continue
 			}
 			if !now.Before(deadline) {
@@ -813,7 +816,7 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 				cancelCause(res.err)
 				continue
 			}
-			if !extending && ctx.Err() == nil && !now.Before(nextExtend) {
+			if !extending && !now.Before(nextExtend) {
 				if extendDone == nil {
 					extendDone = make(chan extendResult, 1)
 				}
