@@ -2,9 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/topic"
 )
 
 // Settings that break leadership or would be mangled on their way to Kafka
@@ -48,5 +57,31 @@ func TestRunRefusesBadSettings(t *testing.T) {
 				t.Fatalf("run(%v) = %v\nwant %s", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// An existing windows topic with another partition count stops the
+// producer with an error that names the flag to change.
+func TestRunTopicMismatchNamesTheFlag(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kjob.windows"); err != nil {
+		t.Fatal(err)
+	}
+	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
+	if err := os.WriteFile(schedules, []byte("jobs:\n  - name: nightly\n    schedule: \"@daily\"\n    handler: log\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--schedules", schedules, "--http-addr", "", "--kafka-check-acls=false",
+		"--redis-url", "redis://127.0.0.1:1", "--partitions", "3"})
+	want := "--partitions/KJOB_PARTITIONS=3: topic kjob.windows exists but has 2 partitions, configured 3 (set the partitions setting to 2"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {
+		t.Fatalf("run = %v\nwant it to start with %s", err, want)
 	}
 }

@@ -2,7 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/topic"
 )
 
 // Settings that break the guarantee stop the worker at start-up, before it
@@ -43,5 +52,26 @@ func TestRunRefusesBadSettings(t *testing.T) {
 				t.Fatalf("run(%v) = %v\nwant %s", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// An existing dead-letter topic with other settings stops the worker with
+// an error that names the flags behind it.
+func TestRunDeadLetterTopicMismatchNamesTheFlags(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kjob.windows.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--http-addr", "", "--kafka-check-acls=false", "--redis-url", "redis://127.0.0.1:1"})
+	want := `--dlq-topic/KJOB_DLQ_TOPIC="", --replication-factor/KJOB_REPLICATION_FACTOR=1: worker: dead-letter topic: topic kjob.windows.dlq exists but has 2 partitions, configured 1`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {
+		t.Fatalf("run = %v\nwant it to start with %s", err, want)
 	}
 }

@@ -152,7 +152,8 @@ func (f *Flags) check() error {
 }
 
 // Ref names flag name the way a user sets it, with its current value:
-// "--name/ENV=value" ("--name=value" if no variable mirrors it).
+// "--name/ENV=value" ("--name=value" if no variable mirrors it; `""` for
+// an empty value).
 func (f *Flags) Ref(name string) string {
 	fl := f.fs.Lookup(name)
 	if fl == nil {
@@ -164,7 +165,11 @@ func (f *Flags) Ref(name string) string {
 			ref += "/" + e.env
 		}
 	}
-	return ref + "=" + fl.Value.String()
+	v := fl.Value.String()
+	if v == "" {
+		v = `""`
+	}
+	return ref + "=" + v
 }
 
 // Errorf returns an error about flag name's value: its Ref, ": ", then the
