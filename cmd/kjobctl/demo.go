@@ -386,7 +386,7 @@ func (d *demoRun) start(name, bin string, args ...string) error {
 func (d *demoRun) startEnv(name string, env []string, bin string, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches only us; we stop children in order
+	cmd.SysProcAttr = childAttr() // Ctrl-C reaches only us; we stop children in order
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -25,9 +26,11 @@ import (
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
+	ktopic "github.com/kjob/kjob/pkg/topic"
 	"github.com/kjob/kjob/pkg/tracing"
 )
 
@@ -60,8 +63,8 @@ func run(ctx context.Context, args []string) error {
 	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	f.String(&topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic to publish windows to")
 	f.String(&stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)")
-	f.Int(&partitions, "partitions", "KJOB_PARTITIONS", 1, "partitions of the windows topic when created (an existing topic must match)")
-	f.Int(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of created topics")
+	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", 1, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)")
+	f.IntRange(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of created topics (1 to 32767)")
 	f.String(&txnID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)")
 	f.Duration(&txnTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", 10*time.Second, "Kafka transaction timeout")
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
@@ -88,6 +91,17 @@ func run(ctx context.Context, args []string) error {
 	log, err := cli.Logger(os.Stderr, logFormat, logLevel)
 	if err != nil {
 		return err
+	}
+	// Settings that break leadership stop the process before anything is
+	// built, naming what the user set.
+	switch {
+	case leaseTTL < lease.MinTTL:
+		return f.Errorf("lease-ttl", "too short: set at least %v (seconds in production)", lease.MinTTL)
+	case renew <= 0:
+		return f.Errorf("lease-renew", "not positive: set a duration below --lease-ttl/2 (%v)", leaseTTL/2)
+	case renew >= leaseTTL/2:
+		return f.Errorf("lease-renew", "must be less than --lease-ttl/2 (%v; %s), or the leader cannot renew before its lease expires: lower --lease-renew or raise --lease-ttl",
+			leaseTTL/2, f.Ref("lease-ttl"))
 	}
 
 	if misfireGrace < 0 {
@@ -140,7 +154,9 @@ func run(ctx context.Context, args []string) error {
 	m := metrics.New(reg, metricsOpts(metricsJobLabel)...)
 	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
 	if err != nil {
-		return err
+		return f.Explain(err, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew", "Config.Holder": "id",
+			"LeaseDuration": "lease-ttl", "RetryPeriod": "lease-renew", "Config.Identity": "id",
+			"kubelease: Config.Namespace": "lease-namespace", "Config.Name is": "lease-name"})
 	}
 	pauses, err := control.NewPauses(rdb, namespace)
 	if err != nil {
@@ -175,7 +191,8 @@ func run(ctx context.Context, args []string) error {
 		OnSkipped:          m.Skipped,
 	})
 	if err != nil {
-		return err
+		return f.Explain(err, map[string]string{"Brokers": "brokers", "StateTopic": "state-topic", "Partitions": "partitions",
+			"ReplicationFactor": "replication-factor", "TransactionalID": "transactional-id", "TransactionTimeout": "transaction-timeout"})
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -229,6 +246,9 @@ func run(ctx context.Context, args []string) error {
 	log.Info("producer stopped")
 	if httpErr != nil {
 		return httpErr
+	}
+	if errors.Is(err, ktopic.ErrMismatch) {
+		return f.Explain(err, map[string]string{"partitions, configured": "partitions", "replication factor": "replication-factor"})
 	}
 	return err
 }

@@ -183,20 +183,7 @@ func lookRedisTools(tb testing.TB) (server, cli string) {
 // waitPing waits until the server at addr answers PING.
 func waitPing(tb testing.TB, addr, dir string) {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			tb.Fatalf("testenv: redis-server on %s did not answer within 10s: %v\n%s", addr, err, log)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval while the process boots
+	if err := awaitPing(addr, dir); err != nil {
+		tb.Fatalf("testenv: %v", err)
 	}
 }

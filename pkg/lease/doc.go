@@ -56,6 +56,8 @@
 // Redis Cluster give it a hash tag ("kjob:{<deployment>}:producer-lease")
 // so its epoch counter lives in the same slot. A Lock may also implement
 // Watcher, so that standbys hear of a release at once instead of polling.
-// The Kubernetes Lease backend (pkg/lease/kubelease) wraps client-go's own
-// elector instead of implementing Lock; the producer accepts either.
+// Another store can implement Lock without touching the Elector. For a
+// Kubernetes Lease, use pkg/lease/kubelease instead: it is a complete
+// elector (client-go's leader election over a coordination.k8s.io Lease)
+// with the same Run(ctx, lead) shape, which producer.Config.Elector accepts.
 package lease

@@ -314,16 +314,12 @@ func TestRunMisuse(t *testing.T) {
 	go func() {
 		done <- el.Run(ctx, func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil })
 	}()
-	select {
-	case <-leading:
-	case <-time.After(5 * time.Second):
-		t.Fatal("lead not called within 5s")
-	}
+	testenv.Recv(t, leading, 10*time.Second, "the elector leads")
 	if err := el.Run(ctx, func(context.Context) error { return nil }); err == nil || !strings.HasPrefix(err.Error(), "lease: Run: already running") {
 		t.Errorf("second concurrent Run = %v", err)
 	}
 	cancel()
-	if err := waitRun(t, done); !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, done, 10*time.Second, "Run returns after cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 	// Run may be called again once it has returned; an already cancelled
@@ -538,7 +534,7 @@ func TestElectorLeadReturns(t *testing.T) {
 		t.Fatal("lead not called a third time")
 	}
 	cancel()
-	if err := waitRun(t, done); !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, done, 10*time.Second, "Run returns after cancel"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
 	want := []string{

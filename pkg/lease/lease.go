@@ -20,9 +20,12 @@ var (
 	ErrNoHolder = errors.New("lease: no holder")
 )
 
-// Lock is the storage backend of a lease: Redis now (RedisLock). A Lock
-// may also implement Watcher to make graceful handovers faster. Every method must be
-// safe for concurrent use. The Elector is the only intended caller; a Lock
+// Lock is the storage backend of a lease, e.g. RedisLock; a Lock may also
+// implement Watcher to make graceful handovers faster. (A Kubernetes Lease
+// is supported one level up: pkg/lease/kubelease provides a whole elector,
+// built on client-go's leader election, that producer.Config.Elector
+// accepts instead of an Elector over a Lock.) Every method must be safe for
+// concurrent use. The Elector is the only intended caller; a Lock
 // knows nothing about time beyond the ttl it is given.
 type Lock interface {
 	// TryAcquire takes the lease for holder if it is free, for ttl.

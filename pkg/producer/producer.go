@@ -111,10 +111,17 @@ type Pauses interface {
 
 // Published describes one window a committed transaction made visible.
 type Published struct {
-	ID          string
-	Job         string
-	Trigger     jobmsg.Trigger
-	Start       time.Time
+	// ID is the window id, "<job>@<window start, RFC 3339 UTC>".
+	ID string
+	// Job is the job name (the record key).
+	Job string
+	// Trigger is jobmsg.TriggerSchedule, or jobmsg.TriggerCatchup for a
+	// window that fell due while no leader was live.
+	Trigger jobmsg.Trigger
+	// Start is the window's start.
+	Start time.Time
+	// PublishedAt is when the producer built the record (its
+	// published_at), just before the transaction committed.
 	PublishedAt time.Time
 }
 

@@ -518,11 +518,7 @@ func TestRefusesTopicWithOtherPartitionCount(t *testing.T) {
 	go func() { done <- p1.Run(c1) }()
 	testenv.Eventually(t, 10*time.Second, func() bool { return p1.Status().Leading }, "p1 leading")
 	cancel1()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("p1 did not stop within 20s")
-	}
+	testenv.Recv(t, done, 20*time.Second, "p1's Run returns after cancel")
 	err = p.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "topic kjob.windows exists but has 1 partitions, configured 3") {
 		t.Fatalf("err = %v", err)

@@ -44,8 +44,8 @@ func Load(path string) (*File, error) {
 // only in errors and in File.Path and Job.File.
 //
 // It reports every problem it finds, not just the first: the error is an
-// errors.Join of *ValidationError values, each naming file, line, field,
-// value and fix. A file with any problem yields no File.
+// errors.Join of *ValidationError values in line order, each naming file,
+// line, field, value and fix. A file with any problem yields no File.
 //
 // YAML anchors, aliases and merge keys ("<<: *defaults") may be used to
 // share settings between jobs; a key given explicitly wins over a merged
@@ -119,6 +119,11 @@ func Parse(path string, data []byte) (*File, error) {
 		}
 	}
 	if len(p.errs) > 0 {
+		// In file order, as an editor shows them (checks run per node,
+		// and top-level keys are checked before the jobs).
+		slices.SortStableFunc(p.errs, func(a, b error) int {
+			return a.(*ValidationError).Line - b.(*ValidationError).Line
+		})
 		return nil, errors.Join(p.errs...)
 	}
 	return f, nil
