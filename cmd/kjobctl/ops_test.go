@@ -320,8 +320,9 @@ func TestTriggerBackfillPause(t *testing.T) {
 			Next   []time.Time
 		} `json:"jobs"`
 	}
+	// A paused job fires nothing: no next fire times; the other job has 3.
 	if code != exitOK || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Jobs) != 2 || snap.Jobs[1].Name != "report" || !snap.Jobs[1].Paused ||
-		len(snap.Jobs[1].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
+		len(snap.Jobs[1].Next) != 0 || len(snap.Jobs[0].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
 		t.Fatalf("status -o json: exit %d\n%s", code, out)
 	}
 	code, out, stderr = e.kjobctl("resume", "report")
