@@ -60,8 +60,34 @@ func TestGoldenStatus(t *testing.T) {
 		DeadLetters: 3,
 	}
 	var b bytes.Buffer
-	renderStatus(&b, s)
+	info := statusInfo{group: "kjob-workers", lease: "redis key kjob:{kjob}:producer-lease"}
+	renderStatus(&b, s, info)
 	golden(t, "status.golden", b.Bytes())
+
+	// Every part unknown: no zero is shown as a fact.
+	down := &inspect.Snapshot{
+		At:          t0,
+		LeaderError: "lease: get kjob:{kjob}:producer-lease: dial tcp 127.0.0.1:6379: connect: connection refused",
+		GroupError:  "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
+		JobsError:   "state topic: unable to dial; partitions: unable to dial; pauses: dial tcp 127.0.0.1:6379: connect: connection refused",
+		Jobs: []inspect.JobStatus{{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Enabled: true, InFile: true,
+			PartitionUnknown: true, PausedUnknown: true, LastUnknown: true, Next: []time.Time{t0.Add(10 * time.Second)}}},
+		DeadLettersError: "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
+	}
+	b.Reset()
+	renderStatus(&b, down, info)
+	golden(t, "status-down.golden", b.Bytes())
+
+	// A group without members and a Kubernetes lease that expired.
+	empty := &inspect.Snapshot{
+		At: t0,
+		Leader: &inspect.Leader{Holder: "producer-0", Epoch: 3, Since: t0.Add(-time.Hour), Source: "kubernetes Lease kjob/kjob-producer-kjob",
+			RenewedAt: t0.Add(-time.Minute), Expired: true},
+		Group: &inspect.Group{Name: "kjob-workers", State: "Empty", TotalLag: 4},
+	}
+	b.Reset()
+	renderStatus(&b, empty, info)
+	golden(t, "status-empty.golden", b.Bytes())
 }
 
 func TestGoldenLag(t *testing.T) {

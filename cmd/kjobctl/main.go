@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const usage = `kjobctl: operate kjob.
@@ -48,6 +50,9 @@ state (already paused, not paused, group rebalancing).
 Run "kjobctl COMMAND --help" for a command's flags.`
 
 func main() {
+	// go-redis logs every failed dial itself; kjobctl reports each failure
+	// once, as the error of the part that needed Redis.
+	redis.SetLogger(silentRedis{})
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 

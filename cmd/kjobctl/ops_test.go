@@ -45,11 +45,23 @@ type opsEnv struct {
 	store   *dedupe.Store
 	flags   []string
 	adm     *kadm.Client
+	sched   string
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	brokers := testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	return newOpsEnvOn(t, testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond)))
+}
+
+// newOpsEnvCluster is newOpsEnv on a kfake cluster the test controls.
+func newOpsEnvCluster(t *testing.T) (*opsEnv, *kfake.Cluster) {
+	t.Helper()
+	c := testenv.Cluster(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	return newOpsEnvOn(t, c.ListenAddrs()), c
+}
+
+func newOpsEnvOn(t *testing.T, brokers []string) *opsEnv {
+	t.Helper()
 	r := testenv.NewRedis(t)
 	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "ops"})
 	if err != nil {
@@ -70,9 +82,23 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if resp, err := adm.CreateTopic(ctx, 2, 1, nil, "kjob.windows"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, flags: []string{
+	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, sched: sched, flags: []string{
 		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--schedules", sched, "--timeout", "20s",
 	}}
+}
+
+// endOffsets sums the end offsets of the windows topic.
+func (e *opsEnv) endOffsets() int64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o, err := e.adm.ListEndOffsets(ctx, "kjob.windows")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var n int64
+	o.Each(func(x kadm.ListedOffset) { n += x.Offset })
+	return n
 }
 
 // kjobctl runs a command with the environment's flags appended.
@@ -150,7 +176,7 @@ func expect(t *testing.T, code int, stderr string, wantCode int, wantErr string)
 // TestOpsRefusals checks every refusal path's exit code and exact text.
 func TestOpsRefusals(t *testing.T) {
 	e := newOpsEnv(t)
-	sched := e.flags[7]
+	sched := e.sched
 	cases := []struct {
 		args []string
 		code int
@@ -172,6 +198,8 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"dlq", "show", "x"}, exitUsage, `kjobctl: dlq show: ID "x": want a dead-letter id as "kjobctl dlq list" prints it (an offset such as 12): usage`},
 		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
+		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
+		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
