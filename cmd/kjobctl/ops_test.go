@@ -200,6 +200,10 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
 		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
 		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
+		{[]string{"resume", "nope"}, exitNotFound, `kjobctl: resume: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
+		{[]string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--progress", "sometimes"}, exitUsage,
+			`kjobctl: backfill: --progress "sometimes": want auto, always or never: usage`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -228,11 +232,11 @@ func TestTriggerBackfillPause(t *testing.T) {
 	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z"}
 	code, out, stderr = e.kjobctl(bf...)
 	expect(t, code, stderr, exitDryRun, "kjobctl: backfill: dry run: nothing was changed; add --execute to apply it")
-	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5, 0 already backfilled") {
+	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5; left out: 0 already run, 0 published before but not yet run") {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 	code, out, stderr = e.kjobctl(append(bf, "--execute")...)
-	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run, 0 published before but not yet run") {
 		t.Fatalf("backfill: exit %d\n%s%s", code, out, stderr)
 	}
 	ids := []string{}
@@ -269,7 +273,7 @@ func TestTriggerBackfillPause(t *testing.T) {
 	}
 	// --rerun publishes them again and they run again.
 	code, out, stderr = e.kjobctl(append(bf, "--execute", "--rerun")...)
-	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run, 0 published before but not yet run") {
 		t.Fatalf("backfill --rerun: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, id := range ids {
