@@ -152,13 +152,22 @@ func TestGoldenDLQ(t *testing.T) {
 		{Key: worker.HeaderDLQTopic, Value: []byte("kjob.windows")}, {Key: worker.HeaderDLQPartition, Value: []byte("1")},
 		{Key: worker.HeaderDLQOffset, Value: []byte("8")}, {Key: worker.HeaderDLQAttempts, Value: []byte("0")},
 	}}
-	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad)}
+	again := *rec
+	again.Offset = 5
+	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad), parseDeadLetter(&again)}
+	ls[0].Redriven = &control.Redrive{Letter: control.Letter{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
+		At: t0, By: "kjobctl ops@host", Topic: "kjob.windows", Partition: 0, Offset: 80}
+	ls[2].WindowState = &windowState{Status: "dead", Token: 12, Attempts: 3, Holder: "worker-1", UpdatedAt: t0.Add(time.Minute)}
+	ls[0].WindowState = ls[2].WindowState
 	var b bytes.Buffer
 	renderDLQList(&b, ls)
 	golden(t, "dlq-list.golden", b.Bytes())
 	b.Reset()
 	renderDLQShow(&b, ls[0])
 	golden(t, "dlq-show.golden", b.Bytes())
+	b.Reset()
+	renderRedrivePlan(&b, planRedrive(ls, false), 0)
+	golden(t, "dlq-redrive-plan.golden", b.Bytes())
 }
 
 func TestGoldenBackfill(t *testing.T) {

@@ -204,6 +204,7 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
 		{[]string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--progress", "sometimes"}, exitUsage,
 			`kjobctl: backfill: --progress "sometimes": want auto, always or never: usage`},
+		{[]string{"dlq", "redrive", "3", "--all"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
