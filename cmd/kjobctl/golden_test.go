@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -130,6 +131,21 @@ func TestGoldenReplay(t *testing.T) {
 		}}
 	renderReplay(&b, "table", p, true)
 	golden(t, "replay-empty-group.golden", b.Bytes())
+
+	// A plain replay: failed and dead-lettered windows run again; a long
+	// list is cut at 20 rows.
+	b.Reset()
+	p = &control.ReplayPlan{Spec: control.ReplaySpec{Mode: control.ShiftBy, Offset: -60}, Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
+		Partitions: []control.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 100, Target: 40, Start: 0, End: 100, Replayed: 30, ReplayedOffsets: 60, After: -1}}}
+	for i := range 22 {
+		st := "dead"
+		if i%2 == 1 {
+			st = "failed"
+		}
+		p.Retry = append(p.Retry, control.RetryWindow{ID: fmt.Sprintf("sync@2026-11-22T09:%02d:00Z", i), Status: st})
+	}
+	renderReplay(&b, "table", p, false)
+	golden(t, "replay-retry.golden", b.Bytes())
 }
 
 func TestGoldenDLQ(t *testing.T) {

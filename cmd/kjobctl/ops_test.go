@@ -22,6 +22,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/signing"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -177,6 +178,7 @@ func expect(t *testing.T, code int, stderr string, wantCode int, wantErr string)
 func TestOpsRefusals(t *testing.T) {
 	e := newOpsEnv(t)
 	sched := e.sched
+	other := (inspectJobPartition("report", 2) + 1) % 2
 	cases := []struct {
 		args []string
 		code int
@@ -199,9 +201,13 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
 		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
-		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
 		{[]string{"resume", "nope"}, exitNotFound, `kjobctl: resume: unknown job "nope": ` + sched + ` has flaky, report: not found`},
 		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
+		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"replay", "--to-earliest", "--job", "report", "--partition", fmt.Sprint(other)}, exitUsage,
+			fmt.Sprintf("kjobctl: replay: --job report: its windows are on partition %d, not on --partition [%d]: invalid replay: usage", 1-other, other)},
+		{[]string{"replay", "--to-earliest", "--group", ""}, exitUsage, `kjobctl: replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: invalid replay: usage`},
+		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
 		{[]string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--progress", "sometimes"}, exitUsage,
 			`kjobctl: backfill: --progress "sometimes": want auto, always or never: usage`},
 		{[]string{"dlq", "redrive", "3", "--all"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
@@ -427,3 +433,5 @@ func TestTriggerSigns(t *testing.T) {
 	code, _, stderr = e.kjobctl("trigger", "report", "--signing-key-id", "k1")
 	expect(t, code, stderr, exitUsage, `kjobctl: --signing-key-id "k1" needs --signing-keys-dir: usage`)
 }
+
+func inspectJobPartition(job string, n int) int32 { return inspect.JobPartition(job, n) }
