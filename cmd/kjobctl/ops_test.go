@@ -239,11 +239,11 @@ func TestTriggerBackfillPause(t *testing.T) {
 	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z"}
 	code, out, stderr = e.kjobctl(bf...)
 	expect(t, code, stderr, exitDryRun, "kjobctl: backfill: dry run: nothing was changed; add --execute to apply it")
-	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5; left out: 0 already run, 0 published before but not yet run") {
+	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 	code, out, stderr = e.kjobctl(append(bf, "--execute")...)
-	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run, 0 published before but not yet run") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("backfill: exit %d\n%s%s", code, out, stderr)
 	}
 	ids := []string{}
@@ -280,7 +280,7 @@ func TestTriggerBackfillPause(t *testing.T) {
 	}
 	// --rerun publishes them again and they run again.
 	code, out, stderr = e.kjobctl(append(bf, "--execute", "--rerun")...)
-	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run, 0 published before but not yet run") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("backfill --rerun: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, id := range ids {

@@ -455,7 +455,7 @@ func renderBackfill(w io.Writer, output string, r *backfillResult) error {
 	if r.Trigger == string(jobmsg.TriggerCatchup) {
 		what = "Catch-up"
 	}
-	fmt.Fprintf(w, "%s %s [%s, %s): %d windows; %s %d; left out: %d already run, %d published before but not yet run (--rerun publishes them again)\n",
+	fmt.Fprintf(w, "%s %s [%s, %s): %d windows; %s %d; left out: %d already run or running, %d published before but not yet run (--rerun publishes them again)\n",
 		what, r.Job, r.From, r.To, r.Windows, verb, len(r.Published), len(r.Skipped), len(r.PublishedBefore))
 	return listIDs(w, r.Published)
 }

@@ -22,12 +22,12 @@ func TestBackfillTwiceBeforeRun(t *testing.T) {
 	e := newOpsEnv(t)
 	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z", "--execute"}
 	code, out, stderr := e.kjobctl(bf...)
-	if code != exitOK || !strings.HasPrefix(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 5; left out: 0 already run, 0 published before but not yet run") {
+	if code != exitOK || !strings.HasPrefix(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("first backfill: exit %d\n%s%s", code, out, stderr)
 	}
 	before := e.endOffsets()
 	code, out, stderr = e.kjobctl(bf...)
-	want := "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 0; left out: 0 already run, 5 published before but not yet run (--rerun publishes them again)\n"
+	want := "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 0; left out: 0 already run or running, 5 published before but not yet run (--rerun publishes them again)\n"
 	if code != exitOK || out != want {
 		t.Fatalf("second backfill: exit %d\n%s%s\nwant\n%s", code, out, stderr, want)
 	}
@@ -36,7 +36,7 @@ func TestBackfillTwiceBeforeRun(t *testing.T) {
 	}
 	// The dry run agrees.
 	code, out, _ = e.kjobctl(bf[:len(bf)-1]...)
-	if code != exitDryRun || !strings.Contains(out, "would publish 0; left out: 0 already run, 5 published before but not yet run") {
+	if code != exitDryRun || !strings.Contains(out, "would publish 0; left out: 0 already run or running, 5 published before but not yet run") {
 		t.Fatalf("dry run after: exit %d\n%s", code, out)
 	}
 
@@ -104,7 +104,7 @@ func TestResumeCatchup(t *testing.T) {
 	code, out, stderr := e.kjobctl("resume", "report", "--catchup")
 	expect(t, code, stderr, exitDryRun, "kjobctl: resume: dry run: nothing was changed; add --execute to apply it")
 	want := `would resume report (paused since 2026-01-01T05:30:00Z); 5 windows fell due while paused
-Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would publish 5; left out: 0 already run, 0 published before but not yet run (--rerun publishes them again)
+Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would publish 5; left out: 0 already run or running, 0 published before but not yet run (--rerun publishes them again)
   report@2026-01-01T06:00:00Z
   report@2026-01-01T07:00:00Z
   report@2026-01-01T08:00:00Z

@@ -162,7 +162,10 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 		local, utc := nextTimes(j)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, tz, state, part, local[0], utc[0], last, outcome)
 		for i := 1; i < len(local); i++ {
-			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\n", local[i], utc[i])
+			// As many cells as a job's row, so the columns after NEXT
+			// stay aligned across the rows (tabwriter aligns a column
+			// over consecutive lines that have it).
+			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\t\t\n", local[i], utc[i])
 		}
 	}
 	tw.Flush()
