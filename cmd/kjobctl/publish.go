@@ -356,6 +356,23 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 			}
 		}
 	}
+	// Reserved markers of windows that are not produced (an error before
+	// producing) are released at once rather than left to expire.
+	produced := false
+	if w.execute && !w.rerun {
+		defer func() {
+			if produced {
+				return
+			}
+			reserved := make([]string, len(todo))
+			for k, i := range todo {
+				reserved[k] = ids[i]
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = pub.Release(rctx, reserved)
+		}()
+	}
 	if !w.execute {
 		for _, i := range todo {
 			res.Published = append(res.Published, ids[i])
@@ -387,6 +404,7 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 		done     atomic.Int64
 	)
 	ok := make([]bool, len(todo))
+	produced = true // from here on the callbacks account for every window
 	for k, i := range todo {
 		id := ids[i]
 		rec, err := jobmsg.Record(o.topic, message(w.job, id, w.starts[i], w.trigger, nil, now))
