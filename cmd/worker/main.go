@@ -95,6 +95,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// worker.New and control.NewAgent add the worker key themselves: they
+	// get base, the rest of main logs with it.
+	base := log
 	log = log.With("worker", c.id)
 	if err := c.check(f); err != nil {
 		return err
@@ -184,7 +187,7 @@ func run(ctx context.Context, args []string) error {
 		ClaimExtendInterval: c.extend,
 		SessionTimeout:      c.sessionTimeout,
 		HeartbeatInterval:   c.heartbeat,
-		Logger:              log,
+		Logger:              base,
 		OnExecuted:          m.Executed,
 		OnAttempt:           tr.Attempt,
 	})
@@ -223,7 +226,7 @@ func run(ctx context.Context, args []string) error {
 	// The control agent applies operators' replays (kjobctl replay) to the
 	// partitions this worker owns.
 	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), ClientOpts: kafkaOpts, Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
-		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
+		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: base})
 	if err != nil {
 		hcancel()
 		wg.Wait()

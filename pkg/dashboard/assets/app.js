@@ -80,16 +80,17 @@ function render(st) {
   $("interval").textContent = (st.interval_ms / 1000) + "s";
 
   // Leader.
+  // A part that could not be read shows "unknown", never a zero value.
   const l = snap.leader;
-  $("leader-holder").textContent = l ? l.holder : "none";
-  $("leader-meta").textContent = l ? "epoch " + l.epoch + " · since " + utc(l.since) : "no producer holds the lease";
+  $("leader-holder").textContent = snap.leader_error ? "unknown" : l ? l.holder : "none";
+  $("leader-meta").textContent = snap.leader_error ? snap.leader_error : l ? "epoch " + l.epoch + " · since " + utc(l.since) : "no producer holds the lease";
 
   // Group.
   const g = snap.group;
-  $("group-state").textContent = g ? g.state : "no group";
-  $("group-meta").textContent = g ? g.name + " · " + (g.members || []).length + " member(s)" : "no worker has joined yet";
-  $("total-lag").textContent = g ? g.total_lag : "-";
-  $("dead-letters").textContent = snap.dead_letters;
+  $("group-state").textContent = snap.group_error ? "unknown" : g ? g.state : "no group";
+  $("group-meta").textContent = snap.group_error ? snap.group_error : g ? g.name + " · " + (g.members || []).length + " member(s)" : "no worker has joined yet";
+  $("total-lag").textContent = g && !snap.group_error ? g.total_lag : "unknown";
+  $("dead-letters").textContent = snap.dead_letters_error ? "unknown" : snap.dead_letters;
 
   // Errors.
   $("errors").replaceChildren(...(st.errors || []).map((e) => el("li", e)));
@@ -98,14 +99,14 @@ function render(st) {
   fillTable("partitions", (g && g.partitions || []).map((p) => [p.partition, p.owner || "-", p.committed < 0 ? "-" : p.committed, p.end, p.lag]));
 
   fillTable("jobs", (snap.jobs || []).map((j) => {
-    const state = !j.in_file ? "not in file" : j.paused ? "paused" : j.enabled ? "enabled" : "disabled";
+    const state = !j.in_file ? "not in file" : j.paused_unknown ? "unknown" : j.paused ? "paused" : j.enabled ? "enabled" : "disabled";
     const next = (j.next || [])[0];
     const lw = j.last;
     return [
-      j.name, j.schedule || "-", j.timezone || "-", state, j.partition,
+      j.name, j.schedule || "-", j.timezone || "-", state, j.partition_unknown ? "?" : j.partition,
       next ? { text: rel(next), title: utc(next), cls: "rel", } : "-",
       lw ? { text: lw.id, cls: "id", title: "published " + utc(lw.published_at) } : "-",
-      lw ? outcome(lw.outcome) : "-",
+      j.last_unknown ? "unknown" : lw ? outcome(lw.outcome) : "-",
     ];
   }));
 
