@@ -173,6 +173,22 @@ func TestComposeServices(t *testing.T) {
 	if mounts["/etc/kjob/observability"] != filepath.Join("deploy", "observability") {
 		t.Errorf("grafana must mount deploy/observability (dashboards) at /etc/kjob/observability, has %v", mounts)
 	}
+	// Docker creates a missing bind-mount source as an empty directory, so
+	// a typo or a missing directory would start a service without its
+	// configuration: every source must exist.
+	for _, name := range p.ServiceNames() {
+		for _, v := range svc(name).Volumes {
+			if v.Type != types.VolumeTypeBind {
+				continue
+			}
+			if _, err := os.Stat(v.Source); err != nil {
+				t.Errorf("service %s mounts %s, which does not exist: %v", name, v.Source, err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join("observability", "kjob-dashboard.json")); err != nil {
+		t.Errorf("no Grafana dashboard to provision: %v", err)
+	}
 	prov, err := os.ReadFile(filepath.Join("grafana", "provisioning", "dashboards", "kjob.yaml"))
 	if err != nil {
 		t.Fatal(err)

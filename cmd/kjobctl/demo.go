@@ -30,6 +30,8 @@ when one is on PATH, else the in-process miniredis fallback, and says which),
 two producers and three workers as separate processes, with example jobs that
 fire every few seconds. A ledger (an HTTP endpoint the "http" jobs call)
 counts executions per window, so the output shows each window ran once.
+The dashboard (kjobctl dashboard) shows the deployment live at --dashboard,
+and every producer and worker serves /metrics on its own loopback port.
 Ctrl-C stops everything cleanly and prints a summary.
 
 Usage: kjobctl demo [flags]`
@@ -41,6 +43,8 @@ type demoConfig struct {
 	duration           time.Duration
 	handoverAfter      time.Duration
 	verbose            bool
+	dashboard          string
+	open               bool
 }
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +59,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Duration(&c.duration, "duration", "", 0, "stop after this long (0: run until Ctrl-C)")
 	f.Duration(&c.handoverAfter, "handover-after", "", 0, "if set, SIGTERM the leading producer after this long to show a handover")
 	f.Bool(&c.verbose, "verbose", "", false, "print every log line of every process")
+	f.String(&c.dashboard, "dashboard", "", "127.0.0.1:8080", "serve the dashboard here (a free loopback port if it is taken; empty: no dashboard)")
+	f.Bool(&c.open, "open", "", os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "", "open the dashboard in a browser (xdg-open; default: when a display is set)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -89,9 +95,10 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 type execution struct {
-	Worker string
-	Token  int64
-	Late   time.Duration
+	Worker  string
+	Trigger string
+	Token   int64
+	Late    time.Duration
 }
 
 type demoRun struct {
@@ -194,22 +201,39 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		"KJOB_SCHEDULES=" + schedules,
 		"KJOB_PARTITIONS=" + strconv.Itoa(d.cfg.partitions),
 		"KJOB_NAMESPACE=demo",
-		"KJOB_HTTP_ADDR=",
 		"KJOB_SESSION_TIMEOUT=6s",
 	}
-	for i := 1; i <= d.cfg.producers; i++ {
-		name := fmt.Sprintf("producer-%d", i)
-		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "producer")); err != nil {
-			return err
+	// Each process serves /healthz, /readyz and /metrics on a loopback
+	// port of its own.
+	var metricsURLs []string
+	startRole := func(role string, n int) error {
+		for i := 1; i <= n; i++ {
+			name := fmt.Sprintf("%s-%d", role, i)
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			metricsURLs = append(metricsURLs, fmt.Sprintf("%s http://%s/metrics", name, addr))
+			if err := d.startEnv(name, append(env, "KJOB_ID="+name, "KJOB_HTTP_ADDR="+addr), filepath.Join(d.cfg.bin, role)); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	for i := 1; i <= d.cfg.workers; i++ {
-		name := fmt.Sprintf("worker-%d", i)
-		if err := d.startEnv(name, append(env, "KJOB_ID="+name), filepath.Join(d.cfg.bin, "worker")); err != nil {
-			return err
-		}
+	if err := startRole("producer", d.cfg.producers); err != nil {
+		return err
+	}
+	if err := startRole("worker", d.cfg.workers); err != nil {
+		return err
 	}
 	d.say("demo: started %d producers and %d workers; Ctrl-C stops everything", d.cfg.producers, d.cfg.workers)
+	d.say("demo: Prometheus metrics: %s", strings.Join(metricsURLs, ", "))
+	if d.cfg.dashboard != "" {
+		if err := d.startDashboard(ctx, self, env); err != nil {
+			return err
+		}
+	}
 	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s; then kjobctl status, lag, replay, trigger, pause, dlq list", broker, redisAddr, schedules)
 
 	var handover <-chan time.Time
@@ -259,6 +283,7 @@ jobs:
 func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		WindowID     string    `json:"window_id"`
+		Trigger      string    `json:"trigger"`
 		Worker       string    `json:"worker"`
 		FencingToken int64     `json:"fencing_token"`
 		WindowStart  time.Time `json:"window_start"`
@@ -269,7 +294,7 @@ func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
 	}
 	late := time.Since(b.WindowStart)
 	d.mu.Lock()
-	d.seen[b.WindowID] = append(d.seen[b.WindowID], execution{Worker: b.Worker, Token: b.FencingToken, Late: late})
+	d.seen[b.WindowID] = append(d.seen[b.WindowID], execution{Worker: b.Worker, Trigger: b.Trigger, Token: b.FencingToken, Late: late})
 	n := len(d.seen[b.WindowID])
 	d.mu.Unlock()
 	mark := "executed once"
@@ -284,14 +309,15 @@ func (d *demoRun) summary(final bool) {
 	defer d.mu.Unlock()
 	var lates []time.Duration
 	dups := 0
-	for id, ex := range d.seen {
+	for _, ex := range d.seen {
 		if len(ex) > 1 {
 			dups++
 		}
-		// Operators' windows (kjobctl trigger/backfill: "#manual-",
-		// "#backfill") start long before they run; only scheduled ones
-		// measure lateness.
-		if !strings.Contains(id, "#") {
+		// Operators' windows (kjobctl trigger, backfill, resume
+		// --catchup) start long before they run, and so do the producer's
+		// own catch-up windows: only windows published on time measure
+		// lateness.
+		if ex[0].Trigger == "schedule" {
 			lates = append(lates, ex[0].Late)
 		}
 	}
@@ -306,7 +332,7 @@ func (d *demoRun) summary(final bool) {
 	if final {
 		label = "final summary"
 	}
-	d.say("demo %s: %d windows executed via the ledger, %d executed more than once (kjobctl replay --rerun and dlq redrive run windows again on purpose); scheduled window start -> handler lateness p50 %s, p99 %s, max %s",
+	d.say("demo %s: %d windows executed via the ledger, %d executed more than once (kjobctl replay --rerun and dlq redrive run windows again on purpose); lateness of trigger=schedule windows (start -> handler; catch-up, backfill and manual windows left out) p50 %s, p99 %s, max %s",
 		label, len(d.seen), dups, q(0.5), q(0.99), q(1))
 }
 
@@ -326,6 +352,36 @@ func (d *demoRun) handover() {
 	d.say("demo: no leading producer known yet; skipping the handover")
 }
 
+// startDashboard runs kjobctl dashboard as a child, on --dashboard or, if
+// that address is taken, on a free loopback port, and opens it if asked.
+func (d *demoRun) startDashboard(ctx context.Context, self string, env []string) error {
+	addr := d.cfg.dashboard
+	if l, err := net.Listen("tcp", addr); err != nil {
+		port, perr := freePort()
+		if perr != nil {
+			return perr
+		}
+		d.say("demo: %s is taken (%v); serving the dashboard on a free port instead", addr, err)
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+	} else {
+		l.Close()
+	}
+	if err := d.startEnv("dashboard", env, self, "dashboard", "--listen", addr, "--interval", "1s", "--history", "5m"); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, addr); err != nil {
+		return fmt.Errorf("dashboard did not start: %w", err)
+	}
+	url := "http://" + addr + "/"
+	d.say("demo: dashboard: %s", url)
+	if d.cfg.open {
+		if err := exec.Command("xdg-open", url).Start(); err != nil {
+			d.say("demo: could not open a browser (%v); open %s yourself", err, url)
+		}
+	}
+	return nil
+}
+
 func (d *demoRun) start(name, bin string, args ...string) error {
 	return d.startEnv(name, nil, bin, args...)
 }
@@ -333,7 +389,7 @@ func (d *demoRun) start(name, bin string, args ...string) error {
 func (d *demoRun) startEnv(name string, env []string, bin string, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches only us; we stop children in order
+	cmd.SysProcAttr = childAttr() // Ctrl-C reaches only us; we stop children in order
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -391,7 +447,7 @@ func (d *demoRun) stopAll() {
 	d.mu.Unlock()
 	order := func(p *proc) int {
 		switch {
-		case strings.HasPrefix(p.name, "worker"), strings.HasPrefix(p.name, "producer"):
+		case strings.HasPrefix(p.name, "worker"), strings.HasPrefix(p.name, "producer"), p.name == "dashboard":
 			return 0
 		case p.name == "redis":
 			return 1

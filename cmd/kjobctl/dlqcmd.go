@@ -17,6 +17,8 @@ import (
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -26,11 +28,21 @@ const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
 Usage:
   kjobctl dlq list [flags]                         one line per dead letter
   kjobctl dlq show ID [flags]                      reason, origin, attempts, headers and payload
-  kjobctl dlq redrive (ID... | --all) [--execute]  republish to the windows topic (dry run without --execute)
+  kjobctl dlq redrive (ID... | --all) [--force] [--execute]
+                                                   republish to the windows topic (dry run without --execute)
 
 A dead letter's ID is its offset in the dead-letter topic (partition 0), as
-"kjobctl dlq list" prints it. A redriven window gets a fresh start: its record
-in Redis (attempt count, last error) is cleared before it is republished.`
+"kjobctl dlq list" prints it. list and show give each letter's WINDOW STATE
+(the window's record in Redis now: done, running, failed, dead, or none)
+and whether and when it was REDRIVEN.
+
+A redriven window gets a fresh start: its record in Redis (attempt count,
+last error) is cleared before it is republished, and the redrive is
+recorded in Redis. redrive leaves out letters whose window is done or
+running (it would run a second time) and letters redriven before; --force
+redrives them anyway. --all means every letter not redriven yet. Letters of
+the same window are republished once. Redriven letters stay in the
+dead-letter topic.`
 
 // deadLetter is one record of the dead-letter topic.
 type deadLetter struct {
@@ -48,8 +60,33 @@ type deadLetter struct {
 	Payload     json.RawMessage   `json:"payload,omitempty"`
 	Value       string            `json:"value,omitempty"`
 	DecodeError string            `json:"decode_error,omitempty"`
+	// WindowState is the window's record in Redis now (nil: no record, or
+	// not read).
+	WindowState *windowState `json:"window_state,omitempty"`
+	// Redriven is the letter's last redrive (nil: never redriven).
+	Redriven *control.Redrive `json:"redriven,omitempty"`
 
 	rec *kgo.Record
+}
+
+// windowState is a window's record in Redis, as dlq list shows it.
+type windowState struct {
+	Status    string    `json:"status"`
+	Token     int64     `json:"token"`
+	Attempts  int       `json:"attempts"`
+	Holder    string    `json:"holder,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func (w *windowState) String() string {
+	if w == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s (token %d)", w.Status, w.Token)
+}
+
+func (d deadLetter) letter(topic string) control.Letter {
+	return control.Letter{Topic: topic, Partition: d.Partition, Offset: d.Offset}
 }
 
 func parseDeadLetter(r *kgo.Record) deadLetter {
@@ -89,6 +126,16 @@ func parseDeadLetter(r *kgo.Record) deadLetter {
 	return d
 }
 
+// redriveItem is one chosen letter and what redrive does with it.
+type redriveItem struct {
+	deadLetter
+	// Skip says why the letter is left out; empty: it is redriven.
+	Skip string `json:"skip,omitempty"`
+	// With names the letter of the same window that is republished in its
+	// place.
+	With string `json:"with,omitempty"`
+}
+
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show" && args[0] != "redrive") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
@@ -99,12 +146,13 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	sub := args[0]
 	var o opts
-	var all, execute bool
+	var all, execute, force bool
 	f := cli.NewFlags("dlq "+sub, dlqUsage)
 	f.SetOutput(stderr)
 	o.register(f)
 	if sub == "redrive" {
-		f.Bool(&all, "all", "", false, "redrive every dead letter")
+		f.Bool(&all, "all", "", false, "redrive every dead letter not redriven yet")
+		f.Bool(&force, "force", "", false, "also redrive letters redriven before and letters whose window is done or running")
 		f.Bool(&execute, "execute", "", false, "republish (without it: dry run)")
 	}
 	pos, err := f.ParseInterspersed(args[1:])
@@ -134,10 +182,18 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	var chosen []deadLetter
-	if all {
-		chosen = letters
+	store, err := o.store()
+	if err != nil {
+		return err
 	}
+	rd, err := o.redrives()
+	if err != nil {
+		return err
+	}
+	if err := o.annotate(cctx, store, rd, letters); err != nil {
+		return err
+	}
+	var chosen []deadLetter
 	for _, id := range pos {
 		p, off, _ := parseDLQID(id)
 		i := slices.IndexFunc(letters, func(d deadLetter) bool { return d.Partition == p && d.Offset == off })
@@ -158,21 +214,28 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return renderDLQShow(stdout, chosen[0])
 	}
-	// redrive
+
+	// redrive: decide per letter, then republish.
+	redrivenBefore := 0
+	if all {
+		for _, d := range letters {
+			if d.Redriven != nil && !force {
+				redrivenBefore++
+				continue
+			}
+			chosen = append(chosen, d)
+		}
+	}
+	items := planRedrive(chosen, force)
 	if !execute {
 		if o.output == "json" {
-			if err := writeJSON(stdout, map[string]any{"executed": false, "redrive": chosen}); err != nil {
+			if err := writeJSON(stdout, map[string]any{"executed": false, "redrive": items, "left_out_redriven_before": redrivenBefore}); err != nil {
 				return err
 			}
 		} else {
-			fmt.Fprintf(stdout, "Would redrive %d dead letters:\n", len(chosen))
-			renderDLQList(stdout, chosen)
+			renderRedrivePlan(stdout, items, redrivenBefore)
 		}
 		return fmt.Errorf("dlq redrive: %w", errDryRun)
-	}
-	store, err := o.store()
-	if err != nil {
-		return err
 	}
 	cl, err := o.redriver()
 	if err != nil {
@@ -185,8 +248,24 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Partition int32  `json:"partition"`
 		Offset    int64  `json:"offset"`
 	}
-	var out []redriven
-	for _, d := range chosen {
+	out := []redriven{}
+	by := "kjobctl " + cli.DefaultID()
+	republished := map[string]redriven{} // by letter id
+	for k := range items {
+		it := &items[k]
+		if it.Skip != "" || it.With != "" {
+			continue
+		}
+		d := it.deadLetter
+		r, err := rd.Begin(cctx, control.Redrive{Letter: d.letter(o.dlqTopic), WindowID: d.WindowID, At: nowFunc().UTC(), By: by}, force)
+		if errors.Is(err, control.ErrAlreadyRedriven) {
+			// Another operator redrove it since this command read the list.
+			it.Skip = fmt.Sprintf("redriven meanwhile at %s by %s", fmtTime(r.At), r.By)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
+		}
 		topic := d.Headers[worker.HeaderDLQTopic]
 		if topic == "" {
 			topic = o.topic
@@ -201,25 +280,169 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			// A fresh start: attempts and last error are cleared (the
 			// job's token counter is kept, so fencing still holds).
 			if err := store.Forget(cctx, d.WindowID); err != nil {
-				return fmt.Errorf("dlq redrive: %w", err)
+				_ = rd.Delete(context.WithoutCancel(cctx), r.Letter)
+				return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
 			}
 		}
 		rec := &kgo.Record{Topic: topic, Key: d.rec.Key, Value: d.rec.Value, Headers: hs}
 		if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
+			_ = rd.Delete(context.WithoutCancel(cctx), r.Letter)
 			return fmt.Errorf("dlq redrive: republish %s to %s (after %d redriven): %w", d.ID, topic, len(out), err)
 		}
-		out = append(out, redriven{ID: d.ID, WindowID: d.WindowID, Partition: rec.Partition, Offset: rec.Offset})
+		r.Topic, r.Partition, r.Offset = rec.Topic, rec.Partition, rec.Offset
+		if err := rd.Finish(cctx, r); err != nil {
+			return fmt.Errorf("dlq redrive: %s was republished to %s[%d]@%d, but recording it failed: %w", d.ID, rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		x := redriven{ID: d.ID, WindowID: d.WindowID, Partition: rec.Partition, Offset: rec.Offset}
+		republished[d.ID] = x
+		out = append(out, x)
+	}
+	// Letters of a window republished with another letter are recorded as
+	// redriven too, so --all leaves them out next time.
+	for _, it := range items {
+		if it.With == "" {
+			continue
+		}
+		if _, ok := republished[it.With]; !ok {
+			continue
+		}
+		r := control.Redrive{Letter: it.letter(o.dlqTopic), WindowID: it.WindowID, At: nowFunc().UTC(), By: by, With: it.With}
+		if err := rd.Finish(cctx, r); err != nil {
+			return fmt.Errorf("dlq redrive: %w", err)
+		}
+	}
+	var skipped []redriveItem
+	for _, it := range items {
+		if it.Skip != "" {
+			skipped = append(skipped, it)
+		}
 	}
 	if o.output == "json" {
-		return writeJSON(stdout, map[string]any{"executed": true, "redriven": out})
+		if err := writeJSON(stdout, map[string]any{"executed": true, "redriven": out, "skipped": skipped, "left_out_redriven_before": redrivenBefore}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "Redrove %d dead letters (they stay in %s):\n", len(out), o.dlqTopic)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tWINDOW\tREPUBLISHED AT")
+		for _, r := range out {
+			fmt.Fprintf(tw, "%s\t%s\t%s[%d]@%d\n", r.ID, r.WindowID, o.topic, r.Partition, r.Offset)
+		}
+		tw.Flush()
+		renderLeftOut(stdout, items, redrivenBefore)
 	}
-	fmt.Fprintf(stdout, "Redrove %d dead letters (they stay in %s):\n", len(out), o.dlqTopic)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tWINDOW\tREPUBLISHED AT")
-	for _, r := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s[%d]@%d\n", r.ID, r.WindowID, o.topic, r.Partition, r.Offset)
+	if len(pos) > 0 && len(skipped) > 0 {
+		return fmt.Errorf("dlq redrive: %d of the %d chosen dead letters were left out (see above); --force redrives them anyway: %w", len(skipped), len(pos), errConflict)
 	}
-	return tw.Flush()
+	return nil
+}
+
+// planRedrive decides, for each chosen letter, whether it is redriven.
+// Of the letters of one window that are not left out, the last one is
+// republished and the others are recorded with it.
+func planRedrive(chosen []deadLetter, force bool) []redriveItem {
+	items := make([]redriveItem, 0, len(chosen))
+	latest := map[string]string{} // window id -> id of its last letter to redrive
+	for _, d := range chosen {
+		it := redriveItem{deadLetter: d}
+		ws := d.WindowState
+		switch {
+		case d.Redriven != nil && !force:
+			it.Skip = "redriven before, at " + fmtTime(d.Redriven.At) + redriveTarget(d.Redriven)
+		case ws != nil && ws.Status == dedupe.StatusDone && !force:
+			it.Skip = fmt.Sprintf("its window is done since %s (token %d); it would run a second time", fmtTime(ws.UpdatedAt), ws.Token)
+		case ws != nil && ws.Status == dedupe.StatusRunning && !force:
+			it.Skip = fmt.Sprintf("its window is running (token %d, %s)", ws.Token, orDash(ws.Holder))
+		case d.WindowID != "":
+			latest[d.WindowID] = d.ID
+		}
+		items = append(items, it)
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Skip == "" && it.WindowID != "" && latest[it.WindowID] != it.ID {
+			it.With = latest[it.WindowID]
+		}
+	}
+	return items
+}
+
+func redriveTarget(r *control.Redrive) string {
+	switch {
+	case r.With != "":
+		return " with letter " + r.With
+	case r.Topic != "":
+		return fmt.Sprintf(" (republished to %s[%d]@%d)", r.Topic, r.Partition, r.Offset)
+	}
+	return " (not confirmed: kjobctl stopped before the record was acknowledged)"
+}
+
+func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
+	n := 0
+	for _, it := range items {
+		if it.Skip == "" && it.With == "" {
+			n++
+		}
+	}
+	fmt.Fprintf(w, "Would redrive %d dead letters:\n", n)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tWINDOW\tWINDOW STATE\tACTION")
+	for _, it := range items {
+		action := "redrive"
+		switch {
+		case it.Skip != "":
+			action = "leave out: " + it.Skip
+		case it.With != "":
+			action = "same window as letter " + it.With + ", republished once"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, windowName(it.deadLetter), stateCell(it.deadLetter), action)
+	}
+	tw.Flush()
+	if redrivenBefore > 0 {
+		fmt.Fprintf(w, "%d letters redriven before are left out (--force includes them).\n", redrivenBefore)
+	}
+}
+
+func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
+	for _, it := range items {
+		switch {
+		case it.Skip != "":
+			fmt.Fprintf(w, "Left out %s: %s (--force redrives it anyway)\n", it.ID, it.Skip)
+		case it.With != "":
+			fmt.Fprintf(w, "Letter %s has the same window as %s: republished once, both recorded as redriven\n", it.ID, it.With)
+		}
+	}
+	if redrivenBefore > 0 {
+		fmt.Fprintf(w, "%d letters redriven before were left out (--force includes them).\n", redrivenBefore)
+	}
+}
+
+// annotate fills in each letter's window state and redrive record.
+func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *control.Redrives, letters []deadLetter) error {
+	var ids []string
+	for _, d := range letters {
+		if d.WindowID != "" && !slices.Contains(ids, d.WindowID) {
+			ids = append(ids, d.WindowID)
+		}
+	}
+	states, err := store.States(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("dlq: window states: %w", err)
+	}
+	redrives, err := rd.List(ctx, o.dlqTopic)
+	if err != nil {
+		return fmt.Errorf("dlq: %w", err)
+	}
+	for i := range letters {
+		d := &letters[i]
+		if st, ok := states[d.WindowID]; ok {
+			d.WindowState = &windowState{Status: st.Status, Token: st.Token, Attempts: st.Attempts, Holder: st.Holder, UpdatedAt: st.UpdatedAt.UTC()}
+		}
+		if r, ok := redrives[d.letter(o.dlqTopic)]; ok {
+			d.Redriven = &r
+		}
+	}
+	return nil
 }
 
 func parseDLQID(s string) (int32, int64, error) {
@@ -287,15 +510,37 @@ func oneLine(s string, n int) string {
 	return s
 }
 
+func windowName(d deadLetter) string {
+	if d.WindowID == "" {
+		return "(undecodable, key " + oneLine(d.Job, 20) + ")"
+	}
+	return d.WindowID
+}
+
+func stateCell(d deadLetter) string {
+	if d.WindowID == "" {
+		return "-"
+	}
+	return d.WindowState.String()
+}
+
+func redrivenCell(r *control.Redrive) string {
+	switch {
+	case r == nil:
+		return "-"
+	case r.With != "":
+		return fmtTime(r.At) + " with " + r.With
+	case r.Topic == "":
+		return fmtTime(r.At) + " (unconfirmed)"
+	}
+	return fmtTime(r.At)
+}
+
 func renderDLQList(w io.Writer, ls []deadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tWINDOW\tATTEMPTS\tDEAD-LETTERED\tORIGIN\tREASON")
+	fmt.Fprintln(tw, "ID\tWINDOW\tATTEMPTS\tDEAD-LETTERED\tORIGIN\tWINDOW STATE\tREDRIVEN\tREASON")
 	for _, d := range ls {
-		win := d.WindowID
-		if win == "" {
-			win = "(undecodable, key " + oneLine(d.Job, 20) + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", d.ID, win, d.Attempts, fmtTime(d.At), d.Origin, oneLine(d.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), d.Origin, stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -314,6 +559,18 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 	fmt.Fprintf(tw, "Attempts:\t%d\n", d.Attempts)
 	fmt.Fprintf(tw, "Worker:\t%s\n", orDash(d.Worker))
 	fmt.Fprintf(tw, "Dead-lettered:\t%s\n", fmtTime(d.At))
+	switch ws := d.WindowState; {
+	case d.WindowID == "":
+	case ws == nil:
+		fmt.Fprintf(tw, "Window state:\tnone (no record in Redis: never claimed, expired, or cleared)\n")
+	default:
+		fmt.Fprintf(tw, "Window state:\t%s (token %d, attempt %d, %s, since %s)\n", ws.Status, ws.Token, ws.Attempts, orDash(ws.Holder), fmtTime(ws.UpdatedAt))
+	}
+	if r := d.Redriven; r != nil {
+		fmt.Fprintf(tw, "Redriven:\t%s by %s%s\n", fmtTime(r.At), orDash(r.By), redriveTarget(r))
+	} else {
+		fmt.Fprintf(tw, "Redriven:\tno\n")
+	}
 	tw.Flush()
 	keys := make([]string, 0, len(d.Headers))
 	for k := range d.Headers {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,8 +61,34 @@ func TestGoldenStatus(t *testing.T) {
 		DeadLetters: 3,
 	}
 	var b bytes.Buffer
-	renderStatus(&b, s)
+	info := statusInfo{group: "kjob-workers", lease: "redis key kjob:{kjob}:producer-lease"}
+	renderStatus(&b, s, info)
 	golden(t, "status.golden", b.Bytes())
+
+	// Every part unknown: no zero is shown as a fact.
+	down := &inspect.Snapshot{
+		At:          t0,
+		LeaderError: "lease: get kjob:{kjob}:producer-lease: dial tcp 127.0.0.1:6379: connect: connection refused",
+		GroupError:  "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
+		JobsError:   "state topic: unable to dial; partitions: unable to dial; pauses: dial tcp 127.0.0.1:6379: connect: connection refused",
+		Jobs: []inspect.JobStatus{{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Enabled: true, InFile: true,
+			PartitionUnknown: true, PausedUnknown: true, LastUnknown: true, Next: []time.Time{t0.Add(10 * time.Second)}}},
+		DeadLettersError: "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
+	}
+	b.Reset()
+	renderStatus(&b, down, info)
+	golden(t, "status-down.golden", b.Bytes())
+
+	// A group without members and a Kubernetes lease that expired.
+	empty := &inspect.Snapshot{
+		At: t0,
+		Leader: &inspect.Leader{Holder: "producer-0", Epoch: 3, Since: t0.Add(-time.Hour), Source: "kubernetes Lease kjob/kjob-producer-kjob",
+			RenewedAt: t0.Add(-time.Minute), Expired: true},
+		Group: &inspect.Group{Name: "kjob-workers", State: "Empty", TotalLag: 4},
+	}
+	b.Reset()
+	renderStatus(&b, empty, info)
+	golden(t, "status-empty.golden", b.Bytes())
 }
 
 func TestGoldenLag(t *testing.T) {
@@ -104,6 +131,21 @@ func TestGoldenReplay(t *testing.T) {
 		}}
 	renderReplay(&b, "table", p, true)
 	golden(t, "replay-empty-group.golden", b.Bytes())
+
+	// A plain replay: failed and dead-lettered windows run again; a long
+	// list is cut at 20 rows.
+	b.Reset()
+	p = &control.ReplayPlan{Spec: control.ReplaySpec{Mode: control.ShiftBy, Offset: -60}, Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
+		Partitions: []control.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 100, Target: 40, Start: 0, End: 100, Replayed: 30, ReplayedOffsets: 60, After: -1}}}
+	for i := range 22 {
+		st := "dead"
+		if i%2 == 1 {
+			st = "failed"
+		}
+		p.Retry = append(p.Retry, control.RetryWindow{ID: fmt.Sprintf("sync@2026-11-22T09:%02d:00Z", i), Status: st})
+	}
+	renderReplay(&b, "table", p, false)
+	golden(t, "replay-retry.golden", b.Bytes())
 }
 
 func TestGoldenDLQ(t *testing.T) {
@@ -126,13 +168,22 @@ func TestGoldenDLQ(t *testing.T) {
 		{Key: worker.HeaderDLQTopic, Value: []byte("kjob.windows")}, {Key: worker.HeaderDLQPartition, Value: []byte("1")},
 		{Key: worker.HeaderDLQOffset, Value: []byte("8")}, {Key: worker.HeaderDLQAttempts, Value: []byte("0")},
 	}}
-	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad)}
+	again := *rec
+	again.Offset = 5
+	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad), parseDeadLetter(&again)}
+	ls[0].Redriven = &control.Redrive{Letter: control.Letter{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
+		At: t0, By: "kjobctl ops@host", Topic: "kjob.windows", Partition: 0, Offset: 80}
+	ls[2].WindowState = &windowState{Status: "dead", Token: 12, Attempts: 3, Holder: "worker-1", UpdatedAt: t0.Add(time.Minute)}
+	ls[0].WindowState = ls[2].WindowState
 	var b bytes.Buffer
 	renderDLQList(&b, ls)
 	golden(t, "dlq-list.golden", b.Bytes())
 	b.Reset()
 	renderDLQShow(&b, ls[0])
 	golden(t, "dlq-show.golden", b.Bytes())
+	b.Reset()
+	renderRedrivePlan(&b, planRedrive(ls, false), 0)
+	golden(t, "dlq-redrive-plan.golden", b.Bytes())
 }
 
 func TestGoldenBackfill(t *testing.T) {

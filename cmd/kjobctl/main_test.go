@@ -7,7 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(silentRedis{}) // as main does
+	os.Exit(m.Run())
+}
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

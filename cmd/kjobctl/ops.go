@@ -40,6 +40,11 @@ type opts struct {
 	signing                                                                                 cli.SigningOptions
 	timeout                                                                                 time.Duration
 	needSchedules                                                                           bool
+	// retention is the workers' dedupe retention: how long the markers of
+	// published windows are kept (registerRetention).
+	retention time.Duration
+	// lease* locate the producer lease for status (registerLease).
+	leaseBackend, leaseNS, leaseName, kubeconfig string
 
 	rdb   redis.UniversalClient
 	file  *schedule.File
@@ -111,6 +116,21 @@ func (o *opts) close() {
 	}
 }
 
+// registerRetention adds --retention, for the commands that publish windows.
+func (o *opts) registerRetention(f *cli.Flags) {
+	f.Duration(&o.retention, "retention", "KJOB_RETENTION", dedupe.DefaultRetention,
+		"the workers' --retention: how long kjobctl remembers the windows it published, as the workers remember the windows they ran")
+}
+
+// registerLease adds the flags that say where the producers keep their
+// lease, mirroring the producer's.
+func (o *opts) registerLease(f *cli.Flags) {
+	f.String(&o.leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the producers keep their lease: redis, or kubernetes (a coordination.k8s.io Lease)")
+	f.String(&o.leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default: the kubeconfig context's namespace, or the pod's own in a cluster)")
+	f.String(&o.leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
+	f.String(&o.kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig file for --lease-backend kubernetes (default ~/.kube/config, or in-cluster credentials)")
+}
+
 func (o *opts) brokerList() []string { return strings.Split(o.brokers, ",") }
 
 func (o *opts) kgoOpts() []kgo.Opt {
@@ -123,6 +143,12 @@ func (o *opts) store() (*dedupe.Store, error) {
 
 func (o *opts) pauses() (*control.Pauses, error) { return control.NewPauses(o.rdb, o.namespace) }
 
+func (o *opts) redrives() (*control.Redrives, error) { return control.NewRedrives(o.rdb, o.namespace) }
+
+func (o *opts) published() (*control.Published, error) {
+	return control.NewPublished(o.rdb, o.namespace, o.retention)
+}
+
 func (o *opts) inspector() (*inspect.Inspector, error) {
 	var jobs []*schedule.Job
 	if o.file != nil {
@@ -132,10 +158,16 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inspect.New(inspect.Config{
+	cfg := inspect.Config{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
-		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Pauses: p, Now: nowFunc,
-	})
+		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Pauses: p, PauseHistory: p, Now: nowFunc,
+	}
+	if o.leaseBackend != "" {
+		if cfg.LeaderSource, err = o.leaderSource(); err != nil {
+			return nil, err
+		}
+	}
+	return inspect.New(cfg)
 }
 
 // job returns the named job of the schedules file, or an errNotFound error
@@ -158,6 +190,13 @@ func (o *opts) job(cmd, name string) (*schedule.Job, error) {
 func (o *opts) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, o.timeout)
 }
+
+// silentRedis drops go-redis's own log lines ("connection pool: failed to
+// dial ..."): kjobctl reports each failure once, as an error of the part
+// that needed Redis.
+type silentRedis struct{}
+
+func (silentRedis) Printf(context.Context, string, ...any) {}
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

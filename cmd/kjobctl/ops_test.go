@@ -22,6 +22,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/signing"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -45,11 +46,23 @@ type opsEnv struct {
 	store   *dedupe.Store
 	flags   []string
 	adm     *kadm.Client
+	sched   string
 }
 
 func newOpsEnv(t *testing.T) *opsEnv {
 	t.Helper()
-	brokers := testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	return newOpsEnvOn(t, testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond)))
+}
+
+// newOpsEnvCluster is newOpsEnv on a kfake cluster the test controls.
+func newOpsEnvCluster(t *testing.T) (*opsEnv, *kfake.Cluster) {
+	t.Helper()
+	c := testenv.Cluster(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	return newOpsEnvOn(t, c.ListenAddrs()), c
+}
+
+func newOpsEnvOn(t *testing.T, brokers []string) *opsEnv {
+	t.Helper()
 	r := testenv.NewRedis(t)
 	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "ops"})
 	if err != nil {
@@ -70,9 +83,23 @@ func newOpsEnv(t *testing.T) *opsEnv {
 	if resp, err := adm.CreateTopic(ctx, 2, 1, nil, "kjob.windows"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, flags: []string{
+	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, sched: sched, flags: []string{
 		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--schedules", sched, "--timeout", "20s",
 	}}
+}
+
+// endOffsets sums the end offsets of the windows topic.
+func (e *opsEnv) endOffsets() int64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	o, err := e.adm.ListEndOffsets(ctx, "kjob.windows")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var n int64
+	o.Each(func(x kadm.ListedOffset) { n += x.Offset })
+	return n
 }
 
 // kjobctl runs a command with the environment's flags appended.
@@ -150,7 +177,8 @@ func expect(t *testing.T, code int, stderr string, wantCode int, wantErr string)
 // TestOpsRefusals checks every refusal path's exit code and exact text.
 func TestOpsRefusals(t *testing.T) {
 	e := newOpsEnv(t)
-	sched := e.flags[7]
+	sched := e.sched
+	other := (inspectJobPartition("report", 2) + 1) % 2
 	cases := []struct {
 		args []string
 		code int
@@ -172,6 +200,17 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"dlq", "show", "x"}, exitUsage, `kjobctl: dlq show: ID "x": want a dead-letter id as "kjobctl dlq list" prints it (an offset such as 12): usage`},
 		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
+		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
+		{[]string{"resume", "nope"}, exitNotFound, `kjobctl: resume: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
+		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"replay", "--to-earliest", "--job", "report", "--partition", fmt.Sprint(other)}, exitUsage,
+			fmt.Sprintf("kjobctl: replay: --job report: its windows are on partition %d, not on --partition [%d]: invalid replay: usage", 1-other, other)},
+		{[]string{"replay", "--to-earliest", "--group", ""}, exitUsage, `kjobctl: replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: invalid replay: usage`},
+		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
+		{[]string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--progress", "sometimes"}, exitUsage,
+			`kjobctl: backfill: --progress "sometimes": want auto, always or never: usage`},
+		{[]string{"dlq", "redrive", "3", "--all"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -200,11 +239,11 @@ func TestTriggerBackfillPause(t *testing.T) {
 	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z"}
 	code, out, stderr = e.kjobctl(bf...)
 	expect(t, code, stderr, exitDryRun, "kjobctl: backfill: dry run: nothing was changed; add --execute to apply it")
-	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5, 0 already backfilled") {
+	if !strings.Contains(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; would publish 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 	code, out, stderr = e.kjobctl(append(bf, "--execute")...)
-	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("backfill: exit %d\n%s%s", code, out, stderr)
 	}
 	ids := []string{}
@@ -241,7 +280,7 @@ func TestTriggerBackfillPause(t *testing.T) {
 	}
 	// --rerun publishes them again and they run again.
 	code, out, stderr = e.kjobctl(append(bf, "--execute", "--rerun")...)
-	if code != exitOK || !strings.Contains(out, "published 5, 0 already backfilled") {
+	if code != exitOK || !strings.Contains(out, "published 5; left out: 0 already run or running, 0 published before but not yet run") {
 		t.Fatalf("backfill --rerun: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, id := range ids {
@@ -320,8 +359,9 @@ func TestTriggerBackfillPause(t *testing.T) {
 			Next   []time.Time
 		} `json:"jobs"`
 	}
+	// A paused job fires nothing: no next fire times; the other job has 3.
 	if code != exitOK || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Jobs) != 2 || snap.Jobs[1].Name != "report" || !snap.Jobs[1].Paused ||
-		len(snap.Jobs[1].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
+		len(snap.Jobs[1].Next) != 0 || len(snap.Jobs[0].Next) != 3 || len(snap.Group.Members) != 1 || len(snap.Group.Members[0].Partitions) != 2 {
 		t.Fatalf("status -o json: exit %d\n%s", code, out)
 	}
 	code, out, stderr = e.kjobctl("resume", "report")
@@ -393,3 +433,5 @@ func TestTriggerSigns(t *testing.T) {
 	code, _, stderr = e.kjobctl("trigger", "report", "--signing-key-id", "k1")
 	expect(t, code, stderr, exitUsage, `kjobctl: --signing-key-id "k1" needs --signing-keys-dir: usage`)
 }
+
+func inspectJobPartition(job string, n int) int32 { return inspect.JobPartition(job, n) }

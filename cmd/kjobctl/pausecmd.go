@@ -20,9 +20,17 @@ Usage: kjobctl pause JOB [flags]`
 
 const resumeUsage = `kjobctl resume: let the producer publish JOB's windows again. Windows
 skipped while the job was paused are not caught up unless --catchup, which
-publishes them now (trigger=catchup, their scheduled ids).
+publishes them under their scheduled ids ("<job>@<start>") with
+trigger=catchup, as kjobctl backfill publishes (asynchronously, with a
+progress bar, windows already run or published left out).
 
-Usage: kjobctl resume JOB [--catchup] [flags]`
+resume --catchup is a dry run unless --execute: it prints the windows it
+would publish and changes nothing. It refuses more than --max-windows
+windows. If publishing stops partway, the job is resumed and the error
+prints the "kjobctl backfill JOB --catchup" command that publishes the
+rest under the same ids.
+
+Usage: kjobctl resume JOB [--catchup [--execute] [--max-windows N]] [flags]`
 
 func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return pauseResume(ctx, "pause", args, stdout, stderr)
@@ -32,9 +40,23 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return pauseResume(ctx, "resume", args, stdout, stderr)
 }
 
+type resumeResult struct {
+	Job            string    `json:"job"`
+	PausedSince    time.Time `json:"paused_since"`
+	ResumedAt      time.Time `json:"resumed_at,omitzero"`
+	SkippedWindows int       `json:"skipped_windows"`
+	// CaughtUp lists the windows published (or, in a dry run, to publish)
+	// by --catchup.
+	CaughtUp []string        `json:"caught_up"`
+	Catchup  *backfillResult `json:"catchup,omitempty"`
+	Executed bool            `json:"executed"`
+}
+
 func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	var o opts
-	var catchup bool
+	var catchup, execute bool
+	var maxWindows int
+	var progress string
 	usage := pauseUsage
 	if cmd == "resume" {
 		usage = resumeUsage
@@ -44,7 +66,11 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	o.register(f)
 	o.needSchedules = true
 	if cmd == "resume" {
+		o.registerRetention(f)
 		f.Bool(&catchup, "catchup", "", false, "publish the windows skipped while paused")
+		f.Bool(&execute, "execute", "", false, "with --catchup: resume and publish (without it: dry run)")
+		f.Int(&maxWindows, "max-windows", "", maxBackfill, "with --catchup: refuse to publish more windows than this")
+		f.String(&progress, "progress", "", "auto", "with --catchup: progress bar on stderr: auto (when stderr is a terminal), always or never")
 	}
 	pos, err := f.ParseInterspersed(args)
 	if err != nil {
@@ -52,6 +78,15 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%s: want exactly one JOB argument, got %d: %w", cmd, len(pos), errUsage)
+	}
+	if execute && !catchup {
+		return fmt.Errorf("resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): %w", errUsage)
+	}
+	if maxWindows < 1 && cmd == "resume" {
+		return fmt.Errorf("resume: --max-windows %d: want at least 1: %w", maxWindows, errUsage)
+	}
+	if progress != "" && progress != "auto" && progress != "always" && progress != "never" {
+		return fmt.Errorf("resume: --progress %q: want auto, always or never: %w", progress, errUsage)
 	}
 	if err := o.setup(); err != nil {
 		return err
@@ -82,47 +117,76 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 		fmt.Fprintf(stdout, "paused %s at %s; the producer publishes none of its windows until \"kjobctl resume %s\"\n", j.Name, fmtTime(now), j.Name)
 		return nil
 	}
-	p, err := ps.Resume(cctx, j.Name)
-	if errors.Is(err, control.ErrNotPaused) {
-		return fmt.Errorf("resume: job %s is not paused: %w", j.Name, errConflict)
-	}
+
+	p, paused, err := ps.Get(cctx, j.Name)
 	if err != nil {
 		return err
 	}
-	skipped := j.Windows(p.Since.Add(-time.Nanosecond), now, maxBackfill)
-	var published []string
-	if catchup && len(skipped) > 0 {
-		cl, err := o.publisher()
-		if err != nil {
+	if !paused {
+		return fmt.Errorf("resume: job %s is not paused: %w", j.Name, errConflict)
+	}
+	// The windows the producer skipped: starts in [since, now].
+	skipped := func(until time.Time) []time.Time {
+		return j.Windows(p.Since.Add(-time.Nanosecond), until, maxWindows+1)
+	}
+	if catchup {
+		if n := len(skipped(now)); n > maxWindows {
+			return fmt.Errorf("resume: %s has more than %d windows skipped since %s; nothing was changed. Publish them all with --max-windows %d or more, "+
+				"or resume without --catchup and publish chosen ranges under their scheduled ids with \"kjobctl backfill %s --catchup --from T1 --to T2\": %w",
+				j.Name, maxWindows, fmtTime(p.Since), n, j.Name, errUsage)
+		}
+	}
+	res := resumeResult{Job: j.Name, PausedSince: p.Since, CaughtUp: []string{}, Executed: !catchup || execute}
+	if catchup && !execute {
+		starts := skipped(now)
+		res.SkippedWindows = len(starts)
+		br := &backfillResult{Job: j.Name, From: fmtTime(p.Since), To: fmtTime(now)}
+		w := windowPublish{job: j, starts: starts, trigger: jobmsg.TriggerCatchup, progress: progress, stderr: stderr}
+		if err := o.publishWindows(cctx, w, br); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		res.Catchup, res.CaughtUp = br, br.Published
+		if err := renderResume(stdout, o.output, &res); err != nil {
 			return err
 		}
-		defer cl.Close()
-		for _, s := range skipped {
-			id := jobmsg.WindowID(j.Name, s)
-			rec, err := jobmsg.Record(o.topic, message(j, id, s, jobmsg.TriggerCatchup, nil, now))
-			if err != nil {
-				return fmt.Errorf("resume: %w", err)
-			}
-			if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
-				return fmt.Errorf("resume: resumed %s, but publishing catch-up window %s failed: %w (publish the rest with kjobctl backfill)", j.Name, id, err)
-			}
-			published = append(published, id)
-		}
+		return fmt.Errorf("resume: %w", errDryRun)
 	}
-	if o.output == "json" {
-		return writeJSON(stdout, map[string]any{"job": j.Name, "paused_since": p.Since, "resumed_at": now, "skipped_windows": len(skipped), "caught_up": published})
-	}
-	fmt.Fprintf(stdout, "resumed %s (paused since %s); %d windows fell due while paused", j.Name, fmtTime(p.Since), len(skipped))
-	switch {
-	case catchup:
-		fmt.Fprintf(stdout, "; published %d of them now (trigger=catchup)\n", len(published))
-		for _, id := range published {
-			fmt.Fprintln(stdout, "  "+id)
+	if _, err := ps.ResumeAt(cctx, j.Name, now); err != nil {
+		if errors.Is(err, control.ErrNotPaused) {
+			return fmt.Errorf("resume: job %s is not paused (resumed meanwhile): %w", j.Name, errConflict)
 		}
-	case len(skipped) > 0:
-		fmt.Fprintln(stdout, " and are not caught up (resume with --catchup to publish them)")
-	default:
-		fmt.Fprintln(stdout)
+		return err
+	}
+	res.ResumedAt = now
+	starts := skipped(now)
+	res.SkippedWindows = len(starts)
+	if catchup && len(starts) > 0 {
+		br := &backfillResult{Job: j.Name, From: fmtTime(p.Since), To: fmtTime(now)}
+		w := windowPublish{job: j, starts: starts, trigger: jobmsg.TriggerCatchup, execute: true, progress: progress, stderr: stderr}
+		if err := o.publishWindows(cctx, w, br); err != nil {
+			return fmt.Errorf("resume: resumed %s, but the catch-up failed: %w; publish the rest with: kjobctl backfill %s --catchup --from %s --to %s --execute",
+				j.Name, err, j.Name, p.Since.UTC().Format(time.RFC3339Nano), now.Add(time.Nanosecond).Format(time.RFC3339Nano))
+		}
+		res.Catchup, res.CaughtUp = br, br.Published
+	}
+	return renderResume(stdout, o.output, &res)
+}
+
+func renderResume(w io.Writer, output string, r *resumeResult) error {
+	if output == "json" {
+		return writeJSON(w, r)
+	}
+	if !r.Executed {
+		fmt.Fprintf(w, "would resume %s (paused since %s); %d windows fell due while paused\n", r.Job, fmtTime(r.PausedSince), r.SkippedWindows)
+	} else {
+		fmt.Fprintf(w, "resumed %s (paused since %s); %d windows fell due while paused", r.Job, fmtTime(r.PausedSince), r.SkippedWindows)
+		if r.Catchup == nil && r.SkippedWindows > 0 {
+			fmt.Fprint(w, " and are not caught up (resume with --catchup to publish them)")
+		}
+		fmt.Fprintln(w)
+	}
+	if r.Catchup != nil {
+		return renderBackfill(w, "table", r.Catchup)
 	}
 	return nil
 }

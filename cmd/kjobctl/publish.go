@@ -11,13 +11,11 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -73,7 +71,8 @@ func message(j *schedule.Job, id string, start time.Time, trigger jobmsg.Trigger
 }
 
 const triggerUsage = `kjobctl trigger: publish one manual window of JOB now (trigger=manual) and
-print its id. The window is [now, the job's next fire time).
+print its id. The window is [now, the job's next fire time). It runs even if
+the job is paused or disabled (a warning on stderr says so).
 
 Usage: kjobctl trigger JOB [--payload JSON] [flags]`
 
@@ -108,6 +107,21 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	cctx, cancel := o.ctx(ctx)
+	defer cancel()
+	// A manual window runs whatever the job's state; say so when the
+	// schedule would not run it.
+	if !j.Enabled {
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.file.Path)
+	}
+	if ps, err := o.pauses(); err == nil {
+		switch p, paused, err := ps.Get(cctx, j.Name); {
+		case err != nil:
+			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %v\n", j.Name, err)
+		case paused:
+			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), p.By)
+		}
+	}
 	now := nowFunc()
 	nonce := make([]byte, 4)
 	_, _ = rand.Read(nonce)
@@ -121,8 +135,6 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
-	cctx, cancel := o.ctx(ctx)
-	defer cancel()
 	if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("trigger: publish to %s: %w", o.topic, err)
 	}
@@ -135,39 +147,65 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 const backfillUsage = `kjobctl backfill: publish JOB's windows whose start lies in [--from, --to) as
 records with trigger=backfill while everything runs. Their ids are
-deterministic ("<job>@<start>#backfill"), so a second backfill of the same
-range publishes nothing new (windows the workers have seen are left out)
-unless --rerun, which clears their done markers and publishes them again.
-Dry run unless --execute.
+deterministic ("<job>@<start>#backfill"). A second backfill of the same
+range publishes nothing new unless --rerun: windows the workers have run
+(or are running) are left out, and so are windows published before but not
+yet run, which kjobctl remembers in Redis for --retention (the workers'
+dedupe retention). --rerun clears the windows' records and publishes them
+all again.
 
-Usage: kjobctl backfill JOB --from T1 --to T2 [--rerun] [--execute] [flags]`
+--to in the future is refused unless --allow-future: such windows would run
+now and again at their scheduled time, under their scheduled ids.
 
-// maxBackfill bounds one backfill.
+--catchup publishes under the scheduled ids ("<job>@<start>") with
+trigger=catchup instead, as "kjobctl resume --catchup" does: use it to
+finish a catch-up that stopped partway.
+
+Dry run unless --execute. Above 50 windows a progress bar with rate and
+ETA is drawn on stderr when it is a terminal (--progress always|never
+overrides that).
+
+Usage: kjobctl backfill JOB --from T1 --to T2 [--rerun] [--catchup] [--allow-future] [--execute] [flags]`
+
+// maxBackfill bounds one backfill (and, by default, one catch-up).
 const maxBackfill = 100_000
 
+// maxListed is how many window ids the table output lists.
+const maxListed = 20
+
 type backfillResult struct {
-	Job       string   `json:"job"`
-	From      string   `json:"from"`
-	To        string   `json:"to"`
-	Windows   int      `json:"windows"`
+	Job     string `json:"job"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Trigger string `json:"trigger"`
+	Windows int    `json:"windows"`
+	// Published lists the windows published (or, in a dry run, to publish).
 	Published []string `json:"published"`
-	Skipped   []string `json:"skipped"`
-	Executed  bool     `json:"executed"`
+	// Skipped lists the windows left out because the workers have a
+	// record of them (run, running, failed or dead-lettered).
+	Skipped []string `json:"skipped"`
+	// PublishedBefore lists the windows left out because kjobctl published
+	// them before and the workers have not run them yet.
+	PublishedBefore []string `json:"published_before"`
+	Executed        bool     `json:"executed"`
 }
 
 func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
-	var from, to string
-	var rerun, execute, progress bool
+	var from, to, progress string
+	var rerun, execute, allowFuture, catchup bool
 	f := cli.NewFlags("backfill", backfillUsage)
 	f.SetOutput(stderr)
 	o.register(f)
+	o.registerRetention(f)
 	o.needSchedules = true
 	f.String(&from, "from", "", "", "first window start to include (RFC 3339)")
 	f.String(&to, "to", "", "", "window starts before this time are included (RFC 3339)")
-	f.Bool(&rerun, "rerun", "", false, "run windows again that a previous backfill already ran")
+	f.Bool(&rerun, "rerun", "", false, "publish and run again windows that were published or run before")
+	f.Bool(&allowFuture, "allow-future", "", false, "allow --to in the future (those windows then run now and again when they fall due)")
+	f.Bool(&catchup, "catchup", "", false, "publish under the scheduled ids with trigger=catchup, as resume --catchup does")
 	f.Bool(&execute, "execute", "", false, "publish (without it: dry run)")
-	f.Bool(&progress, "progress", "", true, "show a progress bar on stderr when publishing 50 windows or more")
+	f.String(&progress, "progress", "", "auto", "progress bar on stderr for 50 windows or more: auto (when stderr is a terminal), always or never")
 	pos, err := f.ParseInterspersed(args)
 	if err != nil {
 		return err
@@ -177,6 +215,9 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if from == "" || to == "" {
 		return fmt.Errorf("backfill: --from and --to are required (RFC 3339 times): %w", errUsage)
+	}
+	if progress != "auto" && progress != "always" && progress != "never" {
+		return fmt.Errorf("backfill: --progress %q: want auto, always or never: %w", progress, errUsage)
 	}
 	t1, err := parseTime("backfill: --from", from)
 	if err != nil {
@@ -188,6 +229,10 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if !t2.After(t1) {
 		return fmt.Errorf("backfill: --to %s is not after --from %s: %w", fmtTime(t2), fmtTime(t1), errUsage)
+	}
+	if now := nowFunc(); t2.After(now) && !allowFuture {
+		return fmt.Errorf("backfill: --to %s is in the future (now %s): windows that have not fallen due would run now and again at their scheduled time; "+
+			"use --to %s, or --allow-future: %w", fmtTime(t2), fmtTime(now), fmtTime(now), errUsage)
 	}
 	if err := o.setup(); err != nil {
 		return err
@@ -201,36 +246,145 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(starts) > maxBackfill {
 		return fmt.Errorf("backfill: %s has more than %d windows in [%s, %s); backfill a shorter range: %w", j.Name, maxBackfill, fmtTime(t1), fmtTime(t2), errUsage)
 	}
+	cctx, cancel := o.ctx(ctx)
+	defer cancel()
+	trigger := jobmsg.TriggerBackfill
+	if catchup {
+		trigger = jobmsg.TriggerCatchup
+	}
+	w := windowPublish{job: j, starts: starts, trigger: trigger, rerun: rerun, execute: execute, progress: progress, stderr: stderr}
+	res := &backfillResult{Job: j.Name, From: fmtTime(t1), To: fmtTime(t2)}
+	if err := o.publishWindows(cctx, w, res); err != nil {
+		return fmt.Errorf("backfill: %w", err)
+	}
+	if err := renderBackfill(stdout, o.output, res); err != nil {
+		return err
+	}
+	if !execute {
+		return fmt.Errorf("backfill: %w", errDryRun)
+	}
+	return nil
+}
+
+// windowPublish is a set of windows of one job for publishWindows.
+type windowPublish struct {
+	job     *schedule.Job
+	starts  []time.Time
+	trigger jobmsg.Trigger // backfill: "#backfill" ids; catchup: scheduled ids
+	rerun   bool
+	execute bool
+	// progress is auto, always or never; stderr receives the bar.
+	progress string
+	stderr   io.Writer
+}
+
+func (w windowPublish) id(start time.Time) string {
+	if w.trigger == jobmsg.TriggerBackfill {
+		return jobmsg.BackfillID(w.job.Name, start)
+	}
+	return jobmsg.WindowID(w.job.Name, start)
+}
+
+// errPublish wraps a failure after some windows were published.
+var errPublish = errors.New("publishing stopped")
+
+// publishWindows publishes the windows of w that were neither run nor
+// published before (all of them with rerun), asynchronously, and fills in
+// res. Without execute it only fills in res.
+//
+// Windows the workers have a record of (dedupe) are left out; so are
+// windows whose published marker (control.Published) is set. Markers are
+// reserved before producing and confirmed once Kafka acknowledged the
+// record; a window whose produce failed has its marker released, so
+// running the command again publishes exactly the missing windows.
+func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfillResult) error {
+	res.Trigger, res.Windows, res.Executed = string(w.trigger), len(w.starts), w.execute
+	res.Published, res.Skipped, res.PublishedBefore = []string{}, []string{}, []string{}
+	ids := make([]string, len(w.starts))
+	for i, s := range w.starts {
+		ids[i] = w.id(s)
+	}
 	store, err := o.store()
 	if err != nil {
 		return err
 	}
-	cctx, cancel := o.ctx(ctx)
-	defer cancel()
-	res := backfillResult{Job: j.Name, From: fmtTime(t1), To: fmtTime(t2), Windows: len(starts), Published: []string{}, Skipped: []string{}, Executed: execute}
-	var todo []time.Time
-	for _, s := range starts {
-		id := jobmsg.BackfillID(j.Name, s)
-		if !rerun {
-			_, err := store.State(cctx, id)
-			switch {
-			case err == nil:
-				res.Skipped = append(res.Skipped, id)
-				continue
-			case !errors.Is(err, dedupe.ErrNotFound):
-				return fmt.Errorf("backfill: %w", err)
-			}
-		}
-		todo = append(todo, s)
+	pub, err := o.published()
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errUsage)
 	}
-	if !execute {
-		for _, s := range todo {
-			res.Published = append(res.Published, jobmsg.BackfillID(j.Name, s))
+	todo := make([]int, 0, len(ids)) // indexes into ids
+	if w.rerun {
+		for i := range ids {
+			todo = append(todo, i)
 		}
-		if err := renderBackfill(stdout, o.output, &res); err != nil {
+	} else {
+		states, err := store.States(ctx, ids)
+		if err != nil {
 			return err
 		}
-		return fmt.Errorf("backfill: %w", errDryRun)
+		var fresh []int
+		var freshIDs []string
+		for i, id := range ids {
+			if _, ok := states[id]; ok {
+				res.Skipped = append(res.Skipped, id)
+				continue
+			}
+			fresh = append(fresh, i)
+			freshIDs = append(freshIDs, id)
+		}
+		var free []bool
+		if w.execute {
+			// Held for the command's deadline and a minute: a kjobctl that
+			// dies before confirming leaves markers that expire soon.
+			free, err = pub.Reserve(ctx, freshIDs, o.timeout+time.Minute)
+		} else {
+			var marked []bool
+			marked, err = pub.Marked(ctx, freshIDs)
+			free = make([]bool, len(marked))
+			for i, m := range marked {
+				free[i] = !m
+			}
+		}
+		if err != nil {
+			return err
+		}
+		for k, i := range fresh {
+			if free[k] {
+				todo = append(todo, i)
+			} else {
+				res.PublishedBefore = append(res.PublishedBefore, ids[i])
+			}
+		}
+	}
+	// Reserved markers of windows that are not produced (an error before
+	// producing) are released at once rather than left to expire.
+	produced := false
+	if w.execute && !w.rerun {
+		defer func() {
+			if produced {
+				return
+			}
+			reserved := make([]string, len(todo))
+			for k, i := range todo {
+				reserved[k] = ids[i]
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = pub.Release(rctx, reserved)
+		}()
+	}
+	if !w.execute {
+		for _, i := range todo {
+			res.Published = append(res.Published, ids[i])
+		}
+		return nil
+	}
+	if w.rerun {
+		// A fresh start: the windows' records are cleared (the job's
+		// token counter is kept, so fencing still holds).
+		if err := store.ForgetAll(ctx, ids); err != nil {
+			return err
+		}
 	}
 	cl, err := o.publisher()
 	if err != nil {
@@ -238,36 +392,36 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer cl.Close()
 	var bar *progressBar
-	if progress && len(todo) >= 50 {
-		bar = newProgressBar(stderr, len(todo))
+	if len(todo) >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
+		bar = newProgressBar(w.stderr, len(todo))
 	}
 	now := nowFunc()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
+		failed   []string
 		done     atomic.Int64
 	)
-	for _, s := range todo {
-		id := jobmsg.BackfillID(j.Name, s)
-		if rerun {
-			if err := store.Forget(cctx, id); err != nil {
-				return fmt.Errorf("backfill: %w", err)
-			}
-		}
-		rec, err := jobmsg.Record(o.topic, message(j, id, s, jobmsg.TriggerBackfill, nil, now))
+	ok := make([]bool, len(todo))
+	produced = true // from here on the callbacks account for every window
+	for k, i := range todo {
+		id := ids[i]
+		rec, err := jobmsg.Record(o.topic, message(w.job, id, w.starts[i], w.trigger, nil, now))
 		if err != nil {
-			return fmt.Errorf("backfill: %w", err)
+			return err
 		}
 		wg.Add(1)
-		cl.Produce(cctx, rec, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			mu.Lock()
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
-			if err == nil {
-				res.Published = append(res.Published, id)
+			if err != nil {
+				failed = append(failed, id)
+			} else {
+				ok[k] = true
 			}
 			mu.Unlock()
 			if n := done.Add(1); bar != nil {
@@ -279,10 +433,32 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if bar != nil {
 		bar.finish()
 	}
-	if firstErr != nil {
-		return fmt.Errorf("backfill: published %d of %d windows, then: %w (run it again: published windows are left out)", len(res.Published), len(todo), firstErr)
+	var published []string
+	for k, i := range todo {
+		if ok[k] {
+			published = append(published, ids[i])
+		}
 	}
-	return renderBackfill(stdout, o.output, &res)
+	res.Published = append(res.Published, published...)
+	// Markers outlive a failure: use a fresh context for them.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var merr error
+	if w.rerun {
+		merr = pub.Mark(mctx, published)
+	} else {
+		merr = pub.Confirm(mctx, published)
+	}
+	if err := pub.Release(mctx, failed); err != nil && merr == nil {
+		merr = err
+	}
+	if firstErr != nil {
+		return fmt.Errorf("%w: published %d of %d windows, then: %w (run the same command again: the published windows are left out)", errPublish, len(published), len(todo), firstErr)
+	}
+	if merr != nil {
+		return fmt.Errorf("published %d windows, but could not record them: %w (a second run may publish them again; dedupe still runs each once)", len(published), merr)
+	}
+	return nil
 }
 
 func renderBackfill(w io.Writer, output string, r *backfillResult) error {
@@ -293,18 +469,27 @@ func renderBackfill(w io.Writer, output string, r *backfillResult) error {
 	if r.Executed {
 		verb = "published"
 	}
-	fmt.Fprintf(w, "Backfill %s [%s, %s): %d windows; %s %d, %d already backfilled (left out; --rerun runs them again)\n",
-		r.Job, r.From, r.To, r.Windows, verb, len(r.Published), len(r.Skipped))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	const maxRows = 20
-	for i, id := range r.Published {
-		if i == maxRows {
-			fmt.Fprintf(tw, "  ... and %d more\n", len(r.Published)-maxRows)
-			break
-		}
-		fmt.Fprintf(tw, "  %s\n", id)
+	what := "Backfill"
+	if r.Trigger == string(jobmsg.TriggerCatchup) {
+		what = "Catch-up"
 	}
-	return tw.Flush()
+	fmt.Fprintf(w, "%s %s [%s, %s): %d windows; %s %d; left out: %d already run or running, %d published before but not yet run (--rerun publishes them again)\n",
+		what, r.Job, r.From, r.To, r.Windows, verb, len(r.Published), len(r.Skipped), len(r.PublishedBefore))
+	return listIDs(w, r.Published)
+}
+
+// listIDs prints up to maxListed ids, indented, and how many more.
+func listIDs(w io.Writer, ids []string) error {
+	for i, id := range ids {
+		if i == maxListed {
+			_, err := fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(ids)-maxListed)
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "  %s\n", id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // progressBar draws "[#####-----] n/total  rate/s  ETA" on one line.

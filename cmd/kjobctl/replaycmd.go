@@ -17,9 +17,23 @@ import (
 const replayUsage = `kjobctl replay: move the workers' committed offsets back (or forward), like
 kafka-consumer-groups --reset-offsets, while the workers run: each partition's
 owner seeks and commits itself (through the control topic); a group without
-members gets its offsets committed directly. Windows already done are skipped
-by dedupe when re-delivered unless --rerun clears their done markers.
-Dry run unless --execute.
+members gets its offsets committed directly. Dry run unless --execute.
+
+Which windows run again: replay reads the replayed range. Windows that are
+done are skipped by dedupe when re-delivered; windows that failed or were
+dead-lettered have their records cleared so they run again; windows never
+run run. --rerun clears the records of every window in the range, so done
+ones run again too (--job limits that to one job's windows).
+
+Offsets and time: --to-offset and --shift-by count offsets, and on kjob's
+transactional windows topic transaction commit markers take offsets too:
+a window published in a transaction of its own takes 2 offsets, so
+--shift-by -10 replays about 5 windows. REPLAYED counts the windows
+(records) that are delivered again, markers left out. --to-datetime and
+--by-duration pick the first record whose timestamp is at or after the
+time; a record's timestamp is when it was published (not its window's
+start), so backfilled and caught-up windows are selected by when they were
+published.
 
 Usage: kjobctl replay --group G (--to-datetime T | --by-duration D | --to-offset N |
        --shift-by N | --to-earliest | --to-latest) [--partition P] [--job NAME]
@@ -37,15 +51,15 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f := cli.NewFlags("replay", replayUsage)
 	f.SetOutput(stderr)
 	o.register(f)
-	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record at or after this time (RFC 3339)")
-	f.String(&byDuration, "by-duration", "", "", "reset to the first record at or after now minus this duration (e.g. 2h, or ISO 8601 PT2H)")
+	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record published at or after this time (RFC 3339)")
+	f.String(&byDuration, "by-duration", "", "", "reset to the first record published at or after now minus this duration (e.g. 2h, or ISO 8601 PT2H)")
 	f.String(&toOffset, "to-offset", "", "", "reset to this offset")
-	f.String(&shiftBy, "shift-by", "", "", "move the committed offset by N (negative rewinds)")
+	f.String(&shiftBy, "shift-by", "", "", "move the committed offset by N offsets (negative rewinds; transaction markers count)")
 	f.Bool(&toEarliest, "to-earliest", "", false, "reset to the log start")
 	f.Bool(&toLatest, "to-latest", "", false, "reset to the log end (skip what is not yet processed)")
 	f.String(&partition, "partition", "", "", "only these partitions (comma-separated); default all")
 	f.String(&job, "job", "", "", "only the partition holding this job's windows; with --rerun only its windows run again")
-	f.Bool(&rerun, "rerun", "", false, "also clear the done markers of the replayed windows so they run again")
+	f.Bool(&rerun, "rerun", "", false, "also clear the done markers of the replayed windows so done windows run again")
 	f.Bool(&execute, "execute", "", false, "apply the reset (without it: dry run)")
 	f.Duration(&ackTimeout, "ack-timeout", "", 60*time.Second, "how long to wait for the owning workers to apply the seek")
 	if err := f.Parse(args); err != nil {
@@ -153,6 +167,8 @@ func replayErr(err error) error {
 		return fmt.Errorf("%w: %w", err, errNotFound)
 	case errors.Is(err, control.ErrRebalancing):
 		return fmt.Errorf("%w: %w", err, errConflict)
+	case errors.Is(err, control.ErrInvalidSpec):
+		return fmt.Errorf("%w: %w", err, errUsage)
 	}
 	return err
 }
@@ -236,19 +252,27 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 			fmt.Fprintln(w, " no other job's windows are in the replayed range.")
 		}
 	}
+	verb := "will be cleared"
+	if executed {
+		verb = "were cleared"
+	}
 	switch {
 	case plan.Spec.Rerun && len(plan.Rerun) == 0:
 		fmt.Fprintln(w, "No window lies in the replayed range, so no done marker is cleared.")
 	case plan.Spec.Rerun:
-		verb := "will be cleared"
-		if executed {
-			verb = "were cleared"
-		}
 		fmt.Fprintf(w, "Done markers of %d replayed windows %s, so they run again:\n", len(plan.Rerun), verb)
-		for _, id := range plan.Rerun {
-			fmt.Fprintln(w, "  "+id)
-		}
+		listIDs(w, plan.Rerun)
 	default:
+		if len(plan.Retry) > 0 {
+			fmt.Fprintf(w, "Records of %d failed or dead-lettered windows in the range %s, so they run again:\n", len(plan.Retry), verb)
+			for i, r := range plan.Retry {
+				if i == maxListed {
+					fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(plan.Retry)-maxListed)
+					break
+				}
+				fmt.Fprintf(w, "  %s (%s)\n", r.ID, r.Status)
+			}
+		}
 		fmt.Fprintln(w, "Windows already done are skipped when re-delivered (add --rerun to run them again).")
 	}
 	if executed && plan.Online {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +13,24 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/inspect"
 )
 
 const statusUsage = `kjobctl status: the producer leader, the workers and their partitions, and
-per job its schedule, next fire times and last window with its outcome.
+per job its schedule, next fire times (in the job's time zone and in UTC)
+and last window with its outcome.
+
+A part that cannot be read (Kafka or Redis down) is shown as "unknown
+(<error>)", never as an empty value, and status then exits 1 (with -o json
+it still prints what it could read, with the errors in leader_error,
+group_error, jobs_error and dead_letters_error).
+
+With --lease-backend kubernetes (KJOB_LEASE_BACKEND, as the producer's) the
+leader is read from the coordination.k8s.io Lease: holderIdentity,
+acquireTime, and leaseTransitions as the lease epoch.
 
 Usage: kjobctl status [flags]`
 
@@ -26,6 +39,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f := cli.NewFlags("status", statusUsage)
 	f.SetOutput(stderr)
 	o.register(f)
+	o.registerLease(f)
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -48,18 +62,58 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if o.output == "json" {
-		return writeJSON(stdout, snap)
+		err = writeJSON(stdout, snap)
+	} else {
+		err = renderStatus(stdout, snap, statusInfo{group: o.group, lease: o.leaseDesc()})
 	}
-	return renderStatus(stdout, snap)
+	if err != nil {
+		return err
+	}
+	return partialErr(snap)
 }
 
-func renderStatus(w io.Writer, s *inspect.Snapshot) error {
-	if s.Leader == nil {
-		fmt.Fprintln(w, "Producer leader: none (no producer holds the lease)")
-	} else {
-		fmt.Fprintf(w, "Producer leader: %s (lease epoch %d, since %s)\n", s.Leader.Holder, s.Leader.Epoch, fmtTime(s.Leader.Since))
+// partialErr is status's error when parts of the snapshot are unknown.
+func partialErr(s *inspect.Snapshot) error {
+	if s.Err() == nil {
+		return nil
 	}
-	if g := s.Group; g != nil {
+	var parts []string
+	for _, p := range []struct{ name, err string }{
+		{"the producer leader", s.LeaderError}, {"the group", s.GroupError}, {"the jobs", s.JobsError}, {"the dead letters", s.DeadLettersError},
+	} {
+		if p.err != "" {
+			parts = append(parts, p.name)
+		}
+	}
+	return fmt.Errorf("status: could not read %s (the errors are in the output): %w", strings.Join(parts, ", "), inspect.ErrPartial)
+}
+
+// statusInfo is what the table needs besides the snapshot.
+type statusInfo struct {
+	group string // the --group
+	lease string // where the producers keep their lease
+}
+
+func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
+	switch l := s.Leader; {
+	case s.LeaderError != "":
+		fmt.Fprintf(w, "Producer leader: unknown (%s)\n", s.LeaderError)
+	case l == nil:
+		fmt.Fprintf(w, "Producer leader: none (no producer holds the %s)\n", info.lease)
+	case l.Expired:
+		fmt.Fprintf(w, "Producer leader: none: %s, last held by %s (lease epoch %d, since %s), was not renewed in time (last renewal %s)\n",
+			l.Source, l.Holder, l.Epoch, fmtTime(l.Since), fmtTime(l.RenewedAt))
+	default:
+		fmt.Fprintf(w, "Producer leader: %s (lease epoch %d, since %s)\n", l.Holder, l.Epoch, fmtTime(l.Since))
+	}
+	switch g := s.Group; {
+	case s.GroupError != "":
+		fmt.Fprintf(w, "\nGroup %s: unknown (%s)\n", info.group, s.GroupError)
+	case g == nil:
+		fmt.Fprintf(w, "\nGroup %s: does not exist yet (no worker has joined)\n", info.group)
+	case len(g.Members) == 0:
+		fmt.Fprintf(w, "\nGroup %s: %s, no members (no worker is running; the committed offsets are kept), total lag %d\n", g.Name, g.State, g.TotalLag)
+	default:
 		fmt.Fprintf(w, "\nGroup %s: %s, %d members, total lag %d\n", g.Name, g.State, len(g.Members), g.TotalLag)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MEMBER\tHOST\tPARTITIONS")
@@ -67,12 +121,10 @@ func renderStatus(w io.Writer, s *inspect.Snapshot) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ClientID, m.Host, joinInts(m.Partitions))
 		}
 		tw.Flush()
-	} else {
-		fmt.Fprintln(w, "\nGroup: does not exist yet (no worker has joined)")
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tSTATE\tPART\tNEXT (UTC)\tLAST WINDOW\tOUTCOME")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tSTATE\tPART\tNEXT (JOB'S ZONE)\tNEXT (UTC)\tLAST WINDOW\tOUTCOME")
 	for _, j := range s.Jobs {
 		state := "enabled"
 		switch {
@@ -82,35 +134,74 @@ func renderStatus(w io.Writer, s *inspect.Snapshot) error {
 			state = "paused"
 		case !j.Enabled:
 			state = "disabled"
+		case j.PausedUnknown:
+			state = "unknown"
 		}
 		last, outcome := "-", "-"
-		if j.Last != nil {
+		switch {
+		case j.Last != nil:
 			last = j.Last.ID
 			outcome = j.Last.Outcome
+			if j.Last.OutcomeError != "" {
+				outcome = "unknown"
+			}
 			if j.Last.Token > 0 {
 				outcome += fmt.Sprintf(" (token %d, attempt %d)", j.Last.Token, j.Last.Attempts)
 			}
-		}
-		next := make([]string, 0, len(j.Next))
-		for _, t := range j.Next {
-			next = append(next, t.UTC().Format(time.RFC3339))
-		}
-		nx := "-"
-		if len(next) > 0 {
-			nx = strings.Join(next, " ")
+		case j.LastUnknown:
+			last, outcome = "?", "unknown"
 		}
 		sched, tz := j.Schedule, j.Timezone
 		if sched == "" {
 			sched, tz = "?", "?"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.Name, sched, tz, state, j.Partition, nx, last, outcome)
+		part := fmt.Sprint(j.Partition)
+		if j.PartitionUnknown {
+			part = "?"
+		}
+		local, utc := nextTimes(j)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, tz, state, part, local[0], utc[0], last, outcome)
+		for i := 1; i < len(local); i++ {
+			// As many cells as a job's row, so the columns after NEXT
+			// stay aligned across the rows (tabwriter aligns a column
+			// over consecutive lines that have it).
+			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\t\t\n", local[i], utc[i])
+		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nDead letters: %d\n", s.DeadLetters)
-	for _, e := range s.Errors {
-		fmt.Fprintln(w, "warning:", e)
+	if s.JobsError != "" {
+		fmt.Fprintf(w, "Jobs: partly unknown (%s)\n", s.JobsError)
+	}
+	if s.DeadLettersError != "" {
+		fmt.Fprintf(w, "\nDead letters: unknown (%s)\n", s.DeadLettersError)
+	} else {
+		fmt.Fprintf(w, "\nDead letters: %d\n", s.DeadLetters)
 	}
 	return nil
+}
+
+// nextTimes formats a job's next fire times in its zone and in UTC, one
+// entry per row (at least one).
+func nextTimes(j inspect.JobStatus) (local, utc []string) {
+	switch {
+	case !j.InFile:
+		return []string{"-"}, []string{"-"}
+	case j.Paused:
+		return []string{"- (paused)"}, []string{"-"}
+	case !j.Enabled:
+		return []string{"- (disabled)"}, []string{"-"}
+	case len(j.Next) == 0:
+		return []string{"-"}, []string{"-"}
+	}
+	loc, err := time.LoadLocation(j.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	for _, t := range j.Next {
+		local = append(local, t.In(loc).Format("2006-01-02 15:04:05 MST"))
+		utc = append(utc, t.UTC().Format(time.RFC3339))
+	}
+	return local, utc
 }
 
 func joinInts(ps []int32) string {
@@ -125,10 +216,33 @@ func joinInts(ps []int32) string {
 }
 
 const lagUsage = `kjobctl lag: per partition of the windows topic, the group's committed
-offset, the log end offset, the lag and the owning worker, and the total; the
-same numbers kadm and kafka-consumer-groups --describe report.
+offset, the log end offset, the lag and the owning worker, and the total,
+as kadm computes them (kadm.Client.Lag).
 
-Usage: kjobctl lag [--group G] [--watch] [flags]`
+These are the numbers kafka-consumer-groups --describe prints, with one
+difference: for a partition without a committed offset kjobctl (like kadm)
+shows COMMITTED "-" and LAG = log end - log start (the records a worker
+would read from the start), where kafka-consumer-groups shows "-" for both.
+
+--watch refreshes until interrupted; a failed refresh (a Kafka blip) is
+shown in its frame and the watch goes on. On a terminal each frame
+replaces the last; otherwise frames are appended, and with -o json each
+frame is one JSON object per line (NDJSON: at, and group or error).
+
+Usage: kjobctl lag [--group G] [--watch [--interval D]] [flags]`
+
+// isTerminal reports whether w is a terminal (tests replace it).
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// lagFrame is one line of lag --watch -o json.
+type lagFrame struct {
+	At    time.Time      `json:"at"`
+	Group *inspect.Group `json:"group,omitempty"`
+	Error string         `json:"error,omitempty"`
+}
 
 func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
@@ -137,7 +251,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f := cli.NewFlags("lag", lagUsage)
 	f.SetOutput(stderr)
 	o.register(f)
-	f.Bool(&watch, "watch", "", false, "refresh in place until interrupted")
+	f.Bool(&watch, "watch", "", false, "refresh until interrupted")
 	f.Duration(&every, "interval", "", 2*time.Second, "refresh interval of --watch")
 	if err := f.Parse(args); err != nil {
 		return err
@@ -157,40 +271,62 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer in.Close()
-	if watch {
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
+	noGroup := func() error {
+		return fmt.Errorf("lag: group %q does not exist (no members, no committed offsets on %s); check --group: %w", o.group, o.topic, errNotFound)
 	}
+	if !watch {
+		cctx, cancel := o.ctx(ctx)
+		defer cancel()
+		g, err := in.Group(cctx)
+		switch {
+		case errors.Is(err, inspect.ErrNoGroup):
+			return noGroup()
+		case err != nil:
+			return fmt.Errorf("lag: %w", err)
+		case o.output == "json":
+			return writeJSON(stdout, g)
+		}
+		return renderLag(stdout, g)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tty := isTerminal(stdout)
+	enc := json.NewEncoder(stdout) // one compact object per line
 	for first := true; ; first = false {
 		cctx, cancel := o.ctx(ctx)
 		g, err := in.Group(cctx)
 		cancel()
-		if watch && ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return nil
 		}
+		if first && errors.Is(err, inspect.ErrNoGroup) {
+			return noGroup() // most likely a typo in --group
+		}
 		if errors.Is(err, inspect.ErrNoGroup) {
-			return fmt.Errorf("lag: group %q does not exist (no members, no committed offsets on %s); check --group: %w", o.group, o.topic, errNotFound)
+			err = fmt.Errorf("group %q does not exist any more (no members, no committed offsets)", o.group)
 		}
-		if err != nil {
-			return fmt.Errorf("lag: %w", err)
-		}
-		if !watch {
-			if o.output == "json" {
-				return writeJSON(stdout, g)
-			}
-			return renderLag(stdout, g)
-		}
+		at := nowFunc().UTC()
 		if o.output == "json" {
-			if err := writeJSON(stdout, g); err != nil {
+			fr := lagFrame{At: at, Group: g}
+			if err != nil {
+				fr = lagFrame{At: at, Error: err.Error()}
+			}
+			if err := enc.Encode(fr); err != nil {
 				return err
 			}
 		} else {
-			if !first {
+			switch {
+			case tty:
 				fmt.Fprint(stdout, "\x1b[H\x1b[2J") // home, clear screen
+			case !first:
+				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintf(stdout, "%s  (every %v, Ctrl-C stops)\n", nowFunc().UTC().Format(time.RFC3339), every)
-			renderLag(stdout, g)
+			fmt.Fprintf(stdout, "%s  (every %v, Ctrl-C stops)\n", at.Format(time.RFC3339), every)
+			if err != nil {
+				fmt.Fprintf(stdout, "error: %v (still watching)\n", err)
+			} else {
+				renderLag(stdout, g)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -20,14 +20,14 @@ import (
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // newElector builds the leader election selected by --lease-backend.
-func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, rdb redis.UniversalClient, log *slog.Logger) (producer.Elector, error) {
+func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, rdb redis.UniversalClient, log *slog.Logger, onChange func(lease.Event)) (producer.Elector, error) {
 	switch backend {
 	case "redis":
 		lock, err := lease.NewRedisLock(rdb, inspect.ProducerLeaseKey(namespace))
 		if err != nil {
 			return nil, err
 		}
-		return lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: ttl, RenewInterval: renew, Logger: log})
+		return lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: ttl, RenewInterval: renew, Logger: log, OnChange: onChange})
 	case "kubernetes":
 		if leaseNS == "" {
 			b, err := os.ReadFile(serviceAccountNamespace)
@@ -52,7 +52,7 @@ func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew ti
 		// period.
 		return kubelease.New(kubelease.Config{
 			Client: cl, Namespace: leaseNS, Name: leaseName, Identity: id,
-			LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log,
+			LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log, OnChange: onChange,
 		})
 	}
 	return nil, fmt.Errorf("--lease-backend %q: want redis or kubernetes", backend)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -20,12 +21,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
+	ktopic "github.com/kjob/kjob/pkg/topic"
+	"github.com/kjob/kjob/pkg/tracing"
 )
 
 const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.
@@ -47,18 +53,18 @@ func run(ctx context.Context, args []string) error {
 		brokers, topic, stateTopic, txnID, schedules, namespace, id, httpAddr, logFormat, logLevel string
 		redisOpts                                                                                  cli.RedisOptions
 		partitions, rf                                                                             int
-		leaseTTL, renew, txnTimeout                                                                time.Duration
+		leaseTTL, renew, txnTimeout, misfireGrace                                                  time.Duration
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
-		checkACLs                                                                                  bool
+		checkACLs, metricsJobLabel                                                                 bool
 		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
 	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	f.String(&topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic to publish windows to")
 	f.String(&stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)")
-	f.Int(&partitions, "partitions", "KJOB_PARTITIONS", 1, "partitions of the windows topic when created (an existing topic must match)")
-	f.Int(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of created topics")
+	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", 1, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)")
+	f.IntRange(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of created topics (1 to 32767)")
 	f.String(&txnID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)")
 	f.Duration(&txnTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", 10*time.Second, "Kafka transaction timeout")
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
@@ -73,7 +79,10 @@ func run(ctx context.Context, args []string) error {
 	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
 	f.Duration(&leaseTTL, "lease-ttl", "KJOB_LEASE_TTL", 5*time.Second, "leader lease TTL: a crashed leader is replaced within about this long")
 	f.Duration(&renew, "lease-renew", "KJOB_LEASE_RENEW", time.Second, "how often the leader renews its lease (must be < lease-ttl/2)")
+	f.Duration(&misfireGrace, "misfire-grace", "KJOB_MISFIRE_GRACE", producer.DefaultMisfireGrace,
+		"a window due at most this long before a new leader took over is published whatever the job's catchup (keep it above --lease-ttl + --lease-renew, the crash failover time; 0 turns it off)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.Bool(&metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
 	f.String(&logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -82,6 +91,29 @@ func run(ctx context.Context, args []string) error {
 	log, err := cli.Logger(os.Stderr, logFormat, logLevel)
 	if err != nil {
 		return err
+	}
+	// Settings that break leadership stop the process before anything is
+	// built, naming what the user set.
+	switch {
+	case leaseTTL < lease.MinTTL:
+		return f.Errorf("lease-ttl", "too short: set at least %v (seconds in production)", lease.MinTTL)
+	case renew <= 0:
+		return f.Errorf("lease-renew", "not positive: set a duration below --lease-ttl/2 (%v)", leaseTTL/2)
+	case renew >= leaseTTL/2:
+		return f.Errorf("lease-renew", "must be less than --lease-ttl/2 (%v; %s), or the leader cannot renew before its lease expires: lower --lease-renew or raise --lease-ttl",
+			leaseTTL/2, f.Ref("lease-ttl"))
+	}
+
+	if misfireGrace < 0 {
+		return fmt.Errorf("--misfire-grace/KJOB_MISFIRE_GRACE=%v is negative: use a duration such as 10s, or 0 to turn the grace off", misfireGrace)
+	}
+	if misfireGrace > 0 && misfireGrace < leaseTTL+renew {
+		log.Warn("--misfire-grace is shorter than a crash failover (--lease-ttl + --lease-renew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
+			"misfire_grace", misfireGrace, "lease_ttl", leaseTTL, "lease_renew", renew)
+	}
+	grace := misfireGrace
+	if grace == 0 {
+		grace = -1 // producer.Config: negative is none, zero the default
 	}
 
 	// An invalid schedules file stops the process here, naming file and line.
@@ -101,9 +133,30 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log)
+	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
+	// ask for it (see pkg/tracing).
+	tr, err := tracing.FromEnv(ctx, "kjob-producer")
 	if err != nil {
 		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
+	if tr.Enabled() {
+		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
+	m := metrics.New(reg, metricsOpts(metricsJobLabel)...)
+	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
+	if err != nil {
+		return f.Explain(err, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew", "Config.Holder": "id",
+			"LeaseDuration": "lease-ttl", "RetryPeriod": "lease-renew", "Config.Identity": "id",
+			"kubelease: Config.Namespace": "lease-namespace", "Config.Name is": "lease-name"})
 	}
 	pauses, err := control.NewPauses(rdb, namespace)
 	if err != nil {
@@ -119,8 +172,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	p, err := producer.New(producer.Config{
-		Brokers:            brokerList,
-		ClientOpts:         kafkaOpts,
+		Brokers: brokerList,
+		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg), kprom.WithClientLabel()))},
+			tr.ClientOpts()...), kafkaOpts...),
 		Sign:               sign,
 		Topic:              topic,
 		StateTopic:         stateTopic,
@@ -128,13 +182,17 @@ func run(ctx context.Context, args []string) error {
 		ReplicationFactor:  int16(rf),
 		TransactionalID:    txnID,
 		TransactionTimeout: txnTimeout,
+		MisfireGrace:       grace,
 		Jobs:               file.Jobs,
 		Elector:            elector,
 		Pauses:             pauses,
 		Logger:             log,
+		OnPublished:        m.Published,
+		OnSkipped:          m.Skipped,
 	})
 	if err != nil {
-		return err
+		return f.Explain(err, map[string]string{"Brokers": "brokers", "StateTopic": "state-topic", "Partitions": "partitions",
+			"ReplicationFactor": "replication-factor", "TransactionalID": "transactional-id", "TransactionTimeout": "transaction-timeout"})
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -169,8 +227,6 @@ func run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	log.Info("producer starting", "id", id, "brokers", brokers, "topic", topic, "jobs", len(file.Jobs), "schedules", schedules, "transactional_id", txnID)
 	var wg sync.WaitGroup
@@ -191,5 +247,16 @@ func run(ctx context.Context, args []string) error {
 	if httpErr != nil {
 		return httpErr
 	}
+	if errors.Is(err, ktopic.ErrMismatch) {
+		return f.Explain(err, map[string]string{"partitions, configured": "partitions", "replication factor": "replication-factor"})
+	}
 	return err
+}
+
+// metricsOpts are the pkg/metrics options the flags select.
+func metricsOpts(jobLabel bool) []metrics.Option {
+	if jobLabel {
+		return nil
+	}
+	return []metrics.Option{metrics.WithoutJobLabel()}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,12 +22,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/topic"
+	"github.com/kjob/kjob/pkg/tracing"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -51,7 +58,7 @@ type config struct {
 	rf                                                                       int
 	kafkaSec                                                                 cli.KafkaSecurity
 	signing                                                                  cli.SigningOptions
-	checkACLs                                                                bool
+	checkACLs, metricsJobLabel                                               bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -63,20 +70,22 @@ func run(ctx context.Context, args []string) error {
 	f.String(&c.group, "group", "KJOB_GROUP", "kjob-workers", "consumer group of the workers")
 	f.String(&c.dlq, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
-	f.Int(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, "replication factor of the dead-letter topic when created")
+	f.IntRange(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of the dead-letter and control topics when created (1 to 32767)")
 	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&c.id, "id", "KJOB_ID", cli.DefaultID(), "this worker's id (claim owner, group member)")
 	c.kafkaSec.Register(f)
 	f.Bool(&c.checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the worker's ACLs (deploy/SECURITY.md)")
 	c.signing.RegisterWorker(f)
 	c.redis.Register(f)
-	f.Duration(&c.claimTTL, "claim-ttl", "KJOB_CLAIM_TTL", 15*time.Second, "how long a claim outlives a worker that stopped extending it (a crashed worker's window re-runs after this)")
-	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended (default claim-ttl/3)")
+	f.Duration(&c.claimTTL, "claim-ttl", "KJOB_CLAIM_TTL", 6*time.Second, "how long a claim outlives a worker that stopped extending it: a crashed worker's window re-runs after at most this long. "+
+		"Trade-off: a running handler whose claim cannot be extended (Redis unreachable) is cancelled before the claim can expire, after claim-ttl - max(claim-extend, claim-ttl/5) without a successful extend (4s by default), and re-runs once Redis is back; raise it if Redis outages (e.g. a Sentinel failover) last longer than that")
+	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended; must be less than claim-ttl/2 (default claim-ttl/3)")
 	f.Duration(&c.retention, "retention", "KJOB_RETENTION", 7*24*time.Hour, "how long done markers are kept: the replay horizon")
 	f.Duration(&c.grace, "grace", "KJOB_GRACE", 10*time.Second, "on shutdown or revoke, how long an in-flight handler may finish; also how long a handler that ignores cancellation is waited for")
 	f.Duration(&c.sessionTimeout, "session-timeout", "KJOB_SESSION_TIMEOUT", 6*time.Second, "consumer group session timeout (real Kafka brokers refuse less than 6s by default)")
 	f.Duration(&c.heartbeat, "heartbeat", "KJOB_HEARTBEAT", time.Second, "consumer group heartbeat interval")
 	f.String(&c.httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.Bool(&c.metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
 	f.String(&c.logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -86,7 +95,13 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// worker.New and control.NewAgent add the worker key themselves: they
+	// get base, the rest of main logs with it.
+	base := log
 	log = log.With("worker", c.id)
+	if err := c.check(f); err != nil {
+		return err
+	}
 	if c.extend == 0 {
 		c.extend = c.claimTTL / 3
 	}
@@ -97,7 +112,7 @@ func run(ctx context.Context, args []string) error {
 	defer rdb.Close()
 	store, err := dedupe.New(rdb, dedupe.Config{Namespace: c.namespace, ClaimTTL: c.claimTTL, Retention: c.retention})
 	if err != nil {
-		return err
+		return f.Explain(err, map[string]string{"Config.Namespace": "namespace", "Config.ClaimTTL": "claim-ttl", "Config.Retention": "retention"})
 	}
 
 	kafkaOpts, err := c.kafkaSec.ClientOpts()
@@ -116,6 +131,30 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
+	// ask for it (see pkg/tracing).
+	tr, err := tracing.FromEnv(ctx, "kjob-worker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			log.Warn("flushing traces failed", "err", err)
+		}
+	}()
+	if tr.Enabled() {
+		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
+	var mopts []metrics.Option
+	if !c.metricsJobLabel {
+		mopts = append(mopts, metrics.WithoutJobLabel())
+	}
+	m := metrics.New(reg, mopts...)
+
 	if c.checkACLs {
 		dlq := c.dlq
 		if dlq == "" {
@@ -133,28 +172,33 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	w, err := worker.New(worker.Config{
-		Brokers:             strings.Split(c.brokers, ","),
-		ClientOpts:          kafkaOpts,
+		Brokers: strings.Split(c.brokers, ","),
+		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
+			tr.ClientOpts()...), kafkaOpts...),
 		Verify:              verify,
 		Topic:               c.topic,
 		Group:               c.group,
 		DeadLetterTopic:     c.dlq,
 		ReplicationFactor:   int16(c.rf),
-		Store:               store,
+		Store:               m.Store(store),
 		Handler:             mux,
 		WorkerID:            c.id,
 		Grace:               c.grace,
 		ClaimExtendInterval: c.extend,
 		SessionTimeout:      c.sessionTimeout,
 		HeartbeatInterval:   c.heartbeat,
-		Logger:              log,
+		Logger:              base,
+		OnExecuted:          m.Executed,
+		OnAttempt:           tr.Attempt,
 	})
 	if err != nil {
-		return err
+		return f.Explain(err, map[string]string{
+			"Config.Brokers": "brokers", "Config.Topic": "topic", "Config.Group": "group", "Config.DeadLetterTopic": "dlq-topic",
+			"Config.WorkerID": "id", "Config.Grace": "grace", "Config.ClaimExtendInterval": "claim-extend",
+			"Config.SessionTimeout": "session-timeout", "Config.HeartbeatInterval": "heartbeat",
+		})
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ready := func() error {
 		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -182,11 +226,11 @@ func run(ctx context.Context, args []string) error {
 	// The control agent applies operators' replays (kjobctl replay) to the
 	// partitions this worker owns.
 	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), ClientOpts: kafkaOpts, Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
-		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: log})
+		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: base})
 	if err != nil {
 		hcancel()
 		wg.Wait()
-		return err
+		return f.Explain(err, map[string]string{"AgentConfig.ControlTopic": "control-topic", "AgentConfig.Topic": "topic", "AgentConfig.Group": "group"})
 	}
 	wg.Add(1)
 	go func() {
@@ -195,6 +239,21 @@ func run(ctx context.Context, args []string) error {
 			log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
 		}
 	}()
+	// Every worker exports the group's lag, read with kadm off the scrape
+	// path; dashboards take the max per partition across workers.
+	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...)}, kafkaOpts...)...)
+	if err != nil {
+		hcancel()
+		wg.Wait()
+		return err
+	}
+	defer lagCl.Close()
+	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		lag.Run(hctx)
+	}()
 	err = w.Run(ctx)
 	hcancel()
 	wg.Wait()
@@ -202,5 +261,27 @@ func run(ctx context.Context, args []string) error {
 	if httpErr != nil {
 		return httpErr
 	}
+	if errors.Is(err, topic.ErrMismatch) {
+		return fmt.Errorf("%s, %s: %w", f.Ref("dlq-topic"), f.Ref("replication-factor"), err)
+	}
 	return err
+}
+
+// check refuses settings that would break the guarantee, before anything
+// is built, naming the flag, its variable, the value and the fix.
+func (c *config) check(f *cli.Flags) error {
+	switch {
+	case c.claimTTL < dedupe.MinClaimTTL:
+		return f.Errorf("claim-ttl", "below the minimum %v: set at least %v (a few seconds in production)", dedupe.MinClaimTTL, dedupe.MinClaimTTL)
+	case c.extend < 0:
+		return f.Errorf("claim-extend", "negative: set a duration below --claim-ttl/2, or 0 for claim-ttl/3")
+	case c.extend >= c.claimTTL/2:
+		return f.Errorf("claim-extend", "must be less than --claim-ttl/2 (%v; %s), or claims expire while their handlers run and another worker may run the same window: lower --claim-extend (0 picks claim-ttl/3) or raise --claim-ttl",
+			c.claimTTL/2, f.Ref("claim-ttl"))
+	case c.retention > 0 && c.retention < c.claimTTL:
+		return f.Errorf("retention", "shorter than %s: done markers must outlive claims; set at least the claim TTL (7 days is customary: it is the replay horizon)", f.Ref("claim-ttl"))
+	case c.heartbeat > 0 && c.sessionTimeout > 0 && c.heartbeat >= c.sessionTimeout:
+		return f.Errorf("heartbeat", "must be below %s: set about a third of the session timeout (%v)", f.Ref("session-timeout"), c.sessionTimeout/3)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,11 +26,19 @@ import (
 // Flags is a flag set whose flags each mirror an environment variable: the
 // variable sets the value, a flag on the command line overrides it.
 type Flags struct {
-	fs   *flag.FlagSet
-	envs []envFlag
+	fs     *flag.FlagSet
+	envs   []envFlag
+	ranges []intRange
 }
 
 type envFlag struct{ name, env string }
+
+// intRange bounds an int flag: Parse rejects a value outside [lo, hi].
+type intRange struct {
+	name   string
+	p      *int
+	lo, hi int
+}
 
 // NewFlags returns a flag set for a command. usage is printed above the
 // flag list by --help.
@@ -84,6 +93,14 @@ func (f *Flags) Int(p *int, name, env string, def int, help string) {
 	f.env(name, env)
 }
 
+// IntRange defines an int flag mirrored by env whose value must lie in
+// [lo, hi]: Parse rejects any other value, naming flag, variable, value and
+// range (so a value cannot wrap around when converted to a narrower type).
+func (f *Flags) IntRange(p *int, name, env string, def, lo, hi int, help string) {
+	f.Int(p, name, env, def, help)
+	f.ranges = append(f.ranges, intRange{name: name, p: p, lo: lo, hi: hi})
+}
+
 // Bool defines a bool flag mirrored by env.
 func (f *Flags) Bool(p *bool, name, env string, def bool, help string) {
 	f.fs.BoolVar(p, name, def, help)
@@ -96,10 +113,21 @@ func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, 
 	f.env(name, env)
 }
 
-// Parse applies the environment, then the command line. An invalid value
-// names the variable or flag, the value and the expected form. It returns
-// flag.ErrHelp for --help.
+// Parse applies the environment, then the command line, then checks the
+// bounds of IntRange flags. An invalid value names the variable or flag,
+// the value and the expected form. It returns flag.ErrHelp for --help.
 func (f *Flags) Parse(args []string) error {
+	if err := f.parseEnv(); err != nil {
+		return err
+	}
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	return f.check()
+}
+
+// parseEnv applies the environment variables that are set.
+func (f *Flags) parseEnv() error {
 	for _, e := range f.envs {
 		v, ok := os.LookupEnv(e.env)
 		if !ok {
@@ -110,7 +138,79 @@ func (f *Flags) Parse(args []string) error {
 			return fmt.Errorf("environment variable %s=%q: %v: want %s (flag --%s)", e.env, v, cause(err), expected[typ], e.name)
 		}
 	}
-	return f.fs.Parse(args)
+	return nil
+}
+
+// check enforces the IntRange bounds.
+func (f *Flags) check() error {
+	for _, r := range f.ranges {
+		if *r.p < r.lo || *r.p > r.hi {
+			return f.Errorf(r.name, "out of range: want a whole number from %d to %d", r.lo, r.hi)
+		}
+	}
+	return nil
+}
+
+// Ref names flag name the way a user sets it, with its current value:
+// "--name/ENV=value" ("--name=value" if no variable mirrors it; `""` for
+// an empty value).
+func (f *Flags) Ref(name string) string {
+	fl := f.fs.Lookup(name)
+	if fl == nil {
+		return "--" + name // a programming error; still say what was meant
+	}
+	ref := "--" + name
+	for _, e := range f.envs {
+		if e.name == name {
+			ref += "/" + e.env
+		}
+	}
+	v := fl.Value.String()
+	if v == "" {
+		v = `""`
+	}
+	return ref + "=" + v
+}
+
+// Errorf returns an error about flag name's value: its Ref, ": ", then the
+// formatted message (which may wrap with %w). Say what is wrong and how
+// to fix it.
+func (f *Flags) Errorf(name, format string, args ...any) error {
+	return fmt.Errorf("%s: "+format, append([]any{f.Ref(name)}, args...)...)
+}
+
+// Explain prefixes a library's configuration error with the flags the
+// user set it through: fields maps what the library's messages call a
+// setting (e.g. "Config.RenewInterval") to the flag that feeds it (e.g.
+// "lease-renew"). Each field err mentions adds its flag's Ref, in the order
+// they appear; an error naming none is returned as is. The result wraps
+// err.
+func (f *Flags) Explain(err error, fields map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	type hit struct {
+		at   int
+		flag string
+	}
+	var hits []hit
+	for field, name := range fields {
+		if i := strings.Index(msg, field); i >= 0 {
+			hits = append(hits, hit{i, name})
+		}
+	}
+	if len(hits) == 0 {
+		return err
+	}
+	slices.SortFunc(hits, func(a, b hit) int { return a.at - b.at })
+	refs := make([]string, 0, len(hits))
+	for _, h := range hits {
+		if r := f.Ref(h.flag); !slices.Contains(refs, r) {
+			refs = append(refs, r)
+		}
+	}
+	return fmt.Errorf("%s: %w", strings.Join(refs, ", "), err)
 }
 
 var expected = map[string]string{
@@ -161,8 +261,8 @@ func DefaultID() string {
 type RedisOptions struct {
 	// URL is redis:// or rediss:// for a single server.
 	URL string
-	// Addrs, comma-separated, selects a Cluster, or a Sentinel set when
-	// MasterName is set; it overrides URL's address.
+	// Addrs, comma-separated, selects a Cluster (one address or more), or a
+	// Sentinel set when MasterName is set; it overrides URL's address.
 	Addrs string
 	// MasterName is the Sentinel master name.
 	MasterName string
@@ -194,8 +294,15 @@ func (o RedisOptions) Client() (redis.UniversalClient, error) {
 	}
 	if o.Addrs != "" {
 		u.Addrs = strings.Split(o.Addrs, ",")
-		if o.MasterName == "" && len(u.Addrs) > 1 && u.DB != 0 {
-			return nil, fmt.Errorf("--redis-url db %d: Redis Cluster has only db 0", u.DB)
+		if o.MasterName == "" {
+			// Without a Sentinel master name the addresses are Cluster
+			// nodes, even one (a configuration endpoint): go-redis would
+			// otherwise treat a single address as a plain server and every
+			// script would be answered with MOVED.
+			u.IsClusterMode = true
+			if u.DB != 0 {
+				return nil, fmt.Errorf("--redis-url %q selects db %d, but --redis-addrs selects a Redis Cluster, which has only db 0: drop the /%d from the URL", o.URL, u.DB, u.DB)
+			}
 		}
 	}
 	if err := o.Security.apply(u); err != nil {

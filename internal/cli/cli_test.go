@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,5 +47,93 @@ func TestLoggerRejectsUnknownFormat(t *testing.T) {
 	}
 	if _, err := Logger(io.Discard, "json", "loud"); err == nil || err.Error() != `--log-level "loud": want debug, info, warn or error` {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRedisClientKinds checks which client each Redis setting builds: a
+// Cluster client for --redis-addrs, even with one address (a configuration
+// endpoint), a Sentinel failover client with --redis-master, a plain client
+// for a URL.
+func TestRedisClientKinds(t *testing.T) {
+	for _, tc := range []struct {
+		opts RedisOptions
+		want string
+	}{
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0"}, "*redis.Client"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:6379"}, "*redis.ClusterClient"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:6379,10.0.0.2:6379"}, "*redis.ClusterClient"},
+		{RedisOptions{URL: "redis://127.0.0.1:6379/0", Addrs: "10.0.0.1:26379", MasterName: "m"}, "*redis.Client"},
+	} {
+		c, err := tc.opts.Client()
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		if got := fmt.Sprintf("%T", c); got != tc.want {
+			t.Errorf("%+v: client %s, want %s", tc.opts, got, tc.want)
+		}
+		c.Close()
+	}
+	_, err := RedisOptions{URL: "redis://127.0.0.1:6379/2", Addrs: "10.0.0.1:6379"}.Client()
+	if err == nil || !strings.Contains(err.Error(), "has only db 0") {
+		t.Fatalf("db 2 with a cluster: %v", err)
+	}
+}
+
+func TestIntRangeRejectsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		env, args []string
+		want      string
+	}{
+		{[]string{"KJOB_T_RF", "70000"}, nil, "--replication-factor/KJOB_T_RF=70000: out of range: want a whole number from 1 to 32767"},
+		{nil, []string{"--replication-factor", "0"}, "--replication-factor/KJOB_T_RF=0: out of range: want a whole number from 1 to 32767"},
+		{nil, []string{"--replication-factor", "3"}, ""},
+	} {
+		var rf int
+		f := NewFlags("t", "t")
+		f.SetOutput(io.Discard)
+		f.IntRange(&rf, "replication-factor", "KJOB_T_RF", 1, 1, 32767, "")
+		if tc.env != nil {
+			t.Setenv(tc.env[0], tc.env[1])
+		}
+		err := f.Parse(tc.args)
+		if tc.want == "" {
+			if err != nil || rf != 3 {
+				t.Errorf("Parse(%v) = %v, rf %d; want nil, 3", tc.args, err, rf)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Parse(env %v, args %v) = %v\nwant %s", tc.env, tc.args, err, tc.want)
+		}
+		// ParseInterspersed checks the bounds too.
+		if _, err := f.ParseInterspersed(tc.args); err == nil || err.Error() != tc.want {
+			t.Errorf("ParseInterspersed(env %v, args %v) = %v\nwant %s", tc.env, tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestErrorfAndExplainNameFlagVariableAndValue(t *testing.T) {
+	var ttl, renew time.Duration
+	f := NewFlags("t", "t")
+	f.SetOutput(io.Discard)
+	f.Duration(&ttl, "lease-ttl", "KJOB_T_LEASE_TTL", 5*time.Second, "")
+	f.Duration(&renew, "lease-renew", "KJOB_T_LEASE_RENEW", time.Second, "")
+	t.Setenv("KJOB_T_LEASE_RENEW", "3s")
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Errorf("lease-renew", "must be less than %s/2", "--lease-ttl").Error(),
+		"--lease-renew/KJOB_T_LEASE_RENEW=3s: must be less than --lease-ttl/2"; got != want {
+		t.Errorf("Errorf = %q, want %q", got, want)
+	}
+	lib := errors.New("lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s")
+	err := f.Explain(lib, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew"})
+	want := "--lease-renew/KJOB_T_LEASE_RENEW=3s, --lease-ttl/KJOB_T_LEASE_TTL=5s: lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s"
+	if err == nil || err.Error() != want || !errors.Is(err, lib) {
+		t.Errorf("Explain = %v\nwant %s (wrapping the library error)", err, want)
+	}
+	other := errors.New("lease: Config.Holder is empty")
+	if err := f.Explain(other, map[string]string{"Config.TTL": "lease-ttl"}); err != other {
+		t.Errorf("Explain of an error naming no mapped field = %v, want it unchanged", err)
 	}
 }

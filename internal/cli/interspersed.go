@@ -4,7 +4,7 @@ package cli
 // come before, between or after the flags ("kjobctl backfill JOB --from
 // T"). It returns the positional arguments; "--" ends flag parsing.
 func (f *Flags) ParseInterspersed(args []string) ([]string, error) {
-	if err := f.Parse(nil); err != nil { // the environment
+	if err := f.parseEnv(); err != nil {
 		return nil, err
 	}
 	var pos []string
@@ -14,11 +14,11 @@ func (f *Flags) ParseInterspersed(args []string) ([]string, error) {
 		}
 		rest := f.fs.Args()
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, f.check()
 		}
 		// flag stops at "--" (consumed) or the first non-flag.
 		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), f.check()
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]

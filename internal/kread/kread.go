@@ -14,10 +14,27 @@ import (
 // left out. opts are the client options (seed brokers, TLS, SASL). It reads
 // until it has seen offset to-1 (which must be a record or a marker, as the
 // end offset and every committed offset of kjob's topics are), or fails
-// when ctx ends.
+// when ctx ends. It holds every record in memory: use Each for ranges that
+// may be large.
 func Range(ctx context.Context, opts []kgo.Opt, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
+	var out []*kgo.Record
+	err := Each(ctx, opts, topic, partition, from, to, func(r *kgo.Record) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each calls fn for every record of topic[partition] at offsets [from, to)
+// in offset order, read committed like Range, without keeping them: memory
+// stays bounded by one fetch whatever the size of the range. It stops at
+// fn's first error and returns it.
+func Each(ctx context.Context, opts []kgo.Opt, topic string, partition int32, from, to int64, fn func(*kgo.Record) error) error {
 	if from >= to {
-		return nil, nil
+		return nil
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
@@ -25,35 +42,38 @@ func Range(ctx context.Context, opts []kgo.Opt, topic string, partition int32, f
 		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("read %s[%d]: %w", topic, partition, err)
+		return fmt.Errorf("read %s[%d]: %w", topic, partition, err)
 	}
 	defer cl.Close()
-	var out []*kgo.Record
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read %s[%d] offsets %d-%d: %w", topic, partition, from, to-1, err)
+			return fmt.Errorf("read %s[%d] offsets %d-%d: %w", topic, partition, from, to-1, err)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("read %s[%d]: %w", t, p, err) })
 		if ferr != nil {
-			return nil, ferr
+			return ferr
 		}
 		done := false
+		var fnErr error
 		fs.EachRecord(func(r *kgo.Record) {
-			if done || r.Offset >= to {
+			if done || fnErr != nil || r.Offset >= to {
 				done = true
 				return
 			}
 			if !r.Attrs.IsControl() {
-				out = append(out, r)
+				fnErr = fn(r)
 			}
 			if r.Offset >= to-1 {
 				done = true
 			}
 		})
+		if fnErr != nil {
+			return fnErr
+		}
 		if done {
-			return out, nil
+			return nil
 		}
 	}
 }

@@ -1,6 +1,8 @@
 // Package testenv starts the real services kjob's tests run against: an
 // embedded Kafka broker (kfake) and a real redis-server, each on a free
-// loopback port in the test's temp dir, cleaned up when the test ends.
+// loopback port in the test's temp dir, cleaned up when the test ends; also
+// a real three-master Redis Cluster (NewRedisCluster) and a master watched
+// by a Sentinel (NewRedisSentinel).
 //
 // Environment variables point tests at external services instead:
 //
@@ -18,6 +20,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -158,21 +161,41 @@ func (r *Redis) Client() *redis.Client {
 
 func (r *Redis) start() {
 	r.tb.Helper()
-	aof := []string{"--appendonly", "no"}
-	if r.durable {
-		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
-	}
-	args := append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log")}, aof...)
-	cmd := exec.Command(r.bin, args...)
-	if err := cmd.Start(); err != nil {
-		r.tb.Fatalf("testenv: start redis-server: %v", err)
+	cmd, err := startRedisServer(r.bin, r.dir, r.port, r.durable)
+	if err != nil {
+		r.tb.Fatalf("testenv: %v", err)
 	}
 	r.mu.Lock()
 	r.cmd = cmd
 	r.mu.Unlock()
-	// Wait until it answers PING.
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+}
+
+// startRedisServer starts bin on 127.0.0.1:port with its files in dir
+// (persistence only if durable) and waits until it answers PING.
+func startRedisServer(bin, dir string, port int, durable bool) (*exec.Cmd, error) {
+	aof := []string{"--appendonly", "no"}
+	if durable {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, aof...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := awaitPing(addr, dir); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// awaitPing waits up to 10s until the server at addr answers PING; the
+// error carries the server's log from dir.
+func awaitPing(addr, dir string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -180,14 +203,57 @@ func (r *Redis) start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
-			r.tb.Fatalf("testenv: redis-server on %s did not answer within 10s: %v\n%s", r.Addr, err, log)
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			return fmt.Errorf("redis-server on %s did not answer within 10s: %w\n%s", addr, err, log)
 		}
 		time.Sleep(10 * time.Millisecond) // poll interval while the process boots
 	}
+}
+
+// ExampleRedis starts a Redis for a runnable Example, which has no
+// testing.TB: a real redis-server on a free loopback port in a temporary
+// directory when one is on PATH, else the labelled in-process miniredis
+// fallback (an error instead when KJOB_TEST_REQUIRE_REDIS=1). It tells
+// stderr which one it started (an Example compares only stdout). stop
+// stops it and removes its directory.
+func ExampleRedis() (addr string, stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("KJOB_TEST_REQUIRE_REDIS") == "1" {
+			return "", nil, errors.New("testenv: KJOB_TEST_REQUIRE_REDIS=1 but redis-server is not on PATH; install it (apt-get install -y redis-server)")
+		}
+		m, err := devredis.Start("")
+		if err != nil {
+			return "", nil, fmt.Errorf("testenv: miniredis: %w", err)
+		}
+		fmt.Fprintln(os.Stderr, "testenv: redis-server not on PATH; the example uses the in-process miniredis (fallback, not a real Redis)")
+		return m.Addr(), m.Close, nil
+	}
+	dir, err := os.MkdirTemp("", "kjob-example-redis-")
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd, err := startRedisServer(bin, dir, port, false)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("testenv: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "testenv: the example uses redis-server on 127.0.0.1:%d\n", port)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		os.RemoveAll(dir)
+	}, nil
 }
 
 // Kill stops the server abruptly (SIGKILL). Its data is lost, as in a crash

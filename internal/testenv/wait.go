@@ -17,3 +17,20 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, msg stri
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Recv waits for a value (or the close) of ch and returns it, failing the
+// test with what if none comes within timeout. Use it instead of a bare
+// <-ch, which only the test binary's -timeout would end.
+func Recv[T any](tb testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	tb.Helper()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-t.C:
+		tb.Fatalf("testenv: %s: nothing received within %v", what, timeout)
+	}
+	var zero T
+	return zero
+}

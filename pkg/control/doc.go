@@ -1,6 +1,7 @@
 // Package control is how operators steer a running kjob deployment without
-// stopping it: offset resets that the owning worker applies itself, and
-// paused jobs that the producer honours.
+// stopping it: offset resets that the owning worker applies itself, paused
+// jobs that the producer honours, and the records kjobctl keeps of what it
+// redrove and published.
 //
 // # Seeks through the control topic
 //
@@ -22,11 +23,23 @@
 //
 // # Replays and done markers
 //
-// Rewinding re-delivers windows to their partition's owner, and dedupe
-// skips those already done: a plain replay re-runs only windows that
-// failed or never finished. With Rerun, the Replayer first deletes the done
-// markers (dedupe.Store.Forget) of the windows in the replayed range, so
-// they run again with a higher fencing token.
+// Rewinding re-delivers windows to their partition's owner. Dedupe skips
+// windows that are settled: done, and also dead-lettered ones. So that a
+// plain replay re-runs the windows that failed or never finished, Plan
+// reads the replayed range and the states of its windows, and Execute
+// clears the records of those that failed or were dead-lettered (only
+// those still in that state); done windows are skipped when re-delivered.
+// With Rerun, the Replayer first deletes the records of every window in
+// the replayed range (dedupe.Store.ForgetAll), so they all run again with
+// a higher fencing token.
+//
+// # Operators' records
+//
+// Redrives records which dead letters were republished, so kjobctl dlq
+// redrive --all does not republish one twice. Published marks the windows
+// kjobctl backfill and resume --catchup published, so a second run
+// publishes nothing new before the workers have run the first run's
+// windows. Both are kjobctl's own state in Redis, under their own keys.
 //
 // # Pauses
 //

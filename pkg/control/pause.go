@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kjob/kjob/pkg/inspect"
 )
 
 // ErrNotPaused is returned by Resume for a job that is not paused.
@@ -27,11 +29,21 @@ type Pause struct {
 }
 
 // Pauses is the set of paused jobs of one deployment, in Redis (hash
-// "kjob:{<namespace>}:paused", field = job). It implements
+// "kjob:{<namespace>}:paused", field = job), and the last finished pause
+// of each job (hash "kjob:{<namespace>}:resumed"). It implements
 // producer.Pauses.
 type Pauses struct {
-	rdb redis.UniversalClient
-	key string
+	rdb     redis.UniversalClient
+	key     string
+	resumed string
+}
+
+// Resumed is a finished pause: the job's windows that fell due in [Since,
+// ResumedAt) were skipped by the producer (unless caught up).
+type Resumed struct {
+	Pause
+	// ResumedAt is when the job was resumed (the operator's clock).
+	ResumedAt time.Time `json:"resumed_at"`
 }
 
 // NewPauses returns the pause set of namespace.
@@ -42,7 +54,7 @@ func NewPauses(rdb redis.UniversalClient, namespace string) (*Pauses, error) {
 	if namespace == "" {
 		return nil, errors.New(`control: NewPauses: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
 	}
-	return &Pauses{rdb: rdb, key: "kjob:{" + namespace + "}:paused"}, nil
+	return &Pauses{rdb: rdb, key: "kjob:{" + namespace + "}:paused", resumed: "kjob:{" + namespace + "}:resumed"}, nil
 }
 
 // Pause pauses job. It returns ErrAlreadyPaused (with the existing pause)
@@ -83,7 +95,13 @@ func (s *Pauses) Get(ctx context.Context, job string) (Pause, bool, error) {
 }
 
 // Resume removes job's pause and returns it; ErrNotPaused if there was none.
+// It records the finished pause, ending now, for LastResumed.
 func (s *Pauses) Resume(ctx context.Context, job string) (Pause, error) {
+	return s.ResumeAt(ctx, job, time.Now())
+}
+
+// ResumeAt is Resume with the end of the pause given (the operator's clock).
+func (s *Pauses) ResumeAt(ctx context.Context, job string, at time.Time) (Pause, error) {
 	p, ok, err := s.Get(ctx, job)
 	if err != nil {
 		return Pause{}, err
@@ -91,10 +109,50 @@ func (s *Pauses) Resume(ctx context.Context, job string) (Pause, error) {
 	if !ok {
 		return Pause{}, fmt.Errorf("%w: %s", ErrNotPaused, job)
 	}
-	if err := s.rdb.HDel(ctx, s.key, job).Err(); err != nil {
+	b, err := json.Marshal(Resumed{Pause: p, ResumedAt: at.UTC()})
+	if err != nil {
+		return Pause{}, err
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.HDel(ctx, s.key, job)
+		pipe.HSet(ctx, s.resumed, job, b)
+		return nil
+	})
+	if err != nil {
 		return Pause{}, fmt.Errorf("control: resume %s: %w", job, err)
 	}
 	return p, nil
+}
+
+// LastResumed returns each job's last finished pause.
+func (s *Pauses) LastResumed(ctx context.Context) (map[string]Resumed, error) {
+	m, err := s.rdb.HGetAll(ctx, s.resumed).Result()
+	if err != nil {
+		return nil, fmt.Errorf("control: finished pauses: %w", err)
+	}
+	out := make(map[string]Resumed, len(m))
+	for job, v := range m {
+		var r Resumed
+		if err := json.Unmarshal([]byte(v), &r); err != nil {
+			return nil, fmt.Errorf("control: finished pause of %s in %s is not valid: %w", job, s.resumed, err)
+		}
+		out[job] = r
+	}
+	return out, nil
+}
+
+// PausePeriods implements inspect.PauseHistory: each job's last finished
+// pause as [since, resumed at).
+func (s *Pauses) PausePeriods(ctx context.Context) (map[string]inspect.PausePeriod, error) {
+	m, err := s.LastResumed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]inspect.PausePeriod, len(m))
+	for job, r := range m {
+		out[job] = inspect.PausePeriod{Since: r.Since, Until: r.ResumedAt}
+	}
+	return out, nil
 }
 
 // List returns every pause, by job.

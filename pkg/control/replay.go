@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
 )
@@ -30,6 +31,9 @@ var (
 	ErrRebalancing = errors.New("group is rebalancing")
 	// ErrNotAcknowledged: no worker applied the seek in time.
 	ErrNotAcknowledged = errors.New("seek not acknowledged")
+	// ErrInvalidSpec: the ReplaySpec itself is wrong (no group, an unknown
+	// mode, a job whose partition is not among Partitions).
+	ErrInvalidSpec = errors.New("invalid replay")
 )
 
 // Mode selects how a replay computes its target offsets; the modes mirror
@@ -86,8 +90,15 @@ type ReplayPartition struct {
 	// its "earliest" or "latest" offset, as kafka-consumer-groups does.
 	Clamped string `json:"clamped,omitempty"`
 	// Replayed counts the records between Target and Before that are
-	// delivered again.
+	// delivered again: windows, read committed, so neither transaction
+	// markers nor aborted records count.
 	Replayed int64 `json:"replayed"`
+	// ReplayedOffsets is Before - Target (0 when moving forward): the
+	// offsets moved back, which on kjob's transactional topic include one
+	// commit marker per producer transaction, so it is larger than
+	// Replayed (about twice as large when each window was published in a
+	// transaction of its own).
+	ReplayedOffsets int64 `json:"replayed_offsets"`
 	// After is the committed offset after Execute; -1 if not known.
 	After int64 `json:"after"`
 	// AppliedBy is the worker that applied the seek, or "kadm" for a
@@ -105,16 +116,37 @@ type ReplayPlan struct {
 	Online     bool              `json:"online"`
 	State      string            `json:"state"`
 	Partitions []ReplayPartition `json:"partitions"`
-	// Rerun lists the windows whose done markers Execute clears.
+	// Rerun lists the windows whose done markers Execute clears (with
+	// Spec.Rerun: every window in the replayed range, of Spec.Job only if
+	// set).
 	Rerun []string `json:"rerun"`
+	// Retry lists, without Spec.Rerun, the windows in the replayed range
+	// (of Spec.Job only if set) that failed or were dead-lettered when the
+	// plan was made. Execute clears their records, if they are still in
+	// that state, so the re-delivered records run again; windows that are
+	// done are skipped when re-delivered. After Execute it lists the
+	// windows actually cleared.
+	Retry []RetryWindow `json:"retry"`
 	// OtherJobs lists, with Job, the other jobs whose windows are in the
 	// replayed range: they are re-delivered and skipped by dedupe.
 	OtherJobs []string `json:"other_jobs,omitempty"`
 }
 
-// Forgetter clears done markers; *dedupe.Store implements it.
-type Forgetter interface {
-	Forget(ctx context.Context, id string) error
+// RetryWindow is a failed or dead-lettered window a plain replay runs
+// again.
+type RetryWindow struct {
+	ID string `json:"id"`
+	// Status is dedupe.StatusFailed or dedupe.StatusDeadLettered.
+	Status string `json:"status"`
+}
+
+// WindowStore is what a Replayer needs of the idempotency store;
+// *dedupe.Store implements it.
+type WindowStore interface {
+	// States returns the records of ids that have one.
+	States(ctx context.Context, ids []string) (map[string]dedupe.State, error)
+	// ForgetAll deletes the records of ids.
+	ForgetAll(ctx context.Context, ids []string) error
 }
 
 // ReplayerConfig configures a Replayer.
@@ -127,8 +159,11 @@ type ReplayerConfig struct {
 	ControlTopic string
 	// ReplicationFactor of the control topic if it is created. Default 1.
 	ReplicationFactor int16
-	// Store clears done markers for Rerun. Required for Rerun.
-	Store Forgetter
+	// Store reads window states (to find failed and dead-lettered windows
+	// a plain replay runs again) and clears them. Required for Rerun;
+	// without it a plain replay leaves failed and dead-lettered windows
+	// settled.
+	Store WindowStore
 	// IssuedBy names the operator in requests.
 	IssuedBy string
 	// AckTimeout bounds the wait for workers' acks. Default 60s.
@@ -223,7 +258,12 @@ func (r *Replayer) describe(ctx context.Context, group string) (*groupView, erro
 // changes nothing.
 func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, error) {
 	if spec.Group == "" {
-		return nil, errors.New("replay: --group is empty; name the workers' consumer group, e.g. kjob-workers")
+		return nil, fmt.Errorf("replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: %w", ErrInvalidSpec)
+	}
+	switch spec.Mode {
+	case ToDatetime, ByDuration, ToOffset, ShiftBy, ToEarliest, ToLatest:
+	default:
+		return nil, fmt.Errorf("replay: mode %q: want one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest: %w", spec.Mode, ErrInvalidSpec)
 	}
 	td, err := r.adm.ListTopics(ctx, r.cfg.Topic)
 	if err != nil {
@@ -243,7 +283,7 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	if spec.Job != "" {
 		jp := inspect.JobPartition(spec.Job, int(n))
 		if len(parts) > 0 && !slices.Contains(parts, jp) {
-			return nil, fmt.Errorf("replay: --job %s: its windows are on partition %d, not on --partition %v", spec.Job, jp, parts)
+			return nil, fmt.Errorf("replay: --job %s: its windows are on partition %d, not on --partition %v: %w", spec.Job, jp, parts, ErrInvalidSpec)
 		}
 		parts = []int32{jp}
 	}
@@ -261,7 +301,7 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	if g.members == 0 && len(g.committed) == 0 {
 		return nil, fmt.Errorf("replay: group %q: %w (no members, no committed offsets on %s); check --group", spec.Group, ErrNoGroup, r.cfg.Topic)
 	}
-	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}}
+	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}, Retry: []RetryWindow{}}
 	if plan.Online && g.state != "Stable" {
 		return nil, fmt.Errorf("replay: group %q: %w (state %s); run the command again in a few seconds", spec.Group, ErrRebalancing, g.state)
 	}
@@ -283,11 +323,26 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 		if byTime, err = r.adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), r.cfg.Topic); err != nil {
 			return nil, fmt.Errorf("replay: offsets by time: %w", err)
 		}
-	case ToOffset, ShiftBy, ToEarliest, ToLatest:
-	default:
-		return nil, fmt.Errorf("replay: mode %q: want one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest", spec.Mode)
 	}
 	others := map[string]bool{}
+	seen := map[string]bool{}
+	var pending []string // ids whose state a plain replay checks, in batches
+	checkPending := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		sts, err := r.cfg.Store.States(ctx, pending)
+		if err != nil {
+			return fmt.Errorf("replay: read the states of the replayed windows: %w", err)
+		}
+		for _, id := range pending {
+			if st, ok := sts[id]; ok && (st.Status == dedupe.StatusFailed || st.Status == dedupe.StatusDeadLettered) {
+				plan.Retry = append(plan.Retry, RetryWindow{ID: id, Status: st.Status})
+			}
+		}
+		pending = pending[:0]
+		return nil
+	}
 	for _, p := range parts {
 		st, _ := starts.Lookup(r.cfg.Topic, p)
 		en, _ := ends.Lookup(r.cfg.Topic, p)
@@ -327,30 +382,41 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 		}
 		rp.Target = want
 		if want < cur {
-			rp.Replayed = cur - want
-			if spec.Rerun || spec.Job != "" {
-				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				recs, err := kread.Range(rctx, r.opts(), r.cfg.Topic, p, want, cur)
-				cancel()
+			rp.ReplayedOffsets = cur - want
+			// Read the replayed range (streaming: only ids are kept) to
+			// count its windows and find those to run again.
+			err := kread.Each(ctx, r.opts(), r.cfg.Topic, p, want, cur, func(rec *kgo.Record) error {
+				rp.Replayed++
+				m, err := jobmsg.FromRecord(rec)
 				if err != nil {
-					return nil, fmt.Errorf("replay: read the replayed windows: %w", err)
+					return nil // an undecodable record is dead-lettered again, nothing to clear
 				}
-				for _, rec := range recs {
-					m, err := jobmsg.FromRecord(rec)
-					if err != nil {
-						continue // an undecodable record is dead-lettered again, nothing to clear
-					}
-					if spec.Job != "" && m.Job != spec.Job {
-						others[m.Job] = true
-						continue
-					}
-					if spec.Rerun && !slices.Contains(plan.Rerun, m.ID) {
-						plan.Rerun = append(plan.Rerun, m.ID)
+				if spec.Job != "" && m.Job != spec.Job {
+					others[m.Job] = true
+					return nil
+				}
+				if seen[m.ID] {
+					return nil
+				}
+				seen[m.ID] = true
+				switch {
+				case spec.Rerun:
+					plan.Rerun = append(plan.Rerun, m.ID)
+				case r.cfg.Store != nil:
+					if pending = append(pending, m.ID); len(pending) >= stateBatch {
+						return checkPending()
 					}
 				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("replay: read the replayed windows: %w", err)
 			}
 		}
 		plan.Partitions = append(plan.Partitions, rp)
+	}
+	if err := checkPending(); err != nil {
+		return nil, err
 	}
 	for j := range others {
 		plan.OtherJobs = append(plan.OtherJobs, j)
@@ -362,18 +428,47 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	return plan, nil
 }
 
+// stateBatch is how many window ids Plan looks up in one States call.
+const stateBatch = 5000
+
 func (r *Replayer) opts() []kgo.Opt {
 	return append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ClientOpts...)
 }
 
-// Execute carries out plan: it clears the Rerun windows' done markers,
-// then moves each partition, through its owner when the group has members
-// (waiting for the acks, re-sending to new owners after a rebalance) or by
-// a direct commit when it has none, and fills in After and AppliedBy.
+// Execute carries out plan: it clears the Rerun windows' records (done
+// markers), and the records of the Retry windows still failed or
+// dead-lettered, then moves each partition, through its owner when the
+// group has members (waiting for the acks, re-sending to new owners after
+// a rebalance) or by a direct commit when it has none, and fills in After
+// and AppliedBy.
 func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
-	for _, id := range plan.Rerun {
-		if err := r.cfg.Store.Forget(ctx, id); err != nil {
-			return fmt.Errorf("replay: clear done marker: %w", err)
+	if len(plan.Rerun) > 0 {
+		if err := r.cfg.Store.ForgetAll(ctx, plan.Rerun); err != nil {
+			return fmt.Errorf("replay: clear done markers: %w (nothing was replayed; some markers may be cleared already: run it again)", err)
+		}
+	}
+	if len(plan.Retry) > 0 {
+		// A failed window may have been retried and completed since the
+		// plan was made: clear only those still failed or dead-lettered.
+		ids := make([]string, len(plan.Retry))
+		for i, w := range plan.Retry {
+			ids[i] = w.ID
+		}
+		sts, err := r.cfg.Store.States(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("replay: read the states of the failed windows: %w (nothing was changed)", err)
+		}
+		still := plan.Retry[:0]
+		ids = ids[:0]
+		for _, w := range plan.Retry {
+			if st, ok := sts[w.ID]; ok && (st.Status == dedupe.StatusFailed || st.Status == dedupe.StatusDeadLettered) {
+				still = append(still, RetryWindow{ID: w.ID, Status: st.Status})
+				ids = append(ids, w.ID)
+			}
+		}
+		plan.Retry = still
+		if err := r.cfg.Store.ForgetAll(ctx, ids); err != nil {
+			return fmt.Errorf("replay: clear the records of failed windows: %w (nothing was replayed; run it again)", err)
 		}
 	}
 	remaining := map[int32]int64{}
@@ -427,7 +522,8 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 				ps = append(ps, fmt.Sprint(p))
 			}
 			sort.Strings(ps)
-			return fmt.Errorf("replay: %w by any worker within %v for partitions %s; are the workers running a kjob with the control agent? (nothing was rolled back)", ErrNotAcknowledged, r.cfg.AckTimeout, strings.Join(ps, ","))
+			return fmt.Errorf("replay: %w by any worker within %v for partitions %s; are the workers running a kjob with the control agent? %s",
+				ErrNotAcknowledged, r.cfg.AckTimeout, strings.Join(ps, ","), clearedNote(plan))
 		}
 		remaining = copyOffsets(remaining)
 	}
@@ -443,6 +539,17 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 		}
 	}
 	return nil
+}
+
+// clearedNote says what an Execute that failed after clearing records
+// left behind.
+func clearedNote(plan *ReplayPlan) string {
+	n := len(plan.Rerun) + len(plan.Retry)
+	if n == 0 {
+		return "(nothing was changed on those partitions)"
+	}
+	return fmt.Sprintf("(nothing was rolled back: the records of %d windows in the replayed range were already cleared, so they run again "+
+		"when re-delivered, but the offsets of those partitions did not move; run the replay again once the workers answer)", n)
 }
 
 func copyOffsets(m map[int32]int64) map[int32]int64 {

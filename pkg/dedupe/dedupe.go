@@ -140,6 +140,15 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	}, nil
 }
 
+// ClaimTTL returns how long a claim lives without Extend (Config.ClaimTTL
+// after defaults). A worker stops a handler before that long has passed
+// since its claim was last proven.
+func (s *Store) ClaimTTL() time.Duration { return s.cfg.ClaimTTL }
+
+// Retention returns how long a window's record, and so its done marker, is
+// kept (Config.Retention after defaults): the replay horizon.
+func (s *Store) Retention() time.Duration { return s.cfg.Retention }
+
 // Outcome is the result of a Claim.
 type Outcome int
 

@@ -238,7 +238,9 @@ func (m *Mux) HandleJob(ctx context.Context, job *Job) error {
 
 // PanicError is returned by Recover for a handler that panicked.
 type PanicError struct {
+	// Value is what the handler panicked with.
 	Value any
+	// Stack is the panicking goroutine's stack trace (runtime/debug.Stack).
 	Stack []byte
 }
 

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,10 @@ import (
 // ErrNoGroup is returned by Lag and Group for a group that has neither
 // members nor committed offsets.
 var ErrNoGroup = errors.New("inspect: group does not exist")
+
+// ErrPartial is returned by Snapshot.Err when some parts of a snapshot
+// could not be read.
+var ErrPartial = errors.New("inspect: parts of the snapshot could not be read")
 
 // Config configures an Inspector. Brokers is required; Redis is needed for
 // the leader and the windows' outcomes (left out without it).
@@ -60,10 +65,31 @@ type Config struct {
 	Pauses interface {
 		Paused(ctx context.Context) (map[string]bool, error)
 	}
+	// PauseHistory reports each job's last finished pause
+	// (control.Pauses), so a window skipped while the job was paused is
+	// shown as skipped after the job is resumed too. Optional.
+	PauseHistory PauseHistory
+	// LeaderSource reads the producer leader. Optional: by default the
+	// Redis lease at ProducerLeaseKey(Namespace), where cmd/producer keeps
+	// it with --lease-backend redis; a producer using a Kubernetes Lease
+	// needs a reader of that Lease (kjobctl builds one with
+	// kubelease.Get).
+	LeaderSource func(ctx context.Context) (*Leader, error)
 	// NextN is how many next fire times to report per job. Default 3.
 	NextN int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+}
+
+// PauseHistory reports each job's last finished pause.
+type PauseHistory interface {
+	PausePeriods(ctx context.Context) (map[string]PausePeriod, error)
+}
+
+// PausePeriod is a finished pause: the job's windows starting in [Since,
+// Until) were skipped by the producer.
+type PausePeriod struct {
+	Since, Until time.Time
 }
 
 // Inspector reads a deployment's state. Create it with New; Close it.
@@ -145,6 +171,24 @@ type Snapshot struct {
 	DeadLetters int64 `json:"dead_letters"`
 	// Errors lists parts that could not be read (the rest is still shown).
 	Errors []string `json:"errors,omitempty"`
+	// LeaderError, GroupError, JobsError and DeadLettersError say why a
+	// part could not be read. The part's field above then holds its zero
+	// value, which is not a fact: a nil Leader with a LeaderError does not
+	// mean that no producer leads, a DeadLetters of 0 with a
+	// DeadLettersError does not mean the dead-letter topic is empty.
+	LeaderError      string `json:"leader_error,omitempty"`
+	GroupError       string `json:"group_error,omitempty"`
+	JobsError        string `json:"jobs_error,omitempty"`
+	DeadLettersError string `json:"dead_letters_error,omitempty"`
+}
+
+// Err returns nil if every part of the snapshot was read, else an error
+// matching ErrPartial that lists the parts that failed.
+func (s *Snapshot) Err() error {
+	if len(s.Errors) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrPartial, strings.Join(s.Errors, "; "))
 }
 
 // Leader is the producer replica holding the lease.
@@ -152,6 +196,17 @@ type Leader struct {
 	Holder string    `json:"holder"`
 	Epoch  int64     `json:"epoch"`
 	Since  time.Time `json:"since"`
+	// Source says where the lease was read: "redis" (key
+	// ProducerLeaseKey) or "kubernetes Lease <namespace>/<name>", whose
+	// Epoch is the Lease's leaseTransitions.
+	Source string `json:"source,omitempty"`
+	// RenewedAt is the holder's last renewal, when the lease records it
+	// (Kubernetes Leases do).
+	RenewedAt time.Time `json:"renewed_at,omitzero"`
+	// Expired is true when the holder has not renewed the lease within its
+	// duration: it has probably stopped, and the next producer to campaign
+	// takes over. (A Redis lease expires by itself and is then absent.)
+	Expired bool `json:"expired,omitempty"`
 }
 
 // Group is a consumer group, its members and per-partition lag.
@@ -202,6 +257,15 @@ type JobStatus struct {
 	Last *WindowStatus `json:"last"`
 	// InFile is false for a job known only from the state topic.
 	InFile bool `json:"in_file"`
+	// PartitionUnknown is true when the windows topic's partition count
+	// could not be read: Partition is then 0, which is not a fact.
+	PartitionUnknown bool `json:"partition_unknown,omitempty"`
+	// PausedUnknown is true when the paused jobs could not be read: Paused
+	// is then false, which is not a fact.
+	PausedUnknown bool `json:"paused_unknown,omitempty"`
+	// LastUnknown is true when the producer's state topic could not be
+	// read: Last is then nil, which does not mean "no window yet".
+	LastUnknown bool `json:"last_unknown,omitempty"`
 }
 
 // WindowStatus is a window and its outcome in the idempotency store.
@@ -209,42 +273,64 @@ type WindowStatus struct {
 	ID          string    `json:"id"`
 	Start       time.Time `json:"start"`
 	PublishedAt time.Time `json:"published_at"`
-	// Outcome is done, failed, running, pending (published, not claimed
-	// yet, or its record expired), "skipped (paused)" (the job is paused
-	// and the window has no record: the producer skipped it) or unknown
-	// (no Redis).
+	// Outcome is done, failed, running, dead (dead-lettered), pending
+	// (published, not claimed yet, or its record expired), "skipped
+	// (paused)" (the window has no record and the job is paused, or was
+	// paused when it fell due: the producer skipped it) or unknown (no
+	// Redis, or Redis could not be read: see OutcomeError).
 	Outcome   string `json:"outcome"`
 	Token     int64  `json:"token,omitempty"`
 	Attempts  int    `json:"attempts,omitempty"`
 	Holder    string `json:"holder,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// OutcomeError says why the outcome could not be read.
+	OutcomeError string `json:"outcome_error,omitempty"`
 }
 
-// Snapshot reads everything; parts that fail are listed in Errors.
+// Snapshot reads everything, the parts concurrently. A part that fails is
+// left at its zero value, its error is set (LeaderError, GroupError,
+// JobsError, DeadLettersError) and listed in Errors; Snapshot.Err reports
+// whether any part failed. The returned error is always nil: callers that
+// need every part check Snapshot.Err.
 func (in *Inspector) Snapshot(ctx context.Context) (*Snapshot, error) {
 	s := &Snapshot{At: in.cfg.Now().UTC()}
-	if l, err := in.Leader(ctx); err != nil {
-		s.Errors = append(s.Errors, "leader: "+err.Error())
-	} else {
-		s.Leader = l
+	var (
+		wg                          sync.WaitGroup
+		leaderErr, groupErr, dlqErr error
+		jobsErr                     error
+	)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.Leader, leaderErr = in.Leader(ctx) }()
+	go func() {
+		defer wg.Done()
+		g, err := in.Group(ctx)
+		switch {
+		case errors.Is(err, ErrNoGroup):
+			// No worker has joined yet: Group stays nil.
+		case err != nil:
+			groupErr = err
+		default:
+			s.Group = g
+		}
+	}()
+	go func() { defer wg.Done(); s.Jobs, jobsErr = in.Jobs(ctx) }()
+	go func() { defer wg.Done(); s.DeadLetters, dlqErr = in.DeadLetters(ctx) }()
+	wg.Wait()
+	if leaderErr != nil {
+		s.Leader, s.LeaderError = nil, leaderErr.Error()
+		s.Errors = append(s.Errors, "leader: "+s.LeaderError)
 	}
-	switch g, err := in.Group(ctx); {
-	case errors.Is(err, ErrNoGroup):
-		// No worker has joined yet: Group stays nil.
-	case err != nil:
-		s.Errors = append(s.Errors, "group: "+err.Error())
-	default:
-		s.Group = g
+	if groupErr != nil {
+		s.GroupError = groupErr.Error()
+		s.Errors = append(s.Errors, "group: "+s.GroupError)
 	}
-	jobs, err := in.Jobs(ctx)
-	if err != nil {
-		s.Errors = append(s.Errors, "jobs: "+err.Error())
+	if jobsErr != nil {
+		s.JobsError = jobsErr.Error()
+		s.Errors = append(s.Errors, "jobs: "+s.JobsError)
 	}
-	s.Jobs = jobs
-	if n, err := in.DeadLetters(ctx); err != nil {
-		s.Errors = append(s.Errors, "dead letters: "+err.Error())
-	} else {
-		s.DeadLetters = n
+	if dlqErr != nil {
+		s.DeadLetters, s.DeadLettersError = 0, dlqErr.Error()
+		s.Errors = append(s.Errors, "dead letters: "+s.DeadLettersError)
 	}
 	return s, nil
 }
@@ -255,6 +341,9 @@ func ProducerLeaseKey(namespace string) string { return "kjob:{" + namespace + "
 
 // Leader returns the producer leader, or nil if no replica holds the lease.
 func (in *Inspector) Leader(ctx context.Context) (*Leader, error) {
+	if in.cfg.LeaderSource != nil {
+		return in.cfg.LeaderSource(ctx)
+	}
 	if in.cfg.Redis == nil {
 		return nil, errors.New("no Redis configured")
 	}
@@ -269,7 +358,7 @@ func (in *Inspector) Leader(ctx context.Context) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Leader{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.Acquired.UTC()}, nil
+	return &Leader{Holder: rec.Holder, Epoch: rec.Epoch, Since: rec.Acquired.UTC(), Source: "redis"}, nil
 }
 
 // Group returns the group's members and its lag on the windows topic, as
@@ -411,7 +500,9 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 			if r.Value == nil {
 				continue
 			}
-			if s, err := producer.ParseState(r.Value); err == nil {
+			// A record without LastID is a baseline (a job no window of
+			// which was published yet): no last window to show.
+			if s, err := producer.ParseState(r.Value); err == nil && s.LastID != "" {
 				out[s.Job] = s
 			}
 		}
@@ -420,22 +511,42 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 }
 
 // Jobs returns the status of every job of the schedules file and of every
-// job the state topic knows.
+// job the state topic knows. When a source fails, the jobs are still
+// returned with the affected fields marked unknown (PartitionUnknown,
+// PausedUnknown, LastUnknown, WindowStatus.OutcomeError) and the error
+// lists every failure.
 func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
-	var errs []string
-	last, err := in.LastWindows(ctx)
-	if err != nil {
-		errs = append(errs, "state topic: "+err.Error())
-	}
-	nparts, err := in.Partitions(ctx)
-	if err != nil {
-		errs = append(errs, err.Error())
-	}
-	var paused map[string]bool
+	var (
+		errs                  []string
+		last                  map[string]producer.StateRecord
+		nparts                int
+		paused                map[string]bool
+		periods               map[string]PausePeriod
+		lastErr, partsErr     error
+		pausedErr, periodsErr error
+		wg                    sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); last, lastErr = in.LastWindows(ctx) }()
+	go func() { defer wg.Done(); nparts, partsErr = in.Partitions(ctx) }()
 	if in.cfg.Pauses != nil {
-		if paused, err = in.cfg.Pauses.Paused(ctx); err != nil {
-			errs = append(errs, "pauses: "+err.Error())
-		}
+		paused, pausedErr = in.cfg.Pauses.Paused(ctx)
+	}
+	if in.cfg.PauseHistory != nil && pausedErr == nil {
+		periods, periodsErr = in.cfg.PauseHistory.PausePeriods(ctx)
+	}
+	wg.Wait()
+	if lastErr != nil {
+		errs = append(errs, "state topic: "+lastErr.Error())
+	}
+	if partsErr != nil {
+		errs = append(errs, "partitions: "+partsErr.Error())
+	}
+	if pausedErr != nil {
+		errs = append(errs, "pauses: "+pausedErr.Error())
+	}
+	if periodsErr != nil {
+		errs = append(errs, "finished pauses: "+periodsErr.Error())
 	}
 	now := in.cfg.Now()
 	seen := map[string]bool{}
@@ -447,7 +558,8 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 			tz = "UTC"
 		}
 		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
-		if j.Enabled {
+		// A paused job fires nothing until it is resumed.
+		if j.Enabled && !paused[j.Name] {
 			t := now
 			for range in.cfg.NextN {
 				if t = j.Next(t); t.IsZero() {
@@ -464,34 +576,64 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		}
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	var ids []string
 	for i := range out {
 		js := &out[i]
 		js.Paused = paused[js.Name]
-		js.Partition = JobPartition(js.Name, nparts)
-		s, ok := last[js.Name]
-		if !ok {
-			continue
+		js.PausedUnknown = pausedErr != nil
+		js.PartitionUnknown = partsErr != nil
+		js.LastUnknown = lastErr != nil
+		if partsErr == nil {
+			js.Partition = JobPartition(js.Name, nparts)
 		}
-		ws := &WindowStatus{ID: s.LastID, Start: s.LastWindow.UTC(), PublishedAt: s.PublishedAt.UTC(), Outcome: "unknown"}
-		if in.store != nil && s.LastID != "" {
-			st, err := in.store.State(ctx, s.LastID)
-			switch {
-			case errors.Is(err, dedupe.ErrNotFound) && js.Paused:
-				ws.Outcome = "skipped (paused)" // the state advanced past it unpublished
-			case errors.Is(err, dedupe.ErrNotFound):
-				ws.Outcome = "pending"
-			case err != nil:
-				errs = append(errs, err.Error())
-			default:
-				ws.Outcome, ws.Token, ws.Attempts, ws.Holder, ws.LastError = st.Status, st.Token, st.Attempts, st.Holder, st.LastError
+		if s, ok := last[js.Name]; ok {
+			js.Last = &WindowStatus{ID: s.LastID, Start: s.LastWindow.UTC(), PublishedAt: s.PublishedAt.UTC(), Outcome: "unknown"}
+			if s.LastID != "" {
+				ids = append(ids, s.LastID)
 			}
 		}
-		js.Last = ws
 	}
-	if len(errs) > 0 {
-		return out, errors.New(strings.Join(errs, "; "))
+	if in.store == nil || len(ids) == 0 {
+		return out, joinErrs(errs)
 	}
-	return out, nil
+	states, stErr := in.store.States(ctx, ids)
+	if stErr != nil {
+		errs = append(errs, "window outcomes: "+stErr.Error())
+	}
+	for i := range out {
+		js := &out[i]
+		ws := js.Last
+		if ws == nil || ws.ID == "" {
+			continue
+		}
+		if stErr != nil {
+			ws.OutcomeError = stErr.Error()
+			continue
+		}
+		st, ok := states[ws.ID]
+		if ok {
+			ws.Outcome, ws.Token, ws.Attempts, ws.Holder, ws.LastError = st.Status, st.Token, st.Attempts, st.Holder, st.LastError
+			continue
+		}
+		p, had := periods[js.Name]
+		switch {
+		case js.Paused, had && !ws.Start.Before(p.Since) && ws.Start.Before(p.Until):
+			ws.Outcome = "skipped (paused)" // the state advanced past it unpublished
+		case js.PausedUnknown:
+			// Pending or skipped: cannot tell without the pauses.
+			ws.OutcomeError = "no record of the window, and the pauses could not be read"
+		default:
+			ws.Outcome = "pending"
+		}
+	}
+	return out, joinErrs(errs)
+}
+
+func joinErrs(errs []string) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
 }
 
 // DeadLetters counts the records of the dead-letter topic (0 if it does not
@@ -506,12 +648,24 @@ func (in *Inspector) DeadLetters(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var n int64
+	var perr error
 	ends.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return // not created yet: no dead letter
+		}
 		if o.Err != nil {
+			perr = fmt.Errorf("%s[%d]: %w", o.Topic, o.Partition, o.Err)
 			return
 		}
-		st, _ := starts.Lookup(o.Topic, o.Partition)
+		st, ok := starts.Lookup(o.Topic, o.Partition)
+		if !ok || st.Err != nil {
+			perr = fmt.Errorf("%s[%d]: log start unknown: %v", o.Topic, o.Partition, st.Err)
+			return
+		}
 		n += o.Offset - st.Offset
 	})
+	if perr != nil {
+		return 0, perr
+	}
 	return n, nil
 }

@@ -118,9 +118,36 @@ func TestSnapshot(t *testing.T) {
 		len(a.Next) != 2 || !a.Next[0].Equal(t0.Add(15*time.Second)) || a.Paused || a.Partition != inspect.JobPartition("a", 2) {
 		t.Fatalf("job a: %+v last %+v", a, a.Last)
 	}
-	wantB := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC) // 03:00 CET
-	if b.Name != "b" || !b.Paused || b.Last != nil || b.Timezone != "Europe/Berlin" || len(b.Next) != 2 || !b.Next[0].Equal(wantB) {
+	// A paused job fires nothing: no next fire times.
+	if b.Name != "b" || !b.Paused || b.Last != nil || b.Timezone != "Europe/Berlin" || len(b.Next) != 0 {
 		t.Fatalf("job b: %+v", b)
+	}
+	if _, err := pauses.ResumeAt(ctx, "b", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = in.Snapshot(ctx)
+	wantB := time.Date(2026, 11, 23, 2, 0, 0, 0, time.UTC) // 03:00 CET
+	if b := s.Jobs[1]; b.Paused || len(b.Next) != 2 || !b.Next[0].Equal(wantB) {
+		t.Fatalf("job b after resume: %+v", b)
+	}
+
+	// A window without a record is pending, unless it fell due while the
+	// job was paused: then the producer skipped it, also after a resume.
+	if err := store.Forget(ctx, published[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ = in.Snapshot(ctx); s.Jobs[0].Last.Outcome != "pending" {
+		t.Fatalf("window without a record: %+v", s.Jobs[0].Last)
+	}
+	hist := periods{"a": {Since: t0, Until: t0.Add(10 * time.Second)}}
+	in3, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Pauses: pauses, PauseHistory: hist,
+		Now: func() time.Time { return t0.Add(20 * time.Second) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in3.Close()
+	if s, _ = in3.Snapshot(ctx); s.Jobs[0].Last.Outcome != "skipped (paused)" || s.Err() != nil {
+		t.Fatalf("window skipped during a finished pause: %+v (%v)", s.Jobs[0].Last, s.Err())
 	}
 	// Without Redis the leader and outcomes are reported as unavailable,
 	// the rest still reads.
@@ -130,7 +157,51 @@ func TestSnapshot(t *testing.T) {
 	}
 	defer in2.Close()
 	s2, _ := in2.Snapshot(ctx)
-	if s2.Leader != nil || len(s2.Errors) != 1 || s2.Errors[0] != "leader: no Redis configured" || s2.Jobs[0].Last.Outcome != "unknown" {
+	if s2.Leader != nil || len(s2.Errors) != 1 || s2.Errors[0] != "leader: no Redis configured" || s2.LeaderError != "no Redis configured" ||
+		s2.Jobs[0].Last.Outcome != "unknown" || !errors.Is(s2.Err(), inspect.ErrPartial) {
 		t.Fatalf("snapshot without Redis: leader %+v errors %v", s2.Leader, s2.Errors)
+	}
+}
+
+type periods map[string]inspect.PausePeriod
+
+func (p periods) PausePeriods(context.Context) (map[string]inspect.PausePeriod, error) { return p, nil }
+
+// With Kafka and Redis down every part carries its error and no zero
+// value poses as a fact.
+func TestSnapshotDown(t *testing.T) {
+	cluster := testenv.Cluster(t)
+	brokers := cluster.ListenAddrs()
+	r := testenv.NewRedis(t)
+	rdb := r.Client()
+	cluster.Close()
+	r.Kill()
+	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@every 10s\"\n    handler: log\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses, err := control.NewPauses(rdb, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Pauses: pauses, PauseHistory: pauses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := in.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LeaderError == "" || s.GroupError == "" || s.JobsError == "" || s.DeadLettersError == "" || len(s.Errors) != 4 {
+		t.Fatalf("part errors: leader %q group %q jobs %q dead letters %q", s.LeaderError, s.GroupError, s.JobsError, s.DeadLettersError)
+	}
+	if s.Leader != nil || s.Group != nil || s.DeadLetters != 0 || !errors.Is(s.Err(), inspect.ErrPartial) {
+		t.Fatalf("snapshot %+v", s)
+	}
+	if a := s.Jobs[0]; len(s.Jobs) != 1 || !a.PartitionUnknown || !a.PausedUnknown || !a.LastUnknown || a.Last != nil {
+		t.Fatalf("job %+v: want partition, pause and last window unknown", a)
 	}
 }

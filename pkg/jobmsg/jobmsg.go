@@ -54,8 +54,10 @@ func (t Trigger) Valid() bool {
 // Window is the time range one run of a job covers: [Start, End), where End
 // is the next window's start.
 type Window struct {
+	// Start is the window's first instant (UTC); the window id carries it.
 	Start time.Time `json:"start"`
-	End   time.Time `json:"end"`
+	// End is the window's end, exclusive: the next window's start.
+	End time.Time `json:"end"`
 }
 
 // Policy carries the job's execution settings from the schedules file to the
@@ -155,7 +157,8 @@ var (
 	// ErrInvalid matches every error of Decode and Validate.
 	ErrInvalid = errors.New("jobmsg: invalid message")
 	// ErrUnsupportedVersion is returned for a schema version newer than
-	// Version (or otherwise unknown). Upgrade the worker.
+	// Version. Upgrade the worker. (A version below 1 is merely
+	// ErrInvalid.)
 	ErrUnsupportedVersion = errors.New("jobmsg: unsupported schema version")
 	// ErrTooLarge is returned for a value over MaxValueBytes.
 	ErrTooLarge = errors.New("jobmsg: value too large")
@@ -205,11 +208,21 @@ func shorten(s string) string {
 	return strconv.Quote(s)
 }
 
+// versionError explains a schema version v other than Version found in
+// field: a newer one is ErrUnsupportedVersion (upgrade the worker); zero or
+// negative is simply invalid (no kjob ever wrote it).
+func versionError(field string, v int) error {
+	if v < 1 {
+		return &DecodeError{Field: field, Value: strconv.Itoa(v), Reason: fmt.Sprintf("schema versions start at 1 (this kjob writes and reads %d); the record was not written by kjob", Version)}
+	}
+	return &DecodeError{Field: field, Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+}
+
 // Validate checks that m is a well-formed version-1 message.
 func (m *Message) Validate() error {
 	switch {
 	case m.V != Version:
-		return &DecodeError{Field: "v", Value: strconv.Itoa(m.V), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+		return versionError("v", m.V)
 	case m.Job == "":
 		return invalid("job", "", "required")
 	case m.ID == "":
@@ -335,7 +348,7 @@ func explain(value []byte) error {
 		return invalid("v", string(*head.V), "want an integer schema version")
 	}
 	if v != Version {
-		return &DecodeError{Field: "v", Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+		return versionError("v", v)
 	}
 	var w wire
 	if err := json.Unmarshal(value, &w); err != nil {
@@ -401,8 +414,12 @@ func FromRecord(r *kgo.Record) (*Message, error) {
 	for _, h := range r.Headers {
 		switch h.Key {
 		case HeaderSchema:
-			if v, err := strconv.Atoi(string(h.Value)); err != nil || v != Version {
-				return nil, &DecodeError{Field: "header " + HeaderSchema, Value: shorten(string(h.Value)), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
+			v, err := strconv.Atoi(string(h.Value))
+			if err != nil {
+				return nil, invalid("header "+HeaderSchema, string(h.Value), "want an integer schema version")
+			}
+			if v != Version {
+				return nil, versionError("header "+HeaderSchema, v)
 			}
 		case HeaderContentType:
 			if string(h.Value) != ContentType {

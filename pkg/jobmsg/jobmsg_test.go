@@ -91,6 +91,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"json array", []byte("[1]"), `jobmsg: value: "[1]": not a JSON object`, false},
 		{"no version", edit(func(m map[string]any) { delete(m, "v") }), `jobmsg: v: required (schema version)`, false},
 		{"future version", edit(func(m map[string]any) { m["v"] = 2; m["job"] = 7 }), `jobmsg: v: 2: this kjob reads schema version 1; upgrade the worker to read newer versions`, true},
+		{"version zero", edit(func(m map[string]any) { m["v"] = 0 }), `jobmsg: v: 0: schema versions start at 1 (this kjob writes and reads 1); the record was not written by kjob`, false},
+		{"negative version", edit(func(m map[string]any) { m["v"] = -3 }), `jobmsg: v: -3: schema versions start at 1 (this kjob writes and reads 1); the record was not written by kjob`, false},
 		{"string version", edit(func(m map[string]any) { m["v"] = "1" }), `jobmsg: v: "\"1\"": want an integer schema version`, false},
 		{"missing job", edit(func(m map[string]any) { delete(m, "job") }), `jobmsg: job: required`, false},
 		{"job wrong type", edit(func(m map[string]any) { m["job"] = 5 }), `jobmsg: job: number: want string`, false},
@@ -140,6 +142,18 @@ func TestFromRecordChecksHeadersAndKey(t *testing.T) {
 	r.Headers = []kgo.RecordHeader{{Key: HeaderSchema, Value: []byte("2")}}
 	if _, err := FromRecord(&r); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Errorf("header version 2: err = %v", err)
+	}
+	for _, v := range []string{"0", "-1", "one"} {
+		r = *rec
+		r.Headers = []kgo.RecordHeader{{Key: HeaderSchema, Value: []byte(v)}}
+		if _, err := FromRecord(&r); err == nil || errors.Is(err, ErrUnsupportedVersion) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("header version %q: err = %v; want invalid, not \"upgrade the worker\"", v, err)
+		}
+	}
+	m := sample()
+	m.V = -1
+	if err := m.Validate(); err == nil || errors.Is(err, ErrUnsupportedVersion) || !strings.Contains(err.Error(), "schema versions start at 1") {
+		t.Errorf("Validate with v -1: err = %v", err)
 	}
 	r = *rec
 	r.Headers = []kgo.RecordHeader{{Key: HeaderContentType, Value: []byte("text/plain")}}

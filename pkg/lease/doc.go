@@ -40,7 +40,9 @@
 //     its successor's lease.
 //   - On shutdown the leader cancels lead's context, waits for lead to
 //     return, then releases the lease, so a standby takes over within
-//     RetryInterval instead of TTL.
+//     RetryInterval instead of TTL; with a Lock that announces releases
+//     (Watcher; RedisLock publishes them on a Pub/Sub channel) the
+//     standbys try at once, and the handover takes a few Redis round trips.
 //
 // # Epochs
 //
@@ -52,6 +54,10 @@
 //
 // Lock is the storage boundary. RedisLock keeps the lease in one key; on
 // Redis Cluster give it a hash tag ("kjob:{<deployment>}:producer-lease")
-// so its epoch counter lives in the same slot. A Kubernetes Lease backend
-// can implement Lock later without touching the Elector.
+// so its epoch counter lives in the same slot. A Lock may also implement
+// Watcher, so that standbys hear of a release at once instead of polling.
+// Another store can implement Lock without touching the Elector. For a
+// Kubernetes Lease, use pkg/lease/kubelease instead: it is a complete
+// elector (client-go's leader election over a coordination.k8s.io Lease)
+// with the same Run(ctx, lead) shape, which producer.Config.Elector accepts.
 package lease

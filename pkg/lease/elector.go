@@ -51,8 +51,11 @@ type Config struct {
 	RenewInterval time.Duration
 	// RetryInterval is how often a replica that does not lead tries to
 	// acquire the lease, and how long one waits after its term ends before
-	// campaigning again. A graceful handover takes at most about this long.
-	// Default RenewInterval.
+	// campaigning again. If Lock implements Watcher (RedisLock does), a
+	// standby also tries the moment another replica's release is
+	// announced, so a graceful handover does not wait for this; polling
+	// remains the fallback, for a lease that expires (a crashed leader)
+	// and for announcements that were missed. Default RenewInterval.
 	RetryInterval time.Duration
 	// Logger receives acquisitions, losses and releases (keys holder,
 	// epoch, reason) and backend errors. Default slog.Default().
@@ -200,7 +203,8 @@ func (e *Elector) setCurrent(rec Record, leadCtx context.Context) {
 //     step-down deadline (see Config.RenewInterval), which comes strictly
 //     before the lease can expire in the backend; the cause wraps ErrLost;
 //   - lead returns by itself (its error, if any, is logged): the lease is
-//     released and campaigning continues after RetryInterval.
+//     released and campaigning continues after RetryInterval (or at once
+//     when another replica's release is announced, see Watcher).
 //
 // lead must return promptly once its context is done: the lease is not
 // renewed after that, so a standby may start leading while a lead that
@@ -209,9 +213,12 @@ func (e *Elector) setCurrent(rec Record, leadCtx context.Context) {
 //
 // A panic in lead is not recovered.
 //
-// Run owns every goroutine it starts and returns only when all have
-// exited, which can take as long as the Lock's calls in flight (bounded by
-// the Redis client's timeouts). It returns ctx.Err() on shutdown, and
+// If the Lock implements Watcher, Run also watches for releases announced
+// by other replicas and tries to acquire at once when it hears one.
+//
+// Run owns every goroutine it starts (the watch included) and returns only
+// when all have exited, which can take as long as the Lock's calls in
+// flight (bounded by the Redis client's timeouts). It returns ctx.Err() on shutdown, and
 // another error only for misuse (nil lead, concurrent Run).
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	if lead == nil {
@@ -221,6 +228,20 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		return errors.New("lease: Run: already running: an Elector campaigns once at a time; create one Elector per campaign")
 	}
 	defer e.running.Store(false)
+
+	// With a Lock that announces releases, a goroutine watches for them
+	// and wakes the loop below.
+	var wake chan struct{}
+	if w, ok := e.lock.(Watcher); ok {
+		wake = make(chan struct{}, 1)
+		wctx, stopWatch := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
+		go func() {
+			defer close(watchDone)
+			e.watch(wctx, w, wake)
+		}()
+		defer func() { stopWatch(); <-watchDone }()
+	}
 
 	var (
 		observed Record // last holder seen while following
@@ -264,6 +285,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 			}
 			observed = Record{}
 			e.term(ctx, rec, start, reason, lead)
+			// Announcements heard while leading are stale; our own
+			// release is filtered out by holder in watch.
+			select {
+			case <-wake:
+			default:
+			}
 		default:
 			lastErr = ""
 			if !rec.sameTenure(observed) {
@@ -275,7 +302,52 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(e.retryInterval):
+		case <-wake: // a release was announced: try at once
+			e.log.Debug("lease: release announced; trying to acquire", "holder", e.holder)
 		}
+	}
+}
+
+// Backoff between attempts to (re)start a Watcher's watch.
+const (
+	watchBackoffMin = 100 * time.Millisecond
+	watchBackoffMax = 30 * time.Second
+)
+
+// watch runs w.WatchReleases until ctx is done, restarting it with a
+// backoff when it fails, and sends on wake (without blocking) for every
+// release announced by another holder.
+func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
+	backoff := watchBackoffMin
+	lastErr := ""
+	for {
+		started := time.Now()
+		err := w.WatchReleases(ctx, func(rec Record) {
+			if rec.Holder == e.holder {
+				return // our own release
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > watchBackoffMax {
+			backoff = watchBackoffMin // it ran fine for a while
+		}
+		if msg := err.Error(); msg != lastErr {
+			e.log.Warn("lease: cannot watch for releases; standbys poll every retry interval meanwhile",
+				"holder", e.holder, "err", err, "retry_interval", e.retryInterval, "retry_watch_in", backoff)
+			lastErr = msg
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watchBackoffMax)
 	}
 }
 

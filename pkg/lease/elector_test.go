@@ -71,6 +71,13 @@ func (l *provingLock) LastProven() time.Time {
 	return l.lastProven
 }
 
+// watchingLock is a provingLock that passes the wrapped Lock's release
+// announcements through.
+type watchingLock struct {
+	*provingLock
+	lease.Watcher
+}
+
 // term is one call of lead, as seen from inside it.
 type term struct {
 	rec      lease.Record
@@ -118,8 +125,13 @@ type replicaOpt func(*lease.Config)
 func startReplica(t *testing.T, name string, lock lease.Lock, act *active, opts ...replicaOpt) *replica {
 	t.Helper()
 	rp := &replica{name: name, lock: &provingLock{Lock: lock}, terms: make(chan *term, 100), done: make(chan error, 1)}
+	var elLock lease.Lock = rp.lock
+	if w, ok := lock.(lease.Watcher); ok {
+		// Keep the backend's release announcements, as in production.
+		elLock = watchingLock{rp.lock, w}
+	}
 	cfg := lease.Config{
-		Lock: rp.lock, Holder: name, TTL: testTTL, RenewInterval: testRenew, RetryInterval: 50 * time.Millisecond,
+		Lock: elLock, Holder: name, TTL: testTTL, RenewInterval: testRenew, RetryInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", name),
 		OnChange: func(ev lease.Event) {
 			rp.mu.Lock()
@@ -162,6 +174,18 @@ func startReplica(t *testing.T, name string, lock lease.Lock, act *active, opts 
 	go func() { rp.done <- el.Run(ctx, lead) }()
 	t.Cleanup(func() { rp.stop(t) })
 	return rp
+}
+
+// waitRun waits for Run's result on done, at most 15s.
+func waitRun(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15s of cancellation")
+		return nil
+	}
 }
 
 // stop cancels Run and waits for it; idempotent.
@@ -290,12 +314,12 @@ func TestRunMisuse(t *testing.T) {
 	go func() {
 		done <- el.Run(ctx, func(ctx context.Context) error { close(leading); <-ctx.Done(); return nil })
 	}()
-	<-leading
+	testenv.Recv(t, leading, 10*time.Second, "the elector leads")
 	if err := el.Run(ctx, func(context.Context) error { return nil }); err == nil || !strings.HasPrefix(err.Error(), "lease: Run: already running") {
 		t.Errorf("second concurrent Run = %v", err)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, done, 10*time.Second, "Run returns after cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 	// Run may be called again once it has returned; an already cancelled
@@ -510,7 +534,7 @@ func TestElectorLeadReturns(t *testing.T) {
 		t.Fatal("lead not called a third time")
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testenv.Recv(t, done, 10*time.Second, "Run returns after cancel"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
 	want := []string{
@@ -624,5 +648,89 @@ func TestElectorStepsDownBeforeExpiryWhenRedisHangs(t *testing.T) {
 	t2 := a.nextTerm(t, 10*time.Second)
 	if t2.rec.Epoch <= t1.rec.Epoch {
 		t.Errorf("epoch after resume %d, want > %d", t2.rec.Epoch, t1.rec.Epoch)
+	}
+}
+
+// waitSubscribers waits until n clients subscribe to the lock's release
+// channel: the standbys' watches are established.
+func waitSubscribers(t testing.TB, rc *redis.Client, l *lease.RedisLock, n int64) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		m, err := rc.PubSubNumSub(context.Background(), l.Channel()).Result()
+		return err == nil && m[l.Channel()] >= n
+	}, "fewer than %d subscribers on %s", n, l.Channel())
+}
+
+// A released lease is taken over when the release is announced, not at
+// the standby's next poll: with a RetryInterval of a minute, the standby
+// still leads within seconds of the leader's shutdown.
+func TestElectorHandoverOnAnnouncedRelease(t *testing.T) {
+	r := testenv.NewRedis(t)
+	la, _ := lease.NewRedisLock(r.Client(), testKey)
+	lb, _ := lease.NewRedisLock(r.Client(), testKey)
+	var act active
+	slowPoll := func(c *lease.Config) { c.TTL, c.RetryInterval = 3*time.Second, time.Minute }
+	a := startReplica(t, "a", la, &act, slowPoll)
+	ta := a.nextTerm(t, 5*time.Second)
+	b := startReplica(t, "b", lb, &act, slowPoll)
+	testenv.Eventually(t, 5*time.Second, func() bool { return b.lock.attempts.Load() >= 1 }, "b never tried to acquire")
+	waitSubscribers(t, r.Client(), la, 2)
+
+	a.stop(t)
+	tb := b.nextTerm(t, 10*time.Second) // far below b's 1m poll and the 3s TTL
+	t.Logf("handover on announced release: %v from a's lead ending to b's lead starting", tb.started.Sub(ta.endedAt))
+	if n := b.lock.attempts.Load(); n != 2 {
+		t.Errorf("b made %d acquisition attempts, want 2 (the first, then one on the announcement)", n)
+	}
+	if got := b.Events(); len(got) != 1 || got[0] != "acquired b/2: took over from a (epoch 1)" {
+		t.Errorf("b's events = %q", got)
+	}
+	if m := act.max.Load(); m != 1 {
+		t.Errorf("%d leads ran at once, want 1", m)
+	}
+}
+
+// A Redis user that may not use the release channel can still release
+// (the announcement is best effort) and hand over, by polling.
+func TestElectorHandoverWithoutChannelGrant(t *testing.T) {
+	r := testenv.NewRedis(t)
+	if r.Kind != "redis-server" {
+		t.Skipf("needs a redis-server started by testenv (ACL users), have %s", r)
+	}
+	ctx := ctxT(t)
+	if err := r.Client().Do(ctx, "ACL", "SETUSER", "nochan", "on", ">pw", "resetkeys", "~kjob:{test}:*", "resetchannels",
+		"-@all", "+ping", "+hello", "+eval", "+evalsha", "+get", "+set", "+incr", "+del", "+pexpire", "+time").Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := func() *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "nochan", Password: "pw"})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	la, _ := lease.NewRedisLock(user(), testKey)
+	lb, _ := lease.NewRedisLock(user(), testKey)
+
+	// The watch is refused...
+	if err := lb.WatchReleases(ctx, func(lease.Record) {}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("WatchReleases without a channel grant = %v, want a NOPERM error", err)
+	}
+	// ...and a release still deletes the lease.
+	rec := mustAcquire(t, la, "x", time.Second)
+	if err := la.Release(ctx, rec); err != nil {
+		t.Fatalf("Release without a channel grant: %v", err)
+	}
+	if _, err := la.Get(ctx); !errors.Is(err, lease.ErrNoHolder) {
+		t.Fatalf("Get after Release = %v, want ErrNoHolder", err)
+	}
+
+	var act active
+	a := startReplica(t, "a", la, &act)
+	a.nextTerm(t, 5*time.Second)
+	b := startReplica(t, "b", lb, &act)
+	testenv.Eventually(t, 5*time.Second, func() bool { return b.lock.attempts.Load() >= 2 }, "b did not keep campaigning")
+	a.stop(t)
+	b.nextTerm(t, 5*time.Second) // by polling every 50ms
+	if m := act.max.Load(); m != 1 {
+		t.Errorf("%d leads ran at once, want 1", m)
 	}
 }

@@ -20,9 +20,12 @@ var (
 	ErrNoHolder = errors.New("lease: no holder")
 )
 
-// Lock is the storage backend of a lease: Redis now (RedisLock); a
-// Kubernetes Lease backend can implement it later. Every method must be
-// safe for concurrent use. The Elector is the only intended caller; a Lock
+// Lock is the storage backend of a lease, e.g. RedisLock; a Lock may also
+// implement Watcher to make graceful handovers faster. (A Kubernetes Lease
+// is supported one level up: pkg/lease/kubelease provides a whole elector,
+// built on client-go's leader election, that producer.Config.Elector
+// accepts instead of an Elector over a Lock.) Every method must be safe for
+// concurrent use. The Elector is the only intended caller; a Lock
 // knows nothing about time beyond the ttl it is given.
 type Lock interface {
 	// TryAcquire takes the lease for holder if it is free, for ttl.
@@ -40,6 +43,26 @@ type Lock interface {
 	Release(ctx context.Context, rec Record) error
 	// Get returns the current holder's Record, or ErrNoHolder if none.
 	Get(ctx context.Context) (Record, error)
+}
+
+// Watcher is an optional interface of a Lock whose backend can announce the
+// end of a tenure as it happens. An Elector whose Lock implements it tries
+// to acquire the lease as soon as another replica's release is announced,
+// instead of at its next RetryInterval tick, so a graceful handover takes
+// one backend round trip rather than up to RetryInterval. Polling every
+// RetryInterval stays the fallback: announcements are best effort (a lease
+// that expires is not announced, nor is a release made while the watch's
+// connection is down), and a backend that refuses the watch (e.g. a Redis
+// ACL without the channel) only makes handovers slower. Nothing about
+// safety depends on it: a woken standby still has to win TryAcquire.
+type Watcher interface {
+	// WatchReleases calls released, from the calling goroutine, with the
+	// Record of each tenure that Release ends, until ctx is done; it then
+	// returns ctx.Err(). It returns another error if it cannot watch or
+	// the watch breaks (subscription refused, connection lost); the
+	// Elector logs it and calls WatchReleases again after a backoff.
+	// released must be fast and must not block.
+	WatchReleases(ctx context.Context, released func(Record)) error
 }
 
 // Record identifies one tenure of the lease: who holds it and its epoch.

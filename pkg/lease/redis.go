@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -59,11 +60,16 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
 
-// releaseScript: ARGV[1] holder, ARGV[2] epoch. Returns 1 if deleted, 0 if
-// the tenure was not current.
+// releaseScript: ARGV[1] holder, ARGV[2] epoch, ARGV[3] the release
+// channel. Returns 1 if deleted, 0 if the tenure was not current. A
+// deletion is announced on the channel with the deleted value, in the same
+// script, so standbys hear of it at once (RedisLock.WatchReleases). The
+// announcement is best effort: redis.pcall keeps a refused PUBLISH (an ACL
+// user without the channel) from failing the release.
 var releaseScript = redis.NewScript(luaSameTenure + `
 if not same then return 0 end
 redis.call('DEL', KEYS[1])
+redis.pcall('PUBLISH', ARGV[3], cur)
 return 1
 `)
 
@@ -84,6 +90,13 @@ return 1
 // Renew and Release are compare-and-extend and compare-and-delete scripts:
 // they act only if the key still holds the given record's holder and epoch.
 //
+// Release also PUBLISHes the released record on a channel (the lease key +
+// ":released"), and WatchReleases SUBSCRIBEs to it, so an Elector on
+// standby tries to acquire the lease the moment it is released (see
+// Watcher). A Redis ACL user needs "&<key>:released" (or a pattern
+// covering it) and +publish +subscribe for that; without them releases
+// still work and standbys fall back to polling.
+//
 // Both keys must live in one Redis Cluster slot, so the key should carry a
 // hash tag, e.g. "kjob:{<deployment>}:producer-lease" (the epoch key is then
 // "kjob:{<deployment>}:producer-lease:epoch"). NewRedisLock rejects a key
@@ -97,10 +110,14 @@ type RedisLock struct {
 	client   redis.UniversalClient
 	key      string
 	epochKey string
+	channel  string
 	maxEpoch atomic.Int64 // highest epoch seen: the floor for new epochs
 }
 
-var _ Lock = (*RedisLock)(nil)
+var (
+	_ Lock    = (*RedisLock)(nil)
+	_ Watcher = (*RedisLock)(nil)
+)
 
 // NewRedisLock returns a RedisLock on key (and key + ":epoch"). The client
 // must be non-nil and the key non-empty; see RedisLock for the hash tag.
@@ -114,7 +131,7 @@ func NewRedisLock(client redis.UniversalClient, key string) (*RedisLock, error) 
 	if _, ok := client.(*redis.ClusterClient); ok && !hasHashTag(key) {
 		return nil, fmt.Errorf(`lease: NewRedisLock: key %q has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`, key)
 	}
-	return &RedisLock{client: client, key: key, epochKey: key + ":epoch"}, nil
+	return &RedisLock{client: client, key: key, epochKey: key + ":epoch", channel: key + ":released"}, nil
 }
 
 // Key returns the lease key.
@@ -122,6 +139,10 @@ func (l *RedisLock) Key() string { return l.key }
 
 // EpochKey returns the key of the epoch counter (Key() + ":epoch").
 func (l *RedisLock) EpochKey() string { return l.epochKey }
+
+// Channel returns the Pub/Sub channel on which releases are announced
+// (Key() + ":released").
+func (l *RedisLock) Channel() string { return l.channel }
 
 // TryAcquire implements Lock.
 func (l *RedisLock) TryAcquire(ctx context.Context, holder string, ttl time.Duration) (Record, bool, error) {
@@ -168,7 +189,7 @@ func (l *RedisLock) Renew(ctx context.Context, rec Record, ttl time.Duration) er
 // Release implements Lock.
 func (l *RedisLock) Release(ctx context.Context, rec Record) error {
 	l.see(rec.Epoch)
-	if err := releaseScript.Run(ctx, l.client, []string{l.key}, rec.Holder, strconv.FormatInt(rec.Epoch, 10)).Err(); err != nil {
+	if err := releaseScript.Run(ctx, l.client, []string{l.key}, rec.Holder, strconv.FormatInt(rec.Epoch, 10), l.channel).Err(); err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.key, err)
 	}
 	return nil
@@ -184,6 +205,59 @@ func (l *RedisLock) Get(ctx context.Context) (Record, error) {
 		return Record{}, fmt.Errorf("lease: get %s: %w", l.key, err)
 	}
 	return l.parse(val)
+}
+
+// watchPing is how long WatchReleases waits for a message before it pings
+// the server to check that the subscription's connection is alive; a
+// connection that answers neither within another watchPing is dropped.
+const watchPing = 15 * time.Second
+
+// WatchReleases implements Watcher: it SUBSCRIBEs to Channel() on a
+// connection of its own and calls released with each release announced
+// there, until ctx is done (it then returns ctx.Err()) or the subscription
+// fails or its connection breaks (it returns that error).
+func (l *RedisLock) WatchReleases(ctx context.Context, released func(Record)) error {
+	ps := l.client.Subscribe(ctx, l.channel)
+	// Reads ignore ctx unless the client has ContextTimeoutEnabled: closing
+	// the subscription is what unblocks them on cancellation.
+	quit, closed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(closed)
+		select {
+		case <-ctx.Done():
+		case <-quit:
+		}
+		_ = ps.Close()
+	}()
+	defer func() { close(quit); <-closed }()
+
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, watchPing)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ne net.Error
+		switch {
+		case err != nil && errors.As(err, &ne) && ne.Timeout() && !pinged:
+			pinged = true
+			if err := ps.Ping(ctx); err != nil {
+				return fmt.Errorf("lease: watch %s: ping: %w", l.channel, err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("lease: watch %s: %w", l.channel, err)
+		}
+		pinged = false
+		m, ok := msg.(*redis.Message)
+		if !ok || m.Channel != l.channel {
+			continue // *redis.Subscription, *redis.Pong
+		}
+		if rec, ok := decode(m.Payload); ok {
+			l.see(rec.Epoch)
+			released(rec)
+		}
+	}
 }
 
 // parse decodes "<holder>|<epoch>|<ms>" and remembers the epoch.

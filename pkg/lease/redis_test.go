@@ -324,3 +324,61 @@ func TestNewRedisLockValidation(t *testing.T) {
 		}
 	}
 }
+
+// Release announces the released tenure on the lock's channel; renewals,
+// failed acquisitions and releases of stale tenures announce nothing.
+func TestRedisLockWatchReleases(t *testing.T) {
+	l, rc := newLock(t)
+	ctx := ctxT(t)
+	wctx, stop := context.WithCancel(ctx)
+	got := make(chan lease.Record, 10)
+	done := make(chan error, 1)
+	w, _ := lease.NewRedisLock(rc, testKey)
+	go func() { done <- w.WatchReleases(wctx, func(r lease.Record) { got <- r }) }()
+	waitSubscribers(t, rc, l, 1)
+
+	a := mustAcquire(t, l, "a", time.Second)
+	if err := l.Renew(ctx, a, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := l.TryAcquire(ctx, "b", time.Second); ok {
+		t.Fatal("b acquired a held lease")
+	}
+	if err := l.Release(ctx, lease.Record{Holder: "a", Epoch: a.Epoch + 7}); err != nil { // not the tenure
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b := mustAcquire(t, l, "b", time.Second)
+	if err := l.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []lease.Record{a, b} {
+		select {
+		case r := <-got:
+			if !r.Acquired.Equal(want.Acquired) || r.Holder != want.Holder || r.Epoch != want.Epoch {
+				t.Errorf("announced %+v, want %+v", r, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("release of %s/%d not announced within 5s", want.Holder, want.Epoch)
+		}
+	}
+	stop()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("WatchReleases after cancel = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WatchReleases did not return within 5s of cancellation")
+	}
+	select {
+	case r := <-got:
+		t.Errorf("unexpected announcement %+v", r)
+	default:
+	}
+	if l.Channel() != testKey+":released" {
+		t.Errorf("Channel() = %q", l.Channel())
+	}
+}

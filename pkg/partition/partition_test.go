@@ -425,7 +425,7 @@ func TestRevokeGraceLetsInflightFinish(t *testing.T) {
 	cfg.Grace = 30 * time.Second
 	c := newConsumer(t, cfg)
 	stop := run(t, c)
-	<-started
+	testenv.Recv(t, started, 20*time.Second, "the record starts")
 	var took time.Duration
 	done := make(chan struct{})
 	go func() { took = stop(); close(done) }()
@@ -437,7 +437,7 @@ func TestRevokeGraceLetsInflightFinish(t *testing.T) {
 		return c.closing
 	}, "shutdown started")
 	close(release)
-	<-done
+	testenv.Recv(t, done, time.Minute, "Run returns after the record finished")
 	mu.Lock()
 	defer mu.Unlock()
 	if ctxErrAtEnd != nil {
@@ -472,7 +472,7 @@ func TestRevokeGraceExpiryCancels(t *testing.T) {
 	cfg.Grace = 300 * time.Millisecond
 	c := newConsumer(t, cfg)
 	stop := run(t, c)
-	<-started
+	testenv.Recv(t, started, 20*time.Second, "the stuck record starts")
 	took := stop()
 	if took < cfg.Grace {
 		t.Errorf("Run returned after %v, before the grace of %v", took, cfg.Grace)
@@ -517,7 +517,7 @@ func TestLossCancelsAtOnceAndCommitsNothing(t *testing.T) {
 	cfg.OnRevoked = func(ps []int32) { lostMu.Lock(); revokes = append(revokes, ps); lostMu.Unlock() }
 	c := newConsumer(t, cfg)
 	stop := run(t, c)
-	<-started
+	testenv.Recv(t, started, 20*time.Second, "the third record starts")
 	testenv.Eventually(t, 10*time.Second, func() bool { return committed(t, brokers, "g", "t")[0] == 2 }, "offsets of a, b committed")
 
 	// The next heartbeat is answered UNKNOWN_MEMBER_ID: kgo treats the
@@ -698,7 +698,10 @@ func TestProcessBatchHaltedOnRevoke(t *testing.T) {
 			}
 			if settled+i == 3 {
 				close(started)
-				<-release // the revoke happens while record 3 runs
+				select { // the revoke happens while record 3 runs
+				case <-release:
+				case <-ctx.Done(): // the test failed before releasing it
+				}
 			}
 		}
 		settled += len(recs)

@@ -18,10 +18,27 @@
 // transaction, one record per job to a compacted state topic: the start of
 // the last window published. A new leader fences first, then reads the state
 // topic to its end (read-committed), so it knows exactly which windows were
-// published. Windows that fell due while no leader was live are then
-// published with trigger "catchup" if they are younger than the job's
-// catch-up limit; older ones are skipped, counted and logged. A job seen for
-// the first time starts with its next window: kjob does not invent history.
+// published. It then publishes every later window that is due, back to a
+// cutoff fixed when its tenure began (at L, when the lease was won):
+//
+//   - windows due during its own tenure (at or after L) are always
+//     published, with trigger "schedule": they are late only because a
+//     Kafka error ended a term, and the next term of the same tenure
+//     publishes them with their ids unchanged;
+//   - windows due before L, while no leader was live (a handover, a crashed
+//     leader's lease running out), are published with trigger "catchup" if
+//     they fell due at or after L - Config.MisfireGrace (default 10s), or
+//     within the job's catch-up limit of L, whichever reaches further back;
+//   - older ones are skipped, counted (Config.OnSkipped) and logged.
+//
+// So with the default catch-up limit of 0, no window is lost to a graceful
+// handover, to a crash failover with the default lease settings, or to a
+// transient Kafka error; only windows of longer outages are subject to the
+// catch-up limit. A job seen for the first time starts with its first
+// window after L: kjob does not invent history. The leader records such a
+// job in the state at once (a baseline record, with no window id), so that
+// the job's first window is not lost if leadership changes hands before
+// it is published.
 //
 // # Timing
 //

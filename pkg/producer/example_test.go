@@ -2,47 +2,100 @@ package producer_test
 
 import (
 	"context"
-	"log"
-	"os/signal"
-	"syscall"
+	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
-// Example shows a producer replica: load the schedules, elect with a Redis
-// lease, publish while leading. Run the same program on two or more
-// machines; SIGTERM hands leadership over at once.
+// A producer replica: load the schedules, elect with a Redis lease, publish
+// while leading. Run the same program on two or more machines with the same
+// lease key and transactional id; SIGTERM hands leadership over.
+//
+// The example brings its own Kafka (the in-process kfake broker) and Redis
+// (a throwaway redis-server), and stops after the first window is
+// published. A real replica gets its brokers and Redis URL from its
+// configuration, loads its schedules with schedule.Load (which stops it at
+// start-up, naming file and line, if the file is invalid), and runs until
+// signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM) is done.
 func Example() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	kafka, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		fmt.Println("kafka:", err)
+		return
+	}
+	defer kafka.Close()
+	redisAddr, stopRedis, err := testenv.ExampleRedis()
+	if err != nil {
+		fmt.Println("redis:", err)
+		return
+	}
+	defer stopRedis()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	quiet := slog.New(slog.DiscardHandler) // a real process logs to stderr
 
-	file, err := schedule.Load("schedules.yaml") // stops here, naming file:line, if invalid
+	file, err := schedule.Parse("schedules.yaml", []byte(`
+jobs:
+  - name: report
+    schedule: "@every 1s"
+    handler: report
+`))
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	lock, err := lease.NewRedisLock(rdb, "kjob:{prod}:producer-lease")
+	lock, err := lease.NewRedisLock(rdb, "kjob:{example}:producer-lease")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
-	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: "producer-a"})
+	elector, err := lease.NewElector(lease.Config{Lock: lock, Holder: "producer-1", Logger: quiet})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	published := make(chan producer.Published, 1)
 	p, err := producer.New(producer.Config{
-		Brokers:         []string{"127.0.0.1:9092"},
+		Brokers:         kafka.ListenAddrs(),
 		Jobs:            file.Jobs,
 		Elector:         elector,
-		TransactionalID: "kjob-producer-prod", // the same on every replica of this deployment
+		TransactionalID: "kjob-producer-example", // the same on every replica of this deployment
+		Logger:          quiet,
+		OnPublished: func(ws []producer.Published) {
+			for _, w := range ws {
+				select {
+				case published <- w:
+				default:
+				}
+			}
+		},
 	})
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
-	if err := p.Run(ctx); err != nil {
-		log.Fatal(err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Run(ctx) }()
+	select {
+	case w := <-published:
+		fmt.Printf("published a %s window of %s, starting on a whole second: %v\n", w.Trigger, w.Job, w.Start.Equal(w.Start.Truncate(time.Second)))
+	case <-ctx.Done():
+		fmt.Println("nothing published within 30s")
 	}
+	cancel() // as SIGTERM would: stop publishing and release the lease
+	fmt.Println("Run:", <-stopped)
+	// Output:
+	// published a schedule window of report, starting on a whole second: true
+	// Run: <nil>
 }

@@ -32,12 +32,17 @@ func (p *Producer) skipPaused(ctx context.Context, ws []window) {
 // StateRecord is the value of a state-topic record: the last window the
 // leader published (or skipped while the job was paused) for one job. The
 // state topic is compacted by job name.
+//
+// A record with an empty LastID is a baseline: no window of the job has
+// been published yet, and LastWindow is when a leader first saw the job
+// (its windows after that instant are to be published).
 type StateRecord struct {
 	// Job is the job name (also the record key).
 	Job string
-	// LastWindow is the start of the job's last window.
+	// LastWindow is the start of the job's last window, or for a
+	// baseline the instant the job was first seen.
 	LastWindow time.Time
-	// LastID is that window's id.
+	// LastID is that window's id; empty for a baseline.
 	LastID string
 	// PublishedAt is when the leader wrote the record.
 	PublishedAt time.Time

@@ -34,7 +34,10 @@ type Config struct {
 	// Brokers are the seed brokers (required).
 	Brokers []string
 	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
-	// logging, hooks).
+	// logging, hooks). The clients have distinct client ids (kjob-producer
+	// for the transactional one, kjob-producer-state, kjob-producer-admin),
+	// so per-client hooks such as kprom with WithClientLabel can tell the
+	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
 	// Topic receives the window records. Default "kjob.windows".
 	Topic string
@@ -57,6 +60,25 @@ type Config struct {
 	Jobs []*schedule.Job
 	// Elector decides leadership (required).
 	Elector Elector
+	// MisfireGrace is how late a window may be published because
+	// leadership changed hands, whatever its job's Catchup (Quartz calls
+	// this the misfire threshold). A replica that starts leading at L
+	// publishes every window after the job's last published one that fell
+	// due at or after L - MisfireGrace: those due before L with trigger
+	// "catchup", those due after L (during its own tenure, e.g. while a
+	// failed transaction was retried) with trigger "schedule". A job's
+	// Catchup governs only windows older than that. A leader whose
+	// transactions keep failing (a Kafka outage) publishes, once Kafka is
+	// back, the windows of the last max(Catchup, MisfireGrace, 1m) and
+	// skips and counts older ones, as it does windows past the catch-up
+	// limit. L is when the Elector
+	// calls lead (the lease is won), before fencing and reading the state,
+	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
+	// for a crashed or paused leader, the lease TTL plus the standby's
+	// retry interval, plus a margin for a publish that was under way.
+	// Default DefaultMisfireGrace (10s: twice the lease's default 5s TTL);
+	// negative: no grace, only Catchup applies.
+	MisfireGrace time.Duration
 	// MaxBatch bounds the windows published in one transaction. Default
 	// 5000: a burst of windows due at the same instant (thousands of jobs
 	// at the top of the minute) goes out in few transactions.
@@ -65,8 +87,8 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
-	// OnPublished, if set, is called after each committed transaction with
-	// the windows it published.
+	// OnPublished, if set, is called after each committed transaction that
+	// published windows, with those windows.
 	OnPublished func([]Published)
 	// OnSkipped, if set, is called when windows older than a job's catch-up
 	// limit are skipped.
@@ -89,10 +111,17 @@ type Pauses interface {
 
 // Published describes one window a committed transaction made visible.
 type Published struct {
-	ID          string
-	Job         string
-	Trigger     jobmsg.Trigger
-	Start       time.Time
+	// ID is the window id, "<job>@<window start, RFC 3339 UTC>".
+	ID string
+	// Job is the job name (the record key).
+	Job string
+	// Trigger is jobmsg.TriggerSchedule, or jobmsg.TriggerCatchup for a
+	// window that fell due while no leader was live.
+	Trigger jobmsg.Trigger
+	// Start is the window's start.
+	Start time.Time
+	// PublishedAt is when the producer built the record (its
+	// published_at), just before the transaction committed.
 	PublishedAt time.Time
 }
 
@@ -124,6 +153,12 @@ const (
 	defaultTopic    = "kjob.windows"
 	defaultMaxBatch = 5000
 )
+
+// DefaultMisfireGrace is Config.MisfireGrace when it is zero: twice
+// lease.DefaultTTL, so that with the default lease settings a window that
+// fell due while a crashed leader's lease ran out (at most TTL + one
+// retry interval, 6s) is still published.
+const DefaultMisfireGrace = 10 * time.Second
 
 // New validates cfg and returns a Producer.
 func New(cfg Config) (*Producer, error) {
@@ -176,6 +211,12 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.TransactionTimeout < time.Second {
 		return nil, fmt.Errorf("producer: TransactionTimeout = %v: must be at least 1s", cfg.TransactionTimeout)
 	}
+	if cfg.MisfireGrace == 0 {
+		cfg.MisfireGrace = DefaultMisfireGrace
+	}
+	if cfg.MisfireGrace < 0 {
+		cfg.MisfireGrace = 0
+	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = defaultMaxBatch
 	}
@@ -223,7 +264,7 @@ func (p *Producer) Run(ctx context.Context) error {
 }
 
 func (p *Producer) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.ClientOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...), kgo.ClientID("kjob-producer-admin")}, p.cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("producer: kafka client: %w", err)
 	}
@@ -250,14 +291,46 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 	}
 }
 
+// tenure is one leadership of this replica: from the call of lead until
+// its context ends. It spans one or more terms.
+type tenure struct {
+	start    time.Time            // when lead was called, by Config.Clock
+	reported map[string]time.Time // per job, the cutoff up to which skipped windows were reported
+}
+
+// retryHorizon is how long a leader keeps retrying the publication of
+// windows that fell due during its own tenure when its transactions fail,
+// whatever the job's catch-up limit: a transient Kafka error never loses a
+// window, while an outage longer than this does not end in a burst of
+// every window it lasted (older ones are skipped and counted, as windows
+// past the catch-up limit are).
+const retryHorizon = time.Minute
+
+// cutoff is the start of the oldest window of j that a term of this tenure
+// starting at now publishes: MisfireGrace or the job's catch-up limit
+// before the tenure began, whichever reaches further back; but once the
+// tenure has lasted longer than that (a Kafka outage under a live leader),
+// no further back than max(catch-up, grace, retryHorizon) before now.
+func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) time.Time {
+	limit := max(j.Catchup, grace)
+	c := t.start.Add(-limit)
+	if horizon := now.Add(-max(limit, retryHorizon)); horizon.After(c) {
+		c = horizon
+	}
+	return c
+}
+
 // lead runs leadership terms until ctx (leadership) ends. A term ends on a
 // Kafka error; the next term fences again and re-reads the state, so no
-// window is published twice whatever state the failed transaction left.
+// window is published twice whatever state the failed transaction left,
+// and publishes again every window the failed term did not (each keeps
+// its id: ids derive from the window start).
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
+	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
 	backoff := 100 * time.Millisecond
 	for {
-		err := p.term(ctx)
+		err := p.term(ctx, t)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -285,9 +358,10 @@ func isFenced(err error) bool {
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }
 
-func (p *Producer) term(ctx context.Context) error {
+func (p *Producer) term(ctx context.Context, t *tenure) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ClientID("kjob-producer"),
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.ProducerLinger(0),
@@ -316,23 +390,49 @@ func (p *Producer) term(ctx context.Context) error {
 
 	q := newQueue()
 	now := p.cfg.Clock.Now()
-	var catchup []window
+	var overdue []window
 	for _, j := range p.cfg.Jobs {
 		if !j.Enabled {
 			continue
 		}
 		last, known := state[j.Name]
-		if known {
-			due, skipped := missed(j, last, now)
-			if skipped > 0 {
-				p.log.Warn("skipping windows older than the catch-up limit", "job", j.Name, "count", skipped, "catchup", j.Catchup, "last_published", last)
-				if p.cfg.OnSkipped != nil {
-					p.cfg.OnSkipped(j.Name, skipped)
-				}
+		if !known {
+			// A job seen for the first time starts with its first window
+			// in this tenure; kjob does not invent history. Record that in
+			// the state (a baseline, no window), so that if leadership
+			// changes hands before the job's first window is published, the
+			// next leader publishes that window instead of starting after
+			// its own takeover.
+			last = t.start
+			overdue = append(overdue, window{job: j, start: t.start, baseline: true})
+		}
+		cut := t.cutoff(j, p.cfg.MisfireGrace, now)
+		// Report each skipped window once per tenure: a later term skips
+		// the windows an earlier one reported again (the state does not
+		// advance past skipped windows), so count only those past the
+		// cutoff reported last.
+		countFrom := last
+		if prev, ok := t.reported[j.Name]; ok && prev.After(countFrom) {
+			countFrom = prev
+		}
+		due, _ := missed(j, last, now, cut)
+		_, skipped := missed(j, countFrom, countFrom, cut)
+		if skipped > 0 {
+			t.reported[j.Name] = cut
+			p.log.Warn("skipping windows older than the catch-up limit", "job", j.Name, "count", skipped,
+				"catchup", j.Catchup, "misfire_grace", p.cfg.MisfireGrace, "last_published", last)
+			if p.cfg.OnSkipped != nil {
+				p.cfg.OnSkipped(j.Name, skipped)
 			}
-			for _, w := range due {
-				catchup = append(catchup, window{job: j, start: w, trigger: jobmsg.TriggerCatchup})
+		}
+		for _, w := range due {
+			// Due before this tenure: missed while no leader was live.
+			// Due during it: late only because a term failed.
+			trig := jobmsg.TriggerSchedule
+			if w.Before(t.start) {
+				trig = jobmsg.TriggerCatchup
 			}
+			overdue = append(overdue, window{job: j, start: w, trigger: trig})
 		}
 		from := now
 		if last.After(from) { // a previous leader's clock ran ahead of ours
@@ -343,13 +443,13 @@ func (p *Producer) term(ctx context.Context) error {
 	p.mu.Lock()
 	p.q = q
 	p.mu.Unlock()
-	p.skipPaused(ctx, catchup)
-	for len(catchup) > 0 {
-		n := min(len(catchup), p.cfg.MaxBatch)
-		if err := p.publish(ctx, cl, catchup[:n]); err != nil {
+	p.skipPaused(ctx, overdue)
+	for len(overdue) > 0 {
+		n := min(len(overdue), p.cfg.MaxBatch)
+		if err := p.publish(ctx, cl, overdue[:n]); err != nil {
 			return err
 		}
-		catchup = catchup[n:]
+		overdue = overdue[n:]
 	}
 
 	timer := p.cfg.Clock.NewTimer(time.Hour)
@@ -389,11 +489,10 @@ func (p *Producer) term(ctx context.Context) error {
 	}
 }
 
-// missed returns the windows after last and up to now that are within the
-// job's catch-up limit, and how many older ones are skipped.
-func missed(j *schedule.Job, last, now time.Time) (due []time.Time, skipped int) {
+// missed returns the windows after last and up to now that start at or
+// after cutoff, and how many older ones are skipped.
+func missed(j *schedule.Job, last, now, cutoff time.Time) (due []time.Time, skipped int) {
 	const maxCount = 1_000_000 // stop counting skipped windows here
-	cutoff := now.Add(-j.Catchup)
 	w := j.Next(last)
 	for ; !w.IsZero() && w.Before(cutoff); w = j.Next(w) {
 		if skipped++; skipped == maxCount {
@@ -408,10 +507,11 @@ func missed(j *schedule.Job, last, now time.Time) (due []time.Time, skipped int)
 }
 
 type window struct {
-	job     *schedule.Job
-	start   time.Time
-	trigger jobmsg.Trigger
-	skip    bool // paused: advance the state, publish no record
+	job      *schedule.Job
+	start    time.Time
+	trigger  jobmsg.Trigger
+	skip     bool // paused: advance the state, publish no record
+	baseline bool // not a window: the state of a job no leader had seen (start = tenure start)
 }
 
 type stateValue struct {
@@ -429,11 +529,13 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 	last := map[string]window{}
 	out := make([]Published, 0, len(ws))
 	for _, w := range ws {
-		if w.skip {
+		if w.skip || w.baseline {
 			if l, ok := last[w.job.Name]; !ok || w.start.After(l.start) {
 				last[w.job.Name] = w
 			}
-			p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
+			if !w.baseline {
+				p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
+			}
 			continue
 		}
 		msg := &jobmsg.Message{
@@ -472,7 +574,11 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		}
 	}
 	for name, w := range last {
-		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: jobmsg.WindowID(name, w.start), PublishedAt: now.UTC()})
+		id := jobmsg.WindowID(name, w.start)
+		if w.baseline {
+			id = "" // no window of the job published yet
+		}
+		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: id, PublishedAt: now.UTC()})
 		recs = append(recs, &kgo.Record{Topic: p.cfg.StateTopic, Key: []byte(name), Value: b})
 	}
 	if err := cl.BeginTransaction(); err != nil {
@@ -506,13 +612,15 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		p.status.Last = map[string]time.Time{}
 	}
 	for name, w := range last {
-		p.status.Last[name] = w.start
+		if !w.baseline {
+			p.status.Last[name] = w.start
+		}
 	}
 	p.mu.Unlock()
 	for _, o := range out {
 		p.log.Info("published", "job", o.Job, "window", o.ID, "trigger", string(o.Trigger), "late", now.Sub(o.Start).Round(time.Microsecond))
 	}
-	if p.cfg.OnPublished != nil {
+	if p.cfg.OnPublished != nil && len(out) > 0 {
 		p.cfg.OnPublished(out)
 	}
 	return nil
@@ -546,6 +654,7 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	}
 	cons, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ClientID("kjob-producer-state"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.StateTopic: parts}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the last offset may be a transaction marker

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -11,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob/internal/clock"
@@ -59,10 +64,10 @@ type run struct {
 	skips  map[string]int
 }
 
-func startProducer(t *testing.T, brokers []string, clk clock.Clock, js []*schedule.Job, el producer.Elector) *run {
+func startProducer(t *testing.T, brokers []string, clk clock.Clock, js []*schedule.Job, el producer.Elector, opts ...func(*producer.Config)) *run {
 	t.Helper()
 	r := &run{done: make(chan error, 1), skips: map[string]int{}}
-	p, err := producer.New(producer.Config{
+	cfg := producer.Config{
 		Brokers: brokers, Jobs: js, Elector: el, Clock: clk, Partitions: 2,
 		TransactionalID: "test-txn", Logger: slog.New(slog.DiscardHandler),
 		OnPublished: func(ps []producer.Published) {
@@ -75,7 +80,11 @@ func startProducer(t *testing.T, brokers []string, clk clock.Clock, js []*schedu
 			r.skips[job] += n
 			r.mu.Unlock()
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p, err := producer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,27 +194,268 @@ func TestNewLeaderCatchesUpWithinLimitAndSkipsOlder(t *testing.T) {
 	r1.stop(t)
 
 	// An outage: no leader from 10:00:10 to 10:00:47. Windows :20 :30 :40
-	// were missed. Job a may catch up 25s (so :30 and :40); b never (0).
+	// were missed. Job a may catch up 25s (so :30 and :40); b has no
+	// catch-up limit, and the misfire grace (10s by default) covers :40.
 	clk.Set(t0.Add(42 * time.Second))
 	r2 := startProducer(t, brokers, clk, js, alwaysLeader{})
-	testenv.Eventually(t, 20*time.Second, func() bool { return len(r2.published()) == 2 }, "catch-up not published")
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(r2.published()) == 3 }, "catch-up not published")
 	r2.stop(t)
 
 	got := r2.published()
 	sort.Slice(got, func(i, j int) bool { return got[i].ID < got[j].ID })
-	if len(got) != 2 || got[0].ID != "a@2026-11-22T10:00:30Z" || got[1].ID != "a@2026-11-22T10:00:40Z" ||
-		got[0].Trigger != jobmsg.TriggerCatchup || got[1].Trigger != jobmsg.TriggerCatchup {
-		t.Fatalf("catch-up published %+v", got)
+	var ids2 []string
+	for _, g := range got {
+		ids2 = append(ids2, g.ID)
+		if g.Trigger != jobmsg.TriggerCatchup {
+			t.Errorf("%s published with trigger %s, want catchup", g.ID, g.Trigger)
+		}
+	}
+	if want := "a@2026-11-22T10:00:30Z a@2026-11-22T10:00:40Z b@2026-11-22T10:00:40Z"; strings.Join(ids2, " ") != want {
+		t.Fatalf("catch-up published %v, want %s", ids2, want)
 	}
 	r2.mu.Lock()
 	skips := r2.skips
 	r2.mu.Unlock()
-	if skips["a"] != 1 || skips["b"] != 3 {
-		t.Fatalf("skipped = %v, want a:1 (the :20 window) b:3", skips)
+	if skips["a"] != 1 || skips["b"] != 2 {
+		t.Fatalf("skipped = %v, want a:1 (the :20 window) b:2 (:20 and :30)", skips)
 	}
 	ids, _ := windowIDs(t, brokers)
-	if len(ids) != 4 {
+	if len(ids) != 5 {
 		t.Fatalf("topic has %v", ids)
+	}
+}
+
+// With no catch-up limit (catchup 0), a window that fell due while no
+// replica led is published by the next leader when the gap was a graceful
+// handover (200ms) or a crash failover (6s): both are within the misfire
+// grace. Windows due after the takeover are published as scheduled.
+func TestWindowDueDuringHandoverIsPublished(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: c
+    schedule: "@every 10s"
+    handler: log
+`)
+	r1 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r1)
+	clk.Set(t0.Add(5 * time.Second)) // :10 published by r1
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(r1.published()) == 1 }, "r1's window")
+	r1.stop(t)
+
+	// Graceful handover: r1 stopped before :20, r2 leads at :20.2.
+	clk.Set(t0.Add(15*time.Second + 200*time.Millisecond))
+	r2 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(r2.published()) == 1 }, "window due during the handover not published")
+	r2.stop(t)
+
+	// Crash failover: r2 died before :30 and r3 took over at :36.
+	clk.Set(t0.Add(31 * time.Second))
+	r3 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(r3.published()) == 1 }, "window due during the failover not published")
+	waitLeading(t, r3)
+	clk.Set(t0.Add(35 * time.Second)) // :40, on time
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(r3.published()) == 2 }, "r3's scheduled window")
+	r3.stop(t)
+
+	var got []string
+	for _, r := range []*run{r1, r2, r3} {
+		for _, p := range r.published() {
+			got = append(got, p.ID+" "+string(p.Trigger))
+		}
+		r.mu.Lock()
+		if len(r.skips) != 0 {
+			t.Errorf("skipped %v", r.skips)
+		}
+		r.mu.Unlock()
+	}
+	want := []string{
+		"c@2026-11-22T10:00:10Z schedule", "c@2026-11-22T10:00:20Z catchup",
+		"c@2026-11-22T10:00:30Z catchup", "c@2026-11-22T10:00:40Z schedule",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("published %q, want %q", got, want)
+	}
+	if ids, _ := windowIDs(t, brokers); len(ids) != 4 {
+		t.Fatalf("topic has %v, want each of the 4 windows once", ids)
+	}
+}
+
+// A job no leader has published yet is recorded in the state when a leader
+// first sees it, so that its first window, due after that leader stopped
+// and before the next took over, is still published.
+func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: fresh
+    schedule: "@every 10s"
+    handler: log
+`)
+	r1 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r1)
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		return len(testenv.ReadCommitted(t, brokers, "kjob.windows.state")) == 1
+	}, "r1 did not record the new job in the state")
+	r1.stop(t)
+	st, err := producer.ParseState(testenv.ReadCommitted(t, brokers, "kjob.windows.state")[0].Value)
+	if err != nil || st.Job != "fresh" || st.LastID != "" || !st.LastWindow.Equal(t0) {
+		t.Fatalf("baseline state = %+v, %v; want job fresh, no LastID, LastWindow %v", st, err, t0)
+	}
+
+	// r1 stopped before :10; r2 takes over at :10.2.
+	clk.Set(t0.Add(5*time.Second + 200*time.Millisecond))
+	r2 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(r2.published()) == 1 }, "the job's first window was not published")
+	r2.stop(t)
+	if got := r2.published()[0]; got.ID != "fresh@2026-11-22T10:00:10Z" || got.Trigger != jobmsg.TriggerCatchup {
+		t.Fatalf("published %+v, want fresh@2026-11-22T10:00:10Z with trigger catchup", got)
+	}
+	if ids, _ := windowIDs(t, brokers); len(ids) != 1 {
+		t.Fatalf("topic has %v", ids)
+	}
+}
+
+// A Kafka error that ends a leader's term (a failed produce, or an EndTxn
+// whose outcome is unknown) loses no window, even with catchup 0 and no
+// misfire grace: the next term of the same tenure publishes the windows the
+// failed transaction held, with the same ids and trigger "schedule".
+func TestTransientKafkaErrorLosesNoWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault kfake.Fault
+	}{
+		{"produce", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "kjob.windows", Err: kerr.InvalidRecord}},
+		{"end transaction", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testenv.Cluster(t)
+			brokers := c.ListenAddrs()
+			js := jobs(t, `jobs:
+  - name: s
+    schedule: "@every 1s"
+    handler: log
+`)
+			var (
+				mu        sync.Mutex
+				attempted = map[string]int{} // window id -> records produced (signed) for it
+			)
+			r := startProducer(t, brokers, clock.Real{}, js, alwaysLeader{}, func(cfg *producer.Config) {
+				cfg.MisfireGrace = -1 // none: the tenure alone must save the window
+				cfg.Sign = func(rec *kgo.Record) error {
+					m, err := jobmsg.FromRecord(rec)
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					attempted[m.ID]++
+					mu.Unlock()
+					return nil
+				}
+			})
+			testenv.Eventually(t, 20*time.Second, func() bool { return len(r.published()) >= 2 }, "first windows not published")
+			h := c.Fault(tc.fault)
+			testenv.Eventually(t, 20*time.Second, func() bool { return h.Hits() >= 1 }, "fault never hit")
+			n := len(r.published())
+			testenv.Eventually(t, 20*time.Second, func() bool { return len(r.published()) >= n+3 }, "publishing did not resume after the fault")
+			r.stop(t)
+
+			ids, msgs := windowIDs(t, brokers)
+			count := map[string]int{}
+			for _, id := range ids {
+				count[id]++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			retried := 0
+			for id, n := range attempted {
+				if count[id] != 1 {
+					t.Errorf("window %s attempted %d times, in the topic %d times; want once", id, n, count[id])
+				}
+				if n > 1 {
+					retried++
+				}
+			}
+			if retried == 0 {
+				t.Errorf("no window was attempted twice: the fault did not hit a transaction holding a window (attempted %v)", attempted)
+			}
+			for _, m := range msgs {
+				if m.Trigger != jobmsg.TriggerSchedule {
+					t.Errorf("%s has trigger %s, want schedule", m.ID, m.Trigger)
+				}
+			}
+			sort.Slice(msgs, func(i, j int) bool { return msgs[i].Window.Start.Before(msgs[j].Window.Start) })
+			for i := 1; i < len(msgs); i++ {
+				if d := msgs[i].Window.Start.Sub(msgs[i-1].Window.Start); d != time.Second {
+					t.Errorf("%v between %s and %s: a window is missing or duplicated", d, msgs[i-1].ID, msgs[i].ID)
+				}
+			}
+			r.mu.Lock()
+			if len(r.skips) != 0 {
+				t.Errorf("skipped %v", r.skips)
+			}
+			r.mu.Unlock()
+		})
+	}
+}
+
+// TestLongKafkaOutageIsBoundedLikeCatchup: a leader that cannot publish for
+// five minutes (every produce fails) publishes, once Kafka is back, only the
+// windows of the last minute (the retry horizon, since catchup and the
+// misfire grace are shorter), and skips and counts the older ones once,
+// instead of firing every window of the outage at once.
+func TestLongKafkaOutageIsBoundedLikeCatchup(t *testing.T) {
+	c := testenv.Cluster(t)
+	brokers := c.ListenAddrs()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 500_000_000, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: s
+    schedule: "@every 1s"
+    handler: log
+`)
+	r := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r)
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "kjob.windows", Err: kerr.InvalidRecord, Count: -1})
+	// Five minutes pass while every produce fails; the producer keeps
+	// starting new terms.
+	for i := 1; i <= 300; i += 30 {
+		clk.Set(t0.Add(time.Duration(i) * time.Second))
+		testenv.Eventually(t, 20*time.Second, func() bool { return h.Hits() >= 1 }, "fault never hit")
+	}
+	clk.Set(t0.Add(300 * time.Second))
+	h.Remove()
+	// Once Kafka answers, the windows of the last minute are published.
+	last := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		for _, p := range r.published() {
+			if p.Start.Equal(last) {
+				return true
+			}
+		}
+		return false
+	}, "the window due at 10:05:00 was not published after the outage")
+	r.stop(t)
+	ids, msgs := windowIDs(t, brokers)
+	// The term that publishes starts at 10:05:00.5: windows more than a
+	// minute older, up to 10:04:00, are skipped.
+	first := last.Add(-time.Minute + time.Second) // 10:04:01
+	for _, m := range msgs {
+		if m.Window.Start.Before(first) {
+			t.Errorf("%s published after a 5 minute outage; only windows from %s on should be", m.ID, first.Format(time.TimeOnly))
+		}
+	}
+	if len(ids) != 60 {
+		t.Errorf("%d windows published, want the 60 from 10:04:01 to 10:05:00", len(ids))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// 10:00:01 ... 10:04:00 are skipped: 240 windows, each counted once
+	// although every failed term skipped them again.
+	if r.skips["s"] != 240 {
+		t.Errorf("skipped %d windows, want 240 (10:00:01 to 10:04:00), each counted once", r.skips["s"])
 	}
 }
 
@@ -268,7 +518,7 @@ func TestRefusesTopicWithOtherPartitionCount(t *testing.T) {
 	go func() { done <- p1.Run(c1) }()
 	testenv.Eventually(t, 10*time.Second, func() bool { return p1.Status().Leading }, "p1 leading")
 	cancel1()
-	<-done
+	testenv.Recv(t, done, 20*time.Second, "p1's Run returns after cancel")
 	err = p.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "topic kjob.windows exists but has 1 partitions, configured 3") {
 		t.Fatalf("err = %v", err)

@@ -13,7 +13,7 @@
 //	    handler: http               # worker handler name
 //	    payload: {url: "http://127.0.0.1:8080/hook"}  # mapping, passed as JSON
 //	    timeout: 30s                # per attempt; default 1m
-//	    catchup: 10m                # publish missed windows up to this old; default 0 (never)
+//	    catchup: 10m                # publish windows missed in an outage up to this old; default 0 (only the producer's 10s misfire grace)
 //	    retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}  # defaults 3, 1s, 1m
 //	    enabled: true               # default true
 //

@@ -44,8 +44,8 @@ func Load(path string) (*File, error) {
 // only in errors and in File.Path and Job.File.
 //
 // It reports every problem it finds, not just the first: the error is an
-// errors.Join of *ValidationError values, each naming file, line, field,
-// value and fix. A file with any problem yields no File.
+// errors.Join of *ValidationError values in line order, each naming file,
+// line, field, value and fix. A file with any problem yields no File.
 //
 // YAML anchors, aliases and merge keys ("<<: *defaults") may be used to
 // share settings between jobs; a key given explicitly wins over a merged
@@ -111,9 +111,19 @@ func parseWhole(path string, data []byte) (*File, error) {
 		}
 	}
 	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
+		return nil, p.joined()
 	}
 	return f, nil
+}
+
+// joined returns the problems found, in file order, as an editor shows
+// them (checks run per node, and top-level keys are checked before the
+// jobs).
+func (p *fileParser) joined() error {
+	slices.SortStableFunc(p.errs, func(a, b error) int {
+		return a.(*ValidationError).Line - b.(*ValidationError).Line
+	})
+	return errors.Join(p.errs...)
 }
 
 // topLevel checks the keys of the file's root mapping and returns the
@@ -273,7 +283,7 @@ func parseChunked(path string, data []byte, per int) (f *File, err error, ok boo
 		p.maps, p.busy = nil, nil // drop this chunk's tree
 	}
 	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...), true
+		return nil, p.joined(), true
 	}
 	return f, nil, true
 }

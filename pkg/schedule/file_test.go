@@ -271,6 +271,7 @@ func TestParseReportsEveryError(t *testing.T) {
     schedule: "@every 1s"
     handler: log
     bogus: 1
+extra: 1
 `
 	_, err := Parse("all.yaml", []byte(src))
 	if err == nil {
@@ -284,7 +285,7 @@ func TestParseReportsEveryError(t *testing.T) {
 	want := []string{
 		"jobs[0].name@2", "jobs[0].schedule@3",
 		"jobs[1].timezone@8", "jobs[1].retries.max_attempts@9", "jobs[1].retries.backoff@9",
-		"jobs[2].bogus@13", "jobs[2].name@10",
+		"jobs[2].name@10", "jobs[2].bogus@13", "extra@14",
 	}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("errors\n got %v\nwant %v\n%v", got, want, err)

@@ -36,8 +36,12 @@ type Job struct {
 	Payload json.RawMessage
 	// Timeout bounds one attempt (default 1m); always > 0.
 	Timeout time.Duration
-	// Catchup is how old a missed window may be and still be published
-	// when a leader takes over; 0 (the default) means never.
+	// Catchup is how old a window missed while no producer led may be and
+	// still be published (with trigger "catchup") when a leader takes
+	// over; 0 (the default) means never. It governs only windows older
+	// than the producer's misfire grace (10s by default): windows due
+	// within that grace before a takeover, and windows due while a leader
+	// was live, are always published.
 	Catchup time.Duration
 	// Retries is the job's retry policy.
 	Retries RetryPolicy

@@ -97,7 +97,7 @@ func (b *batch) run(ctx context.Context) (int, error) {
 				ids = append(ids, m.ID)
 			}
 		}
-		claims, err := w.claimBatch(ctx, ids)
+		claims, proven, err := w.claimBatch(ctx, ids)
 		if err != nil {
 			if ctx.Err() == nil {
 				// An invalid id: settle the chunk one by one, which
@@ -111,7 +111,7 @@ func (b *batch) run(ctx context.Context) (int, error) {
 			break
 		}
 		start := time.Now()
-		next, err := b.chunk(ctx, i, msgs, claims)
+		next, err := b.chunk(ctx, i, msgs, claims, proven)
 		if err != nil {
 			return b.settled, err
 		}
@@ -149,11 +149,15 @@ func (w *Worker) chunkSize(p int32, size int) int {
 }
 
 // chunk runs records from, with msgs (nil for undecodable records) and the
-// claims of the decodable ones, in order. It returns the index of the
-// first record it did not start (len of the chunk when it ran all).
-func (b *batch) chunk(ctx context.Context, from int, msgs []*jobmsg.Message, claims []dedupe.Claim) (int, error) {
+// claims of the decodable ones, taken by a call that started at proven, in
+// order. It returns the index of the first record it did not start (len of
+// the chunk when it ran all).
+//
+// A claim taken ahead is extended before its window starts if it was last
+// proven more than ClaimExtendInterval ago, and a window whose claim is
+// not proven recently enough is not started with it (attempt refuses).
+func (b *batch) chunk(ctx context.Context, from int, msgs []*jobmsg.Message, claims []dedupe.Claim, proven time.Time) (int, error) {
 	w := b.w
-	claimedAt := time.Now()
 	ci := 0 // next claim
 	for k, msg := range msgs {
 		i := from + k
@@ -169,19 +173,27 @@ func (b *batch) chunk(ctx context.Context, from int, msgs []*jobmsg.Message, cla
 			b.unclaim(ctx, claims[ci-1:])
 			return i, nil
 		}
-		if c.Outcome == dedupe.Claimed && time.Since(claimedAt) > w.cfg.ClaimExtendInterval {
-			// Earlier windows ran long: keep the claims taken ahead
-			// alive. A claim lost meanwhile is claimed afresh.
-			if lost := b.extend(ctx, claims[ci-1:]); lost[0] {
+		if c.Outcome == dedupe.Claimed && time.Since(proven) > w.cfg.ClaimExtendInterval {
+			// Earlier windows ran long (or the claim call was slow):
+			// keep the claims taken ahead alive. A claim lost meanwhile,
+			// or not extended in time, is claimed afresh.
+			var lost []bool
+			if lost, proven = b.extend(ctx, claims[ci-1:], proven); lost[0] {
 				c.Outcome = dedupe.Busy
 			}
-			claimedAt = time.Now()
+		}
+		if _, old := w.beyondHorizon(b.recs[i], msg); old && c.Outcome == dedupe.Claimed {
+			// Dead-lettered instead of run, the one-window way.
+			if err := b.settleOne(ctx, i, func() error { return w.window(ctx, b.recs[i], msg, &c, nil) }); err != nil {
+				return i, err
+			}
+			continue
 		}
 		switch c.Outcome {
 		case dedupe.Claimed:
 			alog := w.log.With("partition", b.recs[i].Partition, "offset", b.recs[i].Offset, "window", msg.ID, "job", msg.Job, "token", c.Token, "attempt", c.Attempt)
-			res := w.attempt(ctx, b.recs[i], msg, c, alog)
-			if res.err == nil && !res.fenced && !res.abandoned {
+			res := w.attempt(ctx, b.recs[i], msg, c, proven, alog)
+			if res.err == nil && !res.fenced && !res.abandoned && !res.unproven {
 				b.pending = append(b.pending, finished{i: i, msg: msg, c: c, res: res})
 				continue
 			}
@@ -290,10 +302,12 @@ func (b *batch) flush(ctx context.Context) error {
 	return nil
 }
 
-// extend extends the claims taken ahead (those Claimed in claims) and
-// reports which were lost; on a store error every one is reported lost
+// extend extends the claims taken ahead (those Claimed in claims), last
+// proven at proven, and reports which were lost and when the call that
+// proved the others started. On a store error, or if the call does not
+// answer while the claims are still proven, every one is reported lost
 // (claimed afresh later, once the store answers).
-func (b *batch) extend(ctx context.Context, claims []dedupe.Claim) []bool {
+func (b *batch) extend(ctx context.Context, claims []dedupe.Claim, proven time.Time) ([]bool, time.Time) {
 	lost := make([]bool, len(claims))
 	var ids []string
 	var tokens []int64
@@ -303,9 +317,25 @@ func (b *batch) extend(ctx context.Context, claims []dedupe.Claim) []bool {
 			ids, tokens, at = append(ids, c.WindowID), append(tokens, c.Token), append(at, j)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	start := time.Now()
+	deadline := proven.Add(b.w.proof)
+	if !start.Before(deadline) {
+		return b.lose(claims, at, lost, nil, ErrClaimUnproven), proven // too late to extend them
+	}
+	if d := start.Add(storeCallTimeout); d.Before(deadline) {
+		deadline = d
+	}
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	errs, err := b.bs.ExtendBatch(cctx, ids, tokens)
 	cancel()
+	if err == nil {
+		proven = start
+	}
+	return b.lose(claims, at, lost, errs, err), proven
+}
+
+// lose marks the claims at whose extend failed (errs[k] or err) lost.
+func (b *batch) lose(claims []dedupe.Claim, at []int, lost []bool, errs []error, err error) []bool {
 	for k, j := range at {
 		if err != nil || errs[k] != nil {
 			lost[j] = true
@@ -348,35 +378,36 @@ func (b *batch) each(ctx context.Context, from, to int) error {
 }
 
 // claimBatch calls ClaimBatch until it answers, as claim does for one
-// window: store errors are retried with capped backoff. It returns
-// ctx.Err() if ctx ends first, or a non-retryable error
-// (dedupe.ErrInvalidID).
-func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, error) {
+// window: store errors are retried with capped backoff. It returns the
+// claims and when the call that made them started, ctx.Err() if ctx ends
+// first, or a non-retryable error (dedupe.ErrInvalidID).
+func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, time.Time, error) {
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, time.Time{}, nil
 	}
 	bs := w.cfg.Store.(BatchStore)
 	delay := retryMin
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
+		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		cs, err := bs.ClaimBatch(cctx, ids, w.cfg.WorkerID)
 		cancel()
 		if err == nil {
 			w.storeUp(w.log)
-			return cs, nil
+			return cs, start, nil
 		}
 		if errors.Is(err, dedupe.ErrInvalidID) {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(w.log, "claim", err)
 		if err := sleep(ctx, delay); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		delay = min(2*delay, retryMax)
 	}

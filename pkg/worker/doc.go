@@ -25,7 +25,8 @@
 // windows run quickly (each chunk within 100ms) and shrink back to one when
 // they do not, so a scheduled window arriving alone is settled exactly as
 // described below, and a slow handler never holds claims on many waiting
-// windows. Claims taken ahead are extended if their turn comes late, and
+// windows. Claims taken ahead are extended if their turn comes late (a
+// window never starts on a claim that is not proven, see step 3), and
 // given back without counting an attempt (dedupe's UnclaimBatch) if the
 // partition is revoked first. Successful attempts are completed together
 // before the batch's offsets are marked and before the worker waits for
@@ -44,13 +45,24 @@
 //     min(Claim.Retry, 1s) and claims again; it never skips the window
 //     nor commits past it.
 //     - Claimed: the handler runs with a context bounded by the window's
-//     timeout and the partition's ownership, and a *handler.Job carrying
-//     the attempt number and fencing token. Panics become errors.
+//     timeout, the partition's ownership and the claim's proof (step 3),
+//     and a *handler.Job carrying the attempt number and fencing token.
+//     Panics become errors. A record older than the store's Retention (by
+//     the later of its published_at and its Kafka timestamp) is not run:
+//     its done marker may have expired, so it is dead-lettered with that
+//     reason (ErrBeyondHorizon); kjobctl dlq redrive runs it if it must.
 //  3. While the handler runs, the claim is extended every
-//     ClaimExtendInterval. If the store reports the claim taken over
-//     (dedupe.ErrFenced), the handler's context is cancelled and its result
-//     is discarded ("fenced"); the window is claimed again, which then
-//     reports Busy or AlreadyDone.
+//     ClaimExtendInterval, each Extend on its own goroutine. If the store
+//     reports the claim taken over (dedupe.ErrFenced), the handler's
+//     context is cancelled and its result is discarded ("fenced"); the
+//     window is claimed again, which then reports Busy or AlreadyDone. If
+//     no Extend succeeds for ClaimTTL - max(ClaimExtendInterval,
+//     ClaimTTL/5) after the start of the last successful Claim or Extend
+//     (the store is unreachable or hung), the handler's context is
+//     cancelled with cause ErrClaimUnproven strictly before the claim can
+//     expire, and its result is discarded ("stepped-down"): the window is
+//     neither completed nor acknowledged, and is claimed again, which
+//     waits for the store, and runs with a higher fencing token.
 //  4. Success: Store.Complete marks the window done (store errors are
 //     retried while the partition is owned). If Complete is refused, another
 //     attempt got there first; the worker logs it and claims again.
@@ -80,8 +92,8 @@
 // A window is marked done at most once, and a record is never acknowledged
 // before its window is done, skipped as done, or dead-lettered. A handler
 // can run more than once for the same window: after a failed attempt (by
-// design), and when a worker stalls or dies mid-handler long enough for its
-// claim to expire. Every such run carries a higher fencing token
+// design), after a store outage stopped it (step 3), and when a worker
+// stalls or dies mid-handler long enough for its claim to expire. Every such run carries a higher fencing token
 // (handler.Job.FencingToken) that downstream systems can use to reject a
 // stale attempt's writes. A dead-lettered window is released, not
 // completed: if its record is delivered again (its commit was lost), the

@@ -38,7 +38,27 @@ type Store interface {
 	// DeadLetter settles the window for good once its dead letter is
 	// written, so a redelivered record of it is skipped (AlreadyDone).
 	DeadLetter(ctx context.Context, id string, token int64, reason string) error
+	// ClaimTTL is how long a claim lives without Extend. A running
+	// handler is stopped before that long has passed since its claim was
+	// last proven (see Config.ClaimExtendInterval).
+	ClaimTTL() time.Duration
+	// Retention is how long a done window is remembered (reported
+	// AlreadyDone): the replay horizon. A record older than that is
+	// dead-lettered rather than run (see the package doc).
+	Retention() time.Duration
 }
+
+// ErrClaimUnproven is the cause (context.Cause) of a handler's context
+// cancelled because its claim could no longer be proven: no Extend
+// succeeded for so long that the claim could expire in the store before
+// the next one. The attempt's result is discarded and the window is
+// claimed again (with a higher fencing token) once the store answers.
+var ErrClaimUnproven = errors.New("worker: claim can no longer be proven (the idempotency store did not answer in time)")
+
+// ErrBeyondHorizon is the error (Execution.Err) of a window dead-lettered
+// instead of run because its record is older than the store's Retention:
+// its done marker may have expired, so whether it already ran is unknown.
+var ErrBeyondHorizon = errors.New("worker: record older than the replay horizon")
 
 // Defaults of the zero values of Config fields.
 const (
@@ -48,9 +68,6 @@ const (
 	DefaultGroup = "kjob-workers"
 	// DefaultGrace is Config.Grace when it is zero.
 	DefaultGrace = 10 * time.Second
-	// DefaultClaimExtendInterval is Config.ClaimExtendInterval when it is
-	// zero. It suits dedupe's default ClaimTTL of 30s.
-	DefaultClaimExtendInterval = 10 * time.Second
 )
 
 // Execution outcomes reported in Execution.Outcome.
@@ -76,6 +93,13 @@ const (
 	// Grace and was left running; the attempt counts as failed (retried,
 	// or dead-lettered on the last attempt).
 	OutcomeAbandoned = "abandoned"
+	// OutcomeSteppedDown: the attempt's claim could no longer be proven
+	// (the store did not answer its extensions) before it could expire, so
+	// the handler's context was cancelled with ErrClaimUnproven (or the
+	// handler was not started); the result was discarded, and the window
+	// is claimed again, with a higher fencing token, once the store
+	// answers.
+	OutcomeSteppedDown = "stepped-down"
 )
 
 // Store-call retries: capped exponential backoff.
@@ -121,9 +145,18 @@ type Config struct {
 	// revoke, loss) is waited for before it is abandoned. Default 10s.
 	Grace time.Duration
 	// ClaimExtendInterval is how often a running handler's claim is
-	// extended. Default 10s. It must be well below the store's ClaimTTL
-	// (a third of it is customary): a claim not extended within ClaimTTL
-	// expires and another worker may run the window concurrently.
+	// extended. Default Store.ClaimTTL()/3; it must be less than
+	// ClaimTTL/2.
+	//
+	// A claim is proven by the last Claim or Extend that succeeded, from
+	// when that call started. The handler's context is cancelled (cause
+	// ErrClaimUnproven) at that instant + ClaimTTL - margin, where margin
+	// = max(ClaimExtendInterval, ClaimTTL/5): strictly before the claim can
+	// expire and another worker can claim the window. So a store outage
+	// stops the running handlers after ClaimTTL - margin -
+	// ClaimExtendInterval to ClaimTTL - margin (2s to 4s with a 6s
+	// ClaimTTL and the default interval); their windows run again, with
+	// higher fencing tokens, once the store is back.
 	ClaimExtendInterval time.Duration
 	// SessionTimeout is the consumer group session timeout; see
 	// partition.Config. Default 6s.
@@ -133,8 +166,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock for lateness and dead-letter timestamps. Default
-	// time.Now.
+	// Now is the clock for lateness, dead-letter timestamps and the
+	// replay horizon (record ages). Default time.Now. Claim deadlines use
+	// the monotonic clock, not this.
 	Now func() time.Time
 	// Verify, if set, checks each record before it is decoded, e.g.
 	// (*signing.Verifier).Verify. A record it refuses is dead-lettered
@@ -145,6 +179,13 @@ type Config struct {
 	// except that an abandoned last attempt reports "abandoned" and then
 	// "dead-lettered". It runs on the partition's goroutine: keep it fast.
 	OnExecuted func(Execution)
+	// OnAttempt, if set, is called before each handler attempt with the
+	// handler's context (bounded by the window's timeout), the record and
+	// the job; the handler runs with the context it returns, and the
+	// returned function is called with the attempt's result (nil on
+	// success) when the attempt ends. For tracing (see pkg/tracing): the
+	// returned context must keep ctx's deadline and cancellation.
+	OnAttempt func(ctx context.Context, rec *kgo.Record, job *handler.Job) (context.Context, func(error))
 }
 
 // Execution describes one attempt at a window, or a record settled without
@@ -192,7 +233,7 @@ func (c *Config) validate() error {
 		def  time.Duration
 	}{
 		{"Grace", c.Grace, DefaultGrace},
-		{"ClaimExtendInterval", c.ClaimExtendInterval, DefaultClaimExtendInterval},
+		{"ClaimExtendInterval", c.ClaimExtendInterval, c.Store.ClaimTTL() / 3},
 		{"SessionTimeout", c.SessionTimeout, partition.DefaultSessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval, partition.DefaultHeartbeatInterval},
 	} {
@@ -218,8 +259,19 @@ func (c *Config) validate() error {
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
+	ttl := c.Store.ClaimTTL()
+	if ttl <= 0 {
+		return fmt.Errorf("worker: Config.Store.ClaimTTL() = %v is not positive; the store must report how long its claims live (dedupe.Config.ClaimTTL)", ttl)
+	}
 	if c.ClaimExtendInterval == 0 {
-		c.ClaimExtendInterval = DefaultClaimExtendInterval
+		c.ClaimExtendInterval = ttl / 3
+	}
+	if c.ClaimExtendInterval >= ttl/2 {
+		return fmt.Errorf("worker: Config.ClaimExtendInterval = %v must be less than the store's ClaimTTL/2 = %v (ClaimTTL %v), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL",
+			c.ClaimExtendInterval, ttl/2, ttl)
+	}
+	if r := c.Store.Retention(); r < ttl {
+		return fmt.Errorf("worker: Config.Store.Retention() = %v is shorter than its ClaimTTL() = %v; the store must remember done windows longer than a claim lives (dedupe.Config.Retention)", r, ttl)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -242,6 +294,11 @@ type Worker struct {
 	storeDown atomic.Bool  // a store outage is being logged
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 
+	// proof is how long a claim proves the window ours after the start of
+	// the Claim or Extend call that took or renewed it: ClaimTTL - margin.
+	proof   time.Duration
+	extends sync.WaitGroup // Extend calls in flight (bounded by their deadline)
+
 	chunkMu sync.Mutex
 	chunks  map[int32]int // per partition: the claim-ahead chunk size batches ended with
 }
@@ -256,6 +313,8 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg,
 		log: cfg.Logger.With("worker", cfg.WorkerID),
 		h:   handler.Recover()(cfg.Handler),
+
+		proof: cfg.Store.ClaimTTL() - max(cfg.ClaimExtendInterval, cfg.Store.ClaimTTL()/5),
 
 		chunks: map[int32]int{},
 	}
@@ -306,6 +365,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker running", "topic", w.cfg.Topic, "group", w.cfg.Group, "dlq", w.cfg.DeadLetterTopic)
 	err := w.consumer.Run(ctx)
+	w.extends.Wait() // each ends by its claim's step-down deadline
 	if n := w.running.Load(); n > 0 {
 		w.log.Error("handlers that ignored cancellation are still running after shutdown", "handlers", n)
 	}
@@ -379,17 +439,21 @@ func (w *Worker) parse(rec *kgo.Record) (*jobmsg.Message, error) {
 // settled and ctx.Err() if ctx ends first. first, when set, is the result
 // of a claim already made (a batch claim), and ran, when also set, the
 // result of the attempt already run under it: window picks up from there.
+// A Claimed first without ran is not run (its proof is unknown): window
+// steps it down and claims again, unless the record is beyond the replay
+// horizon.
 func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, first *dedupe.Claim, ran *attemptResult) error {
 	log := w.log.With("partition", rec.Partition, "offset", rec.Offset, "window", msg.ID, "job", msg.Job)
 	base := Execution{WindowID: msg.ID, Job: msg.Job, Partition: rec.Partition, Offset: rec.Offset, ScheduledAt: msg.ScheduledAt, PublishedAt: msg.PublishedAt}
 
 	for {
 		var c dedupe.Claim
+		var proven time.Time // when the call that took c started; zero if unknown
 		var err error
 		if first != nil {
 			c, first = *first, nil
 		} else {
-			c, err = w.claim(ctx, msg.ID, log)
+			c, proven, err = w.claim(ctx, msg.ID, log)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -430,7 +494,10 @@ func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 		if ran != nil {
 			res, ran = *ran, nil
 		} else {
-			res = w.attempt(ctx, rec, msg, c, alog)
+			if age, old := w.beyondHorizon(rec, msg); old {
+				return w.tooOld(ctx, rec, msg, c, age, base, alog)
+			}
+			res = w.attempt(ctx, rec, msg, c, proven, alog)
 		}
 		e := base
 		e.Attempt, e.Token, e.Started, e.Finished, e.Err = c.Attempt, c.Token, res.started, res.finished, res.err
@@ -443,6 +510,18 @@ func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 				return ctx.Err()
 			}
 			continue // Claim reports Busy or AlreadyDone now
+
+		case res.unproven && !res.abandoned:
+			// Not completed, not released (the store is unreachable or
+			// slow): claiming again waits for the store, and for this
+			// claim to expire if it still lives.
+			alog.Warn("attempt stepped down: its claim could not be proven; discarding its result and claiming the window again once the store answers", "err", res.err)
+			e.Outcome = OutcomeSteppedDown
+			w.executed(e)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
 
 		case res.abandoned:
 			alog.Error("handler ignored cancellation; abandoning it (its goroutine keeps running)", "grace", w.cfg.Grace)
@@ -557,30 +636,32 @@ func backoff(p jobmsg.Policy, attempt int) time.Duration {
 
 // claim calls Store.Claim until it answers: store errors (Redis down) are
 // retried with capped exponential backoff, logged once per outage. It
-// returns ctx.Err() if ctx ends first, or a non-retryable error
-// (dedupe.ErrInvalidID).
-func (w *Worker) claim(ctx context.Context, id string, log *slog.Logger) (dedupe.Claim, error) {
+// returns the claim and when the call that made it started (what a
+// Claimed claim is proven from), ctx.Err() if ctx ends first, or a
+// non-retryable error (dedupe.ErrInvalidID).
+func (w *Worker) claim(ctx context.Context, id string, log *slog.Logger) (dedupe.Claim, time.Time, error) {
 	delay := retryMin
 	for {
 		if err := ctx.Err(); err != nil {
-			return dedupe.Claim{}, err
+			return dedupe.Claim{}, time.Time{}, err
 		}
+		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		c, err := w.cfg.Store.Claim(cctx, id, w.cfg.WorkerID)
 		cancel()
 		if err == nil {
 			w.storeUp(log)
-			return c, nil
+			return c, start, nil
 		}
 		if errors.Is(err, dedupe.ErrInvalidID) {
-			return dedupe.Claim{}, err
+			return dedupe.Claim{}, time.Time{}, err
 		}
 		if ctx.Err() != nil {
-			return dedupe.Claim{}, ctx.Err()
+			return dedupe.Claim{}, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(log, "claim", err)
 		if err := sleep(ctx, delay); err != nil {
-			return dedupe.Claim{}, err
+			return dedupe.Claim{}, time.Time{}, err
 		}
 		delay = min(2*delay, retryMax)
 	}
@@ -649,20 +730,55 @@ func (w *Worker) storeUp(log *slog.Logger) {
 
 // attemptResult is how a handler attempt ended.
 type attemptResult struct {
-	err               error
-	fenced, abandoned bool
-	started, finished time.Time
+	err                         error
+	fenced, abandoned, unproven bool
+	started, finished           time.Time
 }
 
 // errAbandoned is the cause recorded for an abandoned attempt.
 var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
 
-// attempt runs the handler for claim c, extending the claim while it runs.
-func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, log *slog.Logger) attemptResult {
-	hctx, cancel := context.WithTimeout(ctx, time.Duration(msg.Policy.Timeout))
+// extendResult is the answer to one Extend started at start.
+type extendResult struct {
+	start time.Time
+	err   error
+}
+
+// attempt runs the handler for claim c, which the store call started at
+// proven took (or last extended), extending the claim while the handler
+// runs.
+//
+// The claim proves the window ours until proven + ClaimTTL; the handler's
+// context is cancelled with cause ErrClaimUnproven a margin before that
+// (w.proof after the start of the last successful Claim or Extend), and
+// the result is marked unproven. If that moment has passed already, the
+// handler does not start. Extends run on their own goroutine, bounded by
+// that deadline, so a hung store delays neither the step-down nor
+// noticing the handler's end. One timer serves both the extends and the
+// deadline.
+func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, proven time.Time, log *slog.Logger) attemptResult {
+	res := attemptResult{started: w.cfg.Now()}
+	now := time.Now()
+	deadline := proven.Add(w.proof)
+	if !now.Before(deadline) {
+		res.unproven, res.finished = true, res.started
+		res.err = fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
+			ErrClaimUnproven, now.Sub(proven).Round(time.Millisecond), w.proof)
+		if proven.IsZero() {
+			res.err = fmt.Errorf("%w: not started", ErrClaimUnproven)
+		}
+		return res
+	}
+	cctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil) // also stops an Extend in flight
+	hctx, cancel := context.WithTimeout(cctx, time.Duration(msg.Policy.Timeout))
 	defer cancel()
 	job := handler.NewJob(msg, c.Attempt, c.Token, w.cfg.WorkerID, rec.Partition, rec.Offset)
-	res := attemptResult{started: w.cfg.Now()}
+	if w.cfg.OnAttempt != nil {
+		var end func(error)
+		hctx, end = w.cfg.OnAttempt(hctx, rec, job)
+		defer func() { end(res.err) }()
+	}
 	log.Debug("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
 
 	done := make(chan error, 1) // buffered: an abandoned handler can still send and exit
@@ -672,32 +788,87 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 		done <- w.h.HandleJob(hctx, job)
 	}()
 
-	extend := time.NewTicker(w.cfg.ClaimExtendInterval)
-	defer extend.Stop()
-	cancelled := hctx.Done()
-	var abandon <-chan time.Time
+	every := w.cfg.ClaimExtendInterval
+	nextExtend := now.Add(every)
+	timer := time.NewTimer(every) // the next extend (always before the deadline: every < w.proof)
+	defer timer.Stop()
+	var (
+		extendDone chan extendResult // made at the first extend: quick handlers never need it
+		extending  bool              // an Extend is in flight
+		lastErr    error             // of the last Extend, if it failed
+		cancelled  = hctx.Done()
+		abandon    <-chan time.Time
+	)
 	for {
 		select {
 		case err := <-done:
-			res.err, res.finished = err, w.cfg.Now()
+			res.finished = w.cfg.Now()
+			if !res.unproven {
+				res.err = err
+			}
 			return res
-		case <-extend.C:
-			if res.fenced || ctx.Err() != nil {
+		case now := <-timer.C:
+			if res.fenced || res.unproven || ctx.Err() != nil {
+				// Nothing more to prove: the handler's context is
+				// cancelled already (by the fence, the step-down, or the
+				// partition's revoke or loss).
 				continue
 			}
-			ectx, ecancel := context.WithTimeout(ctx, w.cfg.ClaimExtendInterval)
-			err := w.cfg.Store.Extend(ectx, msg.ID, c.Token)
-			ecancel()
+			if !now.Before(deadline) {
+				why := fmt.Sprintf("no extend succeeded for %v", now.Sub(deadline.Add(-w.proof)).Round(time.Millisecond))
+				switch {
+				case extending:
+					why += " (an extend is still in flight)"
+				case lastErr != nil:
+					why += " (last extend error: " + lastErr.Error() + ")"
+				}
+				res.unproven = true
+				res.err = fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, w.cfg.Store.ClaimTTL()-w.proof)
+				log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire", "reason", why, "claim_ttl", w.cfg.Store.ClaimTTL())
+				cancelCause(res.err)
+				continue
+			}
+			if !extending && !now.Before(nextExtend) {
+				if extendDone == nil {
+					extendDone = make(chan extendResult, 1)
+				}
+				extending = true
+				w.extends.Add(1)
+				go func(start, deadline time.Time) {
+					defer w.extends.Done()
+					ectx, ecancel := context.WithDeadline(cctx, deadline)
+					err := w.cfg.Store.Extend(ectx, msg.ID, c.Token)
+					ecancel()
+					extendDone <- extendResult{start: start, err: err}
+				}(now, deadline)
+			}
+			if !now.Before(nextExtend) {
+				nextExtend = now.Add(every)
+			}
+			next := nextExtend
+			if deadline.Before(next) {
+				next = deadline
+			}
+			timer.Reset(next.Sub(now))
+		case r := <-extendDone:
+			extending = false
 			switch {
-			case err == nil:
+			case res.fenced || res.unproven:
+			case r.err == nil:
+				lastErr = nil
 				w.storeUp(log)
-			case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrAlreadyDone):
-				log.Warn("claim lost while the handler runs; cancelling it", "err", err)
+				if d := r.start.Add(w.proof); d.After(deadline) {
+					deadline = d
+				}
+			case errors.Is(r.err, dedupe.ErrFenced), errors.Is(r.err, dedupe.ErrAlreadyDone):
+				log.Warn("claim lost while the handler runs; cancelling it", "err", r.err)
 				res.fenced = true
-				cancel()
+				cancelCause(fmt.Errorf("claim lost: %w", r.err))
 			default:
+				lastErr = r.err
 				if ctx.Err() == nil {
-					w.storeFailed(log, "extend", err)
+					w.storeFailed(log, "extend", r.err)
+					log.Warn("cannot extend the claim; retrying until the step-down deadline", "err", r.err, "deadline_in", time.Until(deadline).Round(time.Millisecond))
 				}
 			}
 		case <-cancelled:
@@ -712,6 +883,53 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 			return res
 		}
 	}
+}
+
+// beyondHorizon reports whether rec is older than the store's Retention,
+// and its age. Its age counts from the later of its published_at and its
+// Kafka timestamp, so a record republished by kjobctl dlq redrive (a new
+// record, whose window the redrive forgot) is young again.
+func (w *Worker) beyondHorizon(rec *kgo.Record, msg *jobmsg.Message) (time.Duration, bool) {
+	born := msg.PublishedAt
+	if rec.Timestamp.After(born) {
+		born = rec.Timestamp
+	}
+	age := w.cfg.Now().Sub(born)
+	return age, age > w.cfg.Store.Retention()
+}
+
+// tooOld dead-letters a window claimed as c whose record is beyond the
+// replay horizon, instead of running it: its done marker may have expired,
+// so it may have run already. It returns nil once settled, or ctx.Err().
+func (w *Worker) tooOld(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, age time.Duration, base Execution, log *slog.Logger) error {
+	retention := w.cfg.Store.Retention()
+	reason := fmt.Sprintf("published %s ago, more than the replay horizon (the store's retention, worker --retention/KJOB_RETENTION = %s): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run",
+		days(age), days(retention))
+	log.Error("dead-lettering a window older than the replay horizon instead of running it", "age", age.Round(time.Second), "retention", retention)
+	if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil {
+		w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
+		return err
+	}
+	w.buryDead(ctx, msg.ID, c.Token, reason, log)
+	e := base
+	now := w.cfg.Now()
+	e.Outcome, e.Attempt, e.Token, e.Started, e.Finished = OutcomeDeadLettered, c.Attempt, c.Token, now, now
+	e.Err = fmt.Errorf("%w: %s", ErrBeyondHorizon, reason)
+	w.executed(e)
+	return nil
+}
+
+// days formats d for people: "9d", "9d4h", or d itself below a day.
+func days(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d < day {
+		return d.Round(time.Second).String()
+	}
+	n, h := d/day, (d%day)/time.Hour
+	if h == 0 {
+		return fmt.Sprintf("%dd", n)
+	}
+	return fmt.Sprintf("%dd%dh", n, h)
 }
 
 // executed reports an Execution to the hook.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,8 +59,19 @@ type env struct {
 
 func newEnv(t *testing.T, partitions int32, claimTTL time.Duration) *env {
 	t.Helper()
+	return newEnvWith(t, partitions, claimTTL, testenv.NewRedis(t))
+}
+
+// newDurableEnv is newEnv with a Redis that keeps its data across
+// Kill and Restart (testenv.NewDurableRedis), as production Redis must.
+func newDurableEnv(t *testing.T, partitions int32, claimTTL time.Duration) *env {
+	t.Helper()
+	return newEnvWith(t, partitions, claimTTL, testenv.NewDurableRedis(t))
+}
+
+func newEnvWith(t *testing.T, partitions int32, claimTTL time.Duration, r *testenv.Redis) *env {
+	t.Helper()
 	brokers := testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	r := testenv.NewRedis(t)
 	s, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "test", ClaimTTL: claimTTL})
 	if err != nil {
 		t.Fatal(err)
@@ -78,17 +90,77 @@ func newEnv(t *testing.T, partitions int32, claimTTL time.Duration) *env {
 	if err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	return &env{t: t, brokers: brokers, redis: r, store: &countingStore{Store: s}, prod: prod}
+	return &env{t: t, brokers: brokers, redis: r, store: &countingStore{Store: s, proofs: map[string]time.Time{}}, prod: prod}
 }
 
-// countingStore is the real dedupe.Store, counting what it answers.
+// countingStore is the real dedupe.Store, counting what it answers and
+// recording when each claim was last proven.
 type countingStore struct {
 	*dedupe.Store
-	claimErrs atomic.Int64
-	busy      atomic.Int64
+	claimErrs    atomic.Int64
+	completeErrs atomic.Int64 // failed Complete and CompleteBatch calls
+	busy         atomic.Int64
 
 	batchClaims, batchClaimed atomic.Int64 // ClaimBatch calls and windows
 	unclaimed                 atomic.Int64 // windows given back by UnclaimBatch
+	claimBatchDelay           atomic.Int64 // the next ClaimBatch answers this many ns late
+
+	mu     sync.Mutex
+	proofs map[string]time.Time // "id/token": start of the last Claim or Extend that succeeded
+}
+
+// errs counts the failed Claim, Complete and CompleteBatch calls.
+func (s *countingStore) errs() int64 { return s.claimErrs.Load() + s.completeErrs.Load() }
+
+func (s *countingStore) Complete(ctx context.Context, id string, token int64) error {
+	err := s.Store.Complete(ctx, id, token)
+	if err != nil && !errors.Is(err, dedupe.ErrAlreadyDone) && !errors.Is(err, dedupe.ErrFenced) {
+		s.completeErrs.Add(1)
+	}
+	return err
+}
+
+func (s *countingStore) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	errs, err := s.Store.CompleteBatch(ctx, ids, tokens)
+	if err != nil {
+		s.completeErrs.Add(1)
+	}
+	return errs, err
+}
+
+func proofKey(id string, token int64) string { return fmt.Sprintf("%s/%d", id, token) }
+
+func (s *countingStore) proved(id string, token int64, at time.Time) {
+	s.mu.Lock()
+	s.proofs[proofKey(id, token)] = at
+	s.mu.Unlock()
+}
+
+// proof returns when the claim of token on id was last proven.
+func (s *countingStore) proof(id string, token int64) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proofs[proofKey(id, token)]
+}
+
+func (s *countingStore) Extend(ctx context.Context, id string, token int64) error {
+	start := time.Now()
+	err := s.Store.Extend(ctx, id, token)
+	if err == nil {
+		s.proved(id, token, start)
+	}
+	return err
+}
+
+func (s *countingStore) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	start := time.Now()
+	errs, err := s.Store.ExtendBatch(ctx, ids, tokens)
+	for i := range ids {
+		if err == nil && errs[i] == nil {
+			s.proved(ids[i], tokens[i], start)
+		}
+	}
+	return errs, err
 }
 
 func (s *countingStore) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
@@ -99,16 +171,29 @@ func (s *countingStore) UnclaimBatch(ctx context.Context, ids []string, tokens [
 func (s *countingStore) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
 	s.batchClaims.Add(1)
 	s.batchClaimed.Add(int64(len(ids)))
-	return s.Store.ClaimBatch(ctx, ids, owner)
+	start := time.Now()
+	cs, err := s.Store.ClaimBatch(ctx, ids, owner)
+	for _, c := range cs {
+		if c.Outcome == dedupe.Claimed {
+			s.proved(c.WindowID, c.Token, start)
+		}
+	}
+	if d := time.Duration(s.claimBatchDelay.Swap(0)); d > 0 {
+		time.Sleep(d) // a slow answer: the claims age on the way back
+	}
+	return cs, err
 }
 
 func (s *countingStore) Claim(ctx context.Context, id, owner string) (dedupe.Claim, error) {
+	start := time.Now()
 	c, err := s.Store.Claim(ctx, id, owner)
 	switch {
 	case err != nil:
 		s.claimErrs.Add(1)
 	case c.Outcome == dedupe.Busy:
 		s.busy.Add(1)
+	case c.Outcome == dedupe.Claimed:
+		s.proved(id, c.Token, start)
 	}
 	return c, err
 }
@@ -272,7 +357,13 @@ func start(t *testing.T, cfg Config) (*Worker, func()) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := Config{Brokers: []string{"x:1"}, Store: &countingStore{}, Handler: handler.NewMux(), WorkerID: "w1"}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer rdb.Close()
+	store, err := dedupe.New(rdb, dedupe.Config{Namespace: "test", ClaimTTL: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := Config{Brokers: []string{"x:1"}, Store: store, Handler: handler.NewMux(), WorkerID: "w1"}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Config)
@@ -283,7 +374,9 @@ func TestConfigValidation(t *testing.T) {
 		{"no handler", func(c *Config) { c.Handler = nil }, "Config.Handler is nil"},
 		{"no worker id", func(c *Config) { c.WorkerID = "" }, "Config.WorkerID is empty"},
 		{"negative grace", func(c *Config) { c.Grace = -1 }, "Config.Grace = -1ns is negative"},
-		{"negative extend", func(c *Config) { c.ClaimExtendInterval = -time.Second }, "Config.ClaimExtendInterval = -1s is negative"},
+		{"negative extend", func(c *Config) { c.ClaimExtendInterval = -time.Second }, "Config.ClaimExtendInterval = -1s is negative; set a positive duration, or 0 for the default 2s"},
+		{"extend too slow", func(c *Config) { c.ClaimExtendInterval = 3 * time.Second },
+			"worker: Config.ClaimExtendInterval = 3s must be less than the store's ClaimTTL/2 = 3s (ClaimTTL 6s), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL"},
 		{"dlq is topic", func(c *Config) { c.Topic = "a"; c.DeadLetterTopic = "a" }, `Config.DeadLetterTopic = "a" is the windows topic`},
 		{"negative rf", func(c *Config) { c.ReplicationFactor = -1 }, "Config.ReplicationFactor = -1 is negative"},
 		{"heartbeat", func(c *Config) { c.SessionTimeout = time.Second; c.HeartbeatInterval = time.Second }, "Config.HeartbeatInterval = 1s is not below Config.SessionTimeout"},
@@ -302,7 +395,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Topic != DefaultTopic || cfg.Group != DefaultGroup || cfg.DeadLetterTopic != DefaultTopic+".dlq" || cfg.ReplicationFactor != 1 ||
-		cfg.Grace != DefaultGrace || cfg.ClaimExtendInterval != DefaultClaimExtendInterval || cfg.Now == nil || cfg.Logger == nil {
+		cfg.Grace != DefaultGrace || cfg.ClaimExtendInterval != 2*time.Second || cfg.Now == nil || cfg.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 }
@@ -675,7 +768,7 @@ func TestFencedAttemptIsDiscarded(t *testing.T) {
 	cfg := e.config("w1", mux, x)
 	cfg.ClaimExtendInterval = 50 * time.Millisecond
 	start(t, cfg)
-	<-started
+	testenv.Recv(t, started, 20*time.Second, "the handler starts")
 	// Another worker takes the window over: Forget drops the claim (as an
 	// operator's replay would), and the other worker claims it anew.
 	ctx := context.Background()
@@ -725,7 +818,7 @@ func TestRevokedAttemptIsReleasedForTheNextOwner(t *testing.T) {
 	cfg := e.config("w1", mux, x)
 	cfg.Grace = 200 * time.Millisecond
 	_, stop := start(t, cfg)
-	<-started
+	testenv.Recv(t, started, 20*time.Second, "the handler starts")
 	stop()
 	if got := outcomes(x.of(m.ID)); !slices.Equal(got, []string{OutcomeFailed}) {
 		t.Fatalf("outcomes after shutdown %v, want [failed]", got)

@@ -37,6 +37,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/kjob/kjob/pkg/lease"
 )
 
 // Defaults, as client-go's recommended values for controllers.
@@ -70,9 +72,12 @@ type Config struct {
 	// Logger receives leadership changes (keys holder, lease). Default
 	// slog.Default().
 	Logger *slog.Logger
-	// OnChange, if set, is called with true when this replica starts
-	// leading and false when it stops (metrics).
-	OnChange func(leading bool)
+	// OnChange, if set, is called with every acquisition, loss and release
+	// (lease.Acquired, lease.Lost, lease.Released), synchronously from Run's
+	// goroutine, as lease.Config.OnChange is: for metrics. Record.Holder is
+	// Identity; Record.Epoch is 0 (a Lease has no epoch counter kjob could
+	// read atomically with the acquisition).
+	OnChange func(lease.Event)
 }
 
 // Elector campaigns for a Kubernetes Lease and runs a function while it
@@ -129,12 +134,12 @@ func (e *Elector) Leading() bool {
 	return e.leading
 }
 
-func (e *Elector) setLeading(v bool) {
+func (e *Elector) setLeading(v bool, kind lease.EventKind, reason string) {
 	e.mu.Lock()
 	e.leading = v
 	e.mu.Unlock()
 	if e.cfg.OnChange != nil {
-		e.cfg.OnChange(v)
+		e.cfg.OnChange(lease.Event{Kind: kind, Record: lease.Record{Holder: e.cfg.Identity}, Reason: reason})
 	}
 }
 
@@ -191,16 +196,18 @@ func (e *Elector) term(ctx context.Context, lock resourcelock.Interface, lead fu
 				lctx, cancel := context.WithCancel(lctx)
 				defer cancel()
 				defer context.AfterFunc(ctx, cancel)()
-				e.setLeading(true)
+				e.setLeading(true, lease.Acquired, "acquired the kubernetes lease")
 				e.log.Info("acquired the kubernetes lease; leading")
 				err := lead(lctx)
-				e.setLeading(false)
 				switch {
 				case ctx.Err() != nil:
+					e.setLeading(false, lease.Released, "released on shutdown")
 					e.log.Info("shutting down; releasing the kubernetes lease")
 				case lctx.Err() != nil:
+					e.setLeading(false, lease.Lost, "not renewed within the renew deadline")
 					e.log.Warn("lost the kubernetes lease (not renewed within the renew deadline); stopped leading")
 				default:
+					e.setLeading(false, lease.Released, "lead returned")
 					e.log.Warn("lead returned; releasing the kubernetes lease", "err", err)
 				}
 			},

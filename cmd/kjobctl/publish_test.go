@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+// Two backfills back to back with no worker running: the second publishes
+// nothing (the windows are published, not yet run) and says so; once a
+// worker ran them a third run leaves them out as run.
+func TestBackfillTwiceBeforeRun(t *testing.T) {
+	e := newOpsEnv(t)
+	bf := []string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T05:00:00Z", "--execute"}
+	code, out, stderr := e.kjobctl(bf...)
+	if code != exitOK || !strings.HasPrefix(out, "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 5; left out: 0 already run or running, 0 published before but not yet run") {
+		t.Fatalf("first backfill: exit %d\n%s%s", code, out, stderr)
+	}
+	before := e.endOffsets()
+	code, out, stderr = e.kjobctl(bf...)
+	want := "Backfill report [2026-01-01T00:00:00Z, 2026-01-01T05:00:00Z): 5 windows; published 0; left out: 0 already run or running, 5 published before but not yet run (--rerun publishes them again)\n"
+	if code != exitOK || out != want {
+		t.Fatalf("second backfill: exit %d\n%s%s\nwant\n%s", code, out, stderr, want)
+	}
+	if after := e.endOffsets(); after != before {
+		t.Fatalf("second backfill moved the end offsets from %d to %d", before, after)
+	}
+	// The dry run agrees.
+	code, out, _ = e.kjobctl(bf[:len(bf)-1]...)
+	if code != exitDryRun || !strings.Contains(out, "would publish 0; left out: 0 already run or running, 5 published before but not yet run") {
+		t.Fatalf("dry run after: exit %d\n%s", code, out)
+	}
+
+	var mu sync.Mutex
+	failing := false
+	l := e.startWorker(&failing, &mu)
+	for h := range 5 {
+		id := fmt.Sprintf("report@2026-01-01T%02d:00:00Z#backfill", h)
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "%s not run", id)
+	}
+	code, out, _ = e.kjobctl(append(bf, "-o", "json")...)
+	var res backfillResult
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || len(res.Published) != 0 || len(res.Skipped) != 5 || len(res.PublishedBefore) != 0 {
+		t.Fatalf("third backfill: exit %d\n%s", code, out)
+	}
+	if after := e.endOffsets(); after != before {
+		t.Fatalf("third backfill moved the end offsets from %d to %d", before, after)
+	}
+}
+
+// backfill refuses --to in the future unless --allow-future, and draws a
+// progress bar with rate and ETA (on stderr when it is a terminal, or
+// with --progress always).
+func TestBackfillFutureAndProgress(t *testing.T) {
+	e := newOpsEnv(t)
+	defer func(f func() time.Time) { nowFunc = f }(nowFunc)
+	now := time.Date(2026, 3, 1, 12, 30, 0, 0, time.UTC)
+	nowFunc = func() time.Time { return now }
+	future := []string{"backfill", "report", "--from", "2026-03-01T10:00:00Z", "--to", "2026-03-01T15:00:00Z"}
+	code, _, stderr := e.kjobctl(future...)
+	expect(t, code, stderr, exitUsage, "kjobctl: backfill: --to 2026-03-01T15:00:00Z is in the future (now 2026-03-01T12:30:00Z): windows that have not fallen due "+
+		"would run now and again at their scheduled time; use --to 2026-03-01T12:30:00Z, or --allow-future: usage")
+	code, out, stderr := e.kjobctl(append(future, "--allow-future")...)
+	if code != exitDryRun || !strings.Contains(out, "5 windows; would publish 5") {
+		t.Fatalf("--allow-future: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// 60 hourly windows; stderr is not a terminal.
+	big := []string{"backfill", "report", "--from", "2026-02-20T00:00:00Z", "--to", "2026-02-22T12:00:00Z", "--execute"}
+	code, out, stderr = e.kjobctl(big...)
+	if code != exitOK || stderr != "" || !strings.Contains(out, "60 windows; published 60") || !strings.Contains(out, "  ... and 40 more (-o json lists them all)\n") {
+		t.Fatalf("backfill of 60 windows: exit %d\n%sstderr %q", code, out, stderr)
+	}
+	big[3], big[5] = "2026-02-23T00:00:00Z", "2026-02-25T12:00:00Z"
+	code, _, stderr = e.kjobctl(append(big, "--progress", "always")...)
+	if code != exitOK || !strings.HasPrefix(stderr, "\r[") || !strings.Contains(stderr, "[##############################] 60/60 windows  ") ||
+		!strings.Contains(stderr, "/s  ETA ") || !strings.HasSuffix(stderr, "\n") {
+		t.Fatalf("progress bar: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// resume --catchup publishes the windows skipped while paused under their
+// scheduled ids (trigger=catchup), as a dry run first, refuses more than
+// --max-windows, and runs each once.
+func TestResumeCatchup(t *testing.T) {
+	e := newOpsEnv(t)
+	defer func(f func() time.Time) { nowFunc = f }(nowFunc)
+	now := time.Date(2026, 1, 1, 5, 30, 0, 0, time.UTC)
+	nowFunc = func() time.Time { return now }
+	if code, out, stderr := e.kjobctl("pause", "report"); code != exitOK {
+		t.Fatalf("pause: %d %s%s", code, out, stderr)
+	}
+	now = time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC) // 06:00 ... 10:00 were skipped
+
+	code, out, stderr := e.kjobctl("resume", "report", "--catchup")
+	expect(t, code, stderr, exitDryRun, "kjobctl: resume: dry run: nothing was changed; add --execute to apply it")
+	want := `would resume report (paused since 2026-01-01T05:30:00Z); 5 windows fell due while paused
+Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would publish 5; left out: 0 already run or running, 0 published before but not yet run (--rerun publishes them again)
+  report@2026-01-01T06:00:00Z
+  report@2026-01-01T07:00:00Z
+  report@2026-01-01T08:00:00Z
+  report@2026-01-01T09:00:00Z
+  report@2026-01-01T10:00:00Z
+`
+	if out != want {
+		t.Fatalf("resume --catchup dry run:\n%s\nwant\n%s", out, want)
+	}
+	code, _, stderr = e.kjobctl("resume", "report", "--catchup", "--execute", "--max-windows", "3")
+	expect(t, code, stderr, exitUsage, `kjobctl: resume: report has more than 3 windows skipped since 2026-01-01T05:30:00Z; nothing was changed. `+
+		`Publish them all with --max-windows 4 or more, or resume without --catchup and publish chosen ranges under their scheduled ids with "kjobctl backfill report --catchup --from T1 --to T2": usage`)
+	// Still paused after the dry run and the refusal.
+	code, _, stderr = e.kjobctl("pause", "report")
+	if code != exitConflict {
+		t.Fatalf("report not paused any more: %d %s", code, stderr)
+	}
+
+	var mu sync.Mutex
+	failing := false
+	l := e.startWorker(&failing, &mu)
+	code, out, stderr = e.kjobctl("resume", "report", "--catchup", "--execute")
+	if code != exitOK || !strings.HasPrefix(out, "resumed report (paused since 2026-01-01T05:30:00Z); 5 windows fell due while paused\nCatch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; published 5;") {
+		t.Fatalf("resume --catchup --execute: exit %d\n%s%s", code, out, stderr)
+	}
+	var ids []string
+	for h := 6; h <= 10; h++ {
+		id := jobmsg.WindowID("report", time.Date(2026, 1, 1, h, 0, 0, 0, time.UTC))
+		ids = append(ids, id)
+		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "caught-up %s not run", id)
+	}
+	n := 0
+	for _, r := range testenv.ReadCommitted(t, e.brokers, "kjob.windows") {
+		m, err := jobmsg.FromRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Trigger != jobmsg.TriggerCatchup || m.ID != ids[n] {
+			t.Fatalf("record %d: %s trigger %s, want %s trigger catchup", n, m.ID, m.Trigger, ids[n])
+		}
+		n++
+	}
+	if n != 5 {
+		t.Fatalf("%d records published, want 5", n)
+	}
+	code, _, stderr = e.kjobctl("resume", "report", "--catchup", "--execute")
+	expect(t, code, stderr, exitConflict, "kjobctl: resume: job report is not paused: refused")
+
+	// A catch-up that stopped partway is finished with backfill --catchup:
+	// same ids, so windows already caught up are left out.
+	code, out, stderr = e.kjobctl("backfill", "report", "--catchup", "--from", "2026-01-01T05:30:00Z", "--to", "2026-01-01T10:30:00Z", "--execute")
+	if code != exitOK || !strings.HasPrefix(out, "Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; published 0; left out: 5 already run") {
+		t.Fatalf("backfill --catchup: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// trigger publishes a manual window of a paused or disabled job, and
+// warns that it runs anyway.
+func TestTriggerWarns(t *testing.T) {
+	e := newOpsEnv(t)
+	code, _, _ := e.kjobctl("pause", "report")
+	if code != exitOK {
+		t.Fatal("pause failed")
+	}
+	code, out, stderr := e.kjobctl("trigger", "report")
+	if code != exitOK || !strings.HasPrefix(out, "report@") || !strings.HasPrefix(stderr, "kjobctl: warning: job report is paused (since ") ||
+		!strings.HasSuffix(stderr, "); this manual window runs anyway\n") {
+		t.Fatalf("trigger of a paused job: exit %d\n%s%s", code, out, stderr)
+	}
+	sched := filepath.Join(t.TempDir(), "off.yaml")
+	if err := os.WriteFile(sched, []byte("jobs:\n  - name: off\n    schedule: \"@every 1h\"\n    handler: ok\n    enabled: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flags := append([]string{"trigger", "off"}, e.flags...)
+	flags[len(flags)-3] = sched // --schedules
+	code, out, stderr = runCmd(t, flags...)
+	want := "kjobctl: warning: job off is disabled in " + sched + "; this manual window runs anyway\n"
+	if code != exitOK || !strings.HasPrefix(out, "off@") || stderr != want {
+		t.Fatalf("trigger of a disabled job: exit %d\n%s%q\nwant %q", code, out, stderr, want)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kjob/kjob/pkg/inspect"
+)
+
+// With Kafka and Redis down, status exits 1 and shows every part as
+// unknown with its error, never a zero or "none" as if it were a fact.
+func TestStatusDown(t *testing.T) {
+	e, cluster := newOpsEnvCluster(t)
+	cluster.Close()
+	e.redis.Kill()
+	code, out, stderr := e.kjobctl("status", "--timeout", "5s")
+	expect(t, code, stderr, exitError,
+		"kjobctl: status: could not read the producer leader, the group, the jobs, the dead letters (the errors are in the output): inspect: parts of the snapshot could not be read")
+	for _, want := range []string{"Producer leader: unknown (", "Group kjob-workers: unknown (", "Dead letters: unknown (", "Jobs: partly unknown ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, never := range []string{"none", "does not exist", "Dead letters: 0", "pending"} {
+		if strings.Contains(out, never) {
+			t.Errorf("status output says %q while Kafka and Redis are down:\n%s", never, out)
+		}
+	}
+	// Both jobs: state, partition and last window unknown.
+	for _, job := range []string{"flaky", "report"} {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, job+" ") {
+				line = l
+			}
+		}
+		// ... STATE PART NEXT(date time zone) NEXT(UTC) LAST OUTCOME
+		if f := strings.Fields(line); len(f) < 11 || f[len(f)-8] != "unknown" || f[len(f)-7] != "?" || f[len(f)-2] != "?" || f[len(f)-1] != "unknown" {
+			t.Errorf("job %s row %q: want STATE unknown, PART ?, LAST WINDOW ?, OUTCOME unknown", job, line)
+		}
+	}
+
+	// -o json prints what it could read, with the errors, and exits 1 too.
+	code, out, _ = e.kjobctl("status", "--timeout", "5s", "-o", "json")
+	var s inspect.Snapshot
+	if code != exitError || json.Unmarshal([]byte(out), &s) != nil || s.LeaderError == "" || s.GroupError == "" || s.DeadLettersError == "" ||
+		!s.Jobs[0].PartitionUnknown || !s.Jobs[0].PausedUnknown || !s.Jobs[0].LastUnknown {
+		t.Fatalf("status -o json: exit %d\n%s", code, out)
+	}
+}
+
+// --lease-backend kubernetes reads the producers' coordination.k8s.io
+// Lease: holderIdentity, acquireTime, leaseTransitions as the epoch.
+func TestStatusKubernetesLease(t *testing.T) {
+	e := newOpsEnv(t)
+	cl := fake.NewClientset()
+	var gotKubeconfig string
+	defer func(f func(string) (kubernetes.Interface, string, error)) { newKubeClient = f }(newKubeClient)
+	newKubeClient = func(kubeconfig string) (kubernetes.Interface, string, error) {
+		gotKubeconfig = kubeconfig
+		return cl, "kjob", nil
+	}
+	code, out, stderr := e.kjobctl("status", "--lease-backend", "kubernetes", "--kubeconfig", "/tmp/kc")
+	if code != exitOK || !strings.Contains(out, "Producer leader: none (no producer holds the kubernetes Lease <kubeconfig namespace>/kjob-producer-ops)\n") || gotKubeconfig != "/tmp/kc" {
+		t.Fatalf("status without a Lease: exit %d (kubeconfig %q)\n%s%s", code, gotKubeconfig, out, stderr)
+	}
+	acquired := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	holder, dur, transitions := "producer-2", int32(15), int32(4)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kjob", Name: "kjob-producer-ops"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, LeaseTransitions: &transitions,
+			AcquireTime: &metav1.MicroTime{Time: acquired}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if _, err := cl.CoordinationV1().Leases("kjob").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KJOB_LEASE_BACKEND", "kubernetes")
+	code, out, stderr = e.kjobctl("status")
+	want := "Producer leader: producer-2 (lease epoch 4, since " + acquired.Format(time.RFC3339) + ")\n"
+	if code != exitOK || !strings.HasPrefix(out, want) {
+		t.Fatalf("status: exit %d, want first line %q\n%s%s", code, want, out, stderr)
+	}
+	code, out, _ = e.kjobctl("status", "-o", "json")
+	var s inspect.Snapshot
+	if code != exitOK || json.Unmarshal([]byte(out), &s) != nil || s.Leader == nil || s.Leader.Holder != "producer-2" || s.Leader.Epoch != 4 ||
+		s.Leader.Source != "kubernetes Lease kjob/kjob-producer-ops" || s.Leader.Expired {
+		t.Fatalf("status -o json: exit %d\n%s", code, out)
+	}
+	// A Lease in another namespace, named explicitly.
+	lease.Namespace, lease.Name = "prod", "my-lease"
+	if _, err := cl.CoordinationV1().Leases("prod").Create(t.Context(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = e.kjobctl("status", "--lease-namespace", "prod", "--lease-name", "my-lease")
+	if code != exitOK || !strings.HasPrefix(out, want) {
+		t.Fatalf("status --lease-namespace prod --lease-name my-lease: exit %d\n%s", code, out)
+	}
+	// The API server unreachable: the leader is unknown, status exits 1.
+	newKubeClient = func(string) (kubernetes.Interface, string, error) {
+		return nil, "", errTest("kubernetes credentials: no configuration has been provided")
+	}
+	code, out, _ = e.kjobctl("status")
+	if code != exitError || !strings.HasPrefix(out, "Producer leader: unknown (kubernetes credentials: no configuration has been provided)\n") {
+		t.Fatalf("status without credentials: exit %d\n%s", code, out)
+	}
+}
+
+type errTest string
+
+func (e errTest) Error() string { return string(e) }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/topic"
+)
+
+// Settings that break the guarantee stop the worker at start-up, before it
+// connects to anything, with an error naming the flag, its variable, the
+// value and the fix.
+func TestRunRefusesBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"extend not below claim-ttl/2", nil, []string{"--claim-ttl", "15s", "--claim-extend", "20s"},
+			"--claim-extend/KJOB_CLAIM_EXTEND=20s: must be less than --claim-ttl/2 (7.5s; --claim-ttl/KJOB_CLAIM_TTL=15s), or claims expire while their handlers run and another worker may run the same window: lower --claim-extend (0 picks claim-ttl/3) or raise --claim-ttl"},
+		{"extend from the environment", map[string]string{"KJOB_CLAIM_EXTEND": "3s"}, nil,
+			"--claim-extend/KJOB_CLAIM_EXTEND=3s: must be less than --claim-ttl/2 (3s; --claim-ttl/KJOB_CLAIM_TTL=6s), or claims expire while their handlers run and another worker may run the same window: lower --claim-extend (0 picks claim-ttl/3) or raise --claim-ttl"},
+		{"replication factor wraps int16", map[string]string{"KJOB_REPLICATION_FACTOR": "70000"}, nil,
+			"--replication-factor/KJOB_REPLICATION_FACTOR=70000: out of range: want a whole number from 1 to 32767"},
+		{"replication factor zero", nil, []string{"--replication-factor", "0"},
+			"--replication-factor/KJOB_REPLICATION_FACTOR=0: out of range: want a whole number from 1 to 32767"},
+		{"claim ttl too short", nil, []string{"--claim-ttl", "50ms"},
+			"--claim-ttl/KJOB_CLAIM_TTL=50ms: below the minimum 100ms: set at least 100ms (a few seconds in production)"},
+		{"retention below claim ttl", nil, []string{"--retention", "1s"},
+			"--retention/KJOB_RETENTION=1s: shorter than --claim-ttl/KJOB_CLAIM_TTL=6s: done markers must outlive claims; set at least the claim TTL (7 days is customary: it is the replay horizon)"},
+		{"heartbeat not below session timeout", nil, []string{"--heartbeat", "6s"},
+			"--heartbeat/KJOB_HEARTBEAT=6s: must be below --session-timeout/KJOB_SESSION_TIMEOUT=6s: set about a third of the session timeout (2s)"},
+		{"library error: namespace", nil, []string{"--namespace", "a b"},
+			`--namespace/KJOB_NAMESPACE=a b: dedupe: Config.Namespace = "a b" contains ' '; use only letters, digits, '_', '.', '-'`},
+		{"library error: grace", nil, []string{"--kafka-check-acls=false", "--http-addr", "", "--grace", "-1s"},
+			"--grace/KJOB_GRACE=-1s: worker: Config.Grace = -1s is negative; set a positive duration, or 0 for the default 10s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), tc.args)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("run(%v) = %v\nwant %s", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// An existing dead-letter topic with other settings stops the worker with
+// an error that names the flags behind it.
+func TestRunDeadLetterTopicMismatchNamesTheFlags(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kjob.windows.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--http-addr", "", "--kafka-check-acls=false", "--redis-url", "redis://127.0.0.1:1"})
+	want := `--dlq-topic/KJOB_DLQ_TOPIC="", --replication-factor/KJOB_REPLICATION_FACTOR=1: worker: dead-letter topic: topic kjob.windows.dlq exists but has 2 partitions, configured 1`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {
+		t.Fatalf("run = %v\nwant it to start with %s", err, want)
+	}
+}

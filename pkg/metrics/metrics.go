@@ -1,0 +1,305 @@
+// Package metrics exports kjob's Prometheus metrics. A producer or worker
+// main creates one Metrics with the registry it serves on /metrics and
+// passes its hook methods to the producer, lease elector and worker
+// configurations; nothing here changes what those packages do.
+//
+//	m := metrics.New(reg)
+//	producer.Config{..., OnPublished: m.Published, OnSkipped: m.Skipped}
+//	lease.Config{..., OnChange: m.LeaseChanged}
+//	worker.Config{..., OnExecuted: m.Executed, Store: m.Store(store)}
+//
+// Every name starts with kjob_; counters end in _total and durations are
+// in seconds. Labels are bounded: job names (label kjob_job, since
+// Prometheus keeps "job" for the scrape job) come from the schedules file,
+// outcomes and triggers from fixed sets, partitions from the topic. A
+// deployment with many thousands of jobs can drop the per-job series with
+// WithoutJobLabel.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+// Latency buckets from 1ms to about 65s: lateness is milliseconds when all
+// is well and seconds behind a slow window or during a failover.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+
+// Metrics holds kjob's collectors. Create it with New; its methods are safe
+// for concurrent use.
+type Metrics struct {
+	published       *prometheus.CounterVec
+	skipped         *prometheus.CounterVec
+	publishLateness prometheus.Histogram
+	leaseHeld       prometheus.Gauge
+	leaderChanges   *prometheus.CounterVec
+	takeover        prometheus.Histogram
+	handlerLateness prometheus.Histogram
+	handlerDuration *prometheus.HistogramVec
+	executions      *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	dedupe          *prometheus.CounterVec
+	dedupeErrors    *prometheus.CounterVec
+	noJob           bool      // WithoutJobLabel
+	acquired        time.Time // start of the current tenure, for takeover
+	acquiredPending bool      // no publication yet in the current tenure
+}
+
+// Option configures New.
+type Option func(*Metrics)
+
+// WithoutJobLabel reports every job under kjob_job="" instead of its name,
+// so the number of series does not grow with the number of jobs (for
+// deployments with many thousands of schedules).
+func WithoutJobLabel() Option { return func(m *Metrics) { m.noJob = true } }
+
+// New creates the collectors and registers them with reg.
+func New(reg prometheus.Registerer, opts ...Option) *Metrics {
+	m := &Metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_windows_published_total",
+			Help: "Windows published by this producer, by job and trigger (schedule, catchup, manual, backfill).",
+		}, []string{"kjob_job", "trigger"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_windows_skipped_total",
+			Help: "Missed windows not published because they were older than the job's catch-up limit.",
+		}, []string{"kjob_job"}),
+		publishLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kjob_publish_lateness_seconds",
+			Help:    "Time from a scheduled window's start to its publication (catch-up windows included).",
+			Buckets: latencyBuckets,
+		}),
+		leaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kjob_lease_held",
+			Help: "1 while this producer replica holds the leader lease, else 0.",
+		}),
+		leaderChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_leadership_changes_total",
+			Help: "Leadership events of this replica: acquired, lost (could not prove the lease) or released.",
+		}, []string{"event"}),
+		takeover: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kjob_leader_takeover_seconds",
+			Help:    "After a leader change, how long the oldest window that fell due during the change waited for its publication by the new leader (about the time from leader loss to the next publish; nothing is observed when no window fell due).",
+			Buckets: latencyBuckets,
+		}),
+		handlerLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kjob_handler_lateness_seconds",
+			Help:    "Time from a window's scheduled start to the start of a handler attempt.",
+			Buckets: latencyBuckets,
+		}),
+		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kjob_handler_duration_seconds",
+			Help:    "Duration of handler attempts, by job and outcome (done, failed, fenced, abandoned, dead-lettered).",
+			Buckets: latencyBuckets,
+		}, []string{"kjob_job", "outcome"}),
+		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_executions_total",
+			Help: "Records settled or attempted by this worker, by job and outcome (done, failed, skipped-done, dead-lettered, fenced, abandoned).",
+		}, []string{"kjob_job", "outcome"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_dead_lettered_total",
+			Help: "Records written to the dead-letter topic, by job (empty for records that could not be decoded).",
+		}, []string{"kjob_job"}),
+		dedupe: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_dedupe_claims_total",
+			Help: "Idempotency claims by outcome: claimed (run it), skipped-done (already done), waited (another claim is live), fenced (a completion or extension refused).",
+		}, []string{"outcome"}),
+		dedupeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_dedupe_errors_total",
+			Help: "Idempotency store calls that failed (Redis unreachable or slow), by operation.",
+		}, []string{"op"}),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	reg.MustRegister(m.published, m.skipped, m.publishLateness, m.leaseHeld, m.leaderChanges, m.takeover,
+		m.handlerLateness, m.handlerDuration, m.executions, m.deadLettered, m.dedupe, m.dedupeErrors)
+	for _, e := range []string{"acquired", "lost", "released"} {
+		m.leaderChanges.WithLabelValues(e) // export zeros, so rate() works from the start
+	}
+	for _, o := range []string{"claimed", "skipped-done", "waited", "fenced"} {
+		m.dedupe.WithLabelValues(o)
+	}
+	return m
+}
+
+// Published is a producer.Config.OnPublished hook.
+func (m *Metrics) Published(ws []producer.Published) {
+	for _, w := range ws {
+		m.published.WithLabelValues(m.job(w.Job), string(w.Trigger)).Inc()
+		m.publishLateness.Observe(w.PublishedAt.Sub(w.Start).Seconds())
+	}
+	if len(ws) > 0 && m.acquiredPending {
+		// The first publication of a tenure: the windows that fell due
+		// before it began waited for the leader change.
+		m.acquiredPending = false
+		var worst time.Duration
+		for _, w := range ws {
+			if w.Start.Before(m.acquired) {
+				worst = max(worst, w.PublishedAt.Sub(w.Start))
+			}
+		}
+		if worst > 0 {
+			m.takeover.Observe(worst.Seconds())
+		}
+	}
+}
+
+// Skipped is a producer.Config.OnSkipped hook.
+func (m *Metrics) Skipped(job string, n int) {
+	m.skipped.WithLabelValues(m.job(job)).Add(float64(n))
+}
+
+// job is the kjob_job label value of a job.
+func (m *Metrics) job(name string) string {
+	if m.noJob {
+		return ""
+	}
+	return name
+}
+
+// LeaseChanged is a lease.Config.OnChange hook. It runs on the elector's
+// goroutine; Published runs on the leader's, which the elector starts after
+// the Acquired event and stops before the next one, so the takeover start
+// needs no lock.
+func (m *Metrics) LeaseChanged(e lease.Event) {
+	switch e.Kind {
+	case lease.Acquired:
+		m.leaseHeld.Set(1)
+		m.leaderChanges.WithLabelValues("acquired").Inc()
+		m.acquired, m.acquiredPending = time.Now(), true
+	case lease.Lost:
+		m.leaseHeld.Set(0)
+		m.leaderChanges.WithLabelValues("lost").Inc()
+	case lease.Released:
+		m.leaseHeld.Set(0)
+		m.leaderChanges.WithLabelValues("released").Inc()
+	}
+}
+
+// Executed is a worker.Config.OnExecuted hook.
+func (m *Metrics) Executed(e worker.Execution) {
+	m.executions.WithLabelValues(m.job(e.Job), e.Outcome).Inc()
+	switch e.Outcome {
+	case worker.OutcomeSkippedDone:
+		return
+	case worker.OutcomeDeadLettered:
+		m.deadLettered.WithLabelValues(m.job(e.Job)).Inc()
+	}
+	if e.Attempt == 0 { // nothing ran
+		return
+	}
+	if e.Outcome != worker.OutcomeDeadLettered || !e.Finished.Equal(e.Started) {
+		m.handlerDuration.WithLabelValues(m.job(e.Job), e.Outcome).Observe(e.Finished.Sub(e.Started).Seconds())
+	}
+	if !e.ScheduledAt.IsZero() && e.Outcome != worker.OutcomeDeadLettered {
+		m.handlerLateness.Observe(e.Started.Sub(e.ScheduledAt).Seconds())
+	}
+}
+
+// Store wraps a worker's idempotency store, counting claim outcomes and
+// store errors. The result implements worker.BatchStore when s does.
+func (m *Metrics) Store(s worker.Store) worker.Store {
+	in := instrumented{Store: s, m: m}
+	if bs, ok := s.(worker.BatchStore); ok {
+		return &instrumentedBatch{instrumented: in, bs: bs}
+	}
+	return &in
+}
+
+func (m *Metrics) claims(cs []dedupe.Claim, err error, op string) {
+	if err != nil {
+		m.dedupeErrors.WithLabelValues(op).Inc()
+		return
+	}
+	for _, c := range cs {
+		switch c.Outcome {
+		case dedupe.Claimed:
+			m.dedupe.WithLabelValues("claimed").Inc()
+		case dedupe.AlreadyDone:
+			m.dedupe.WithLabelValues("skipped-done").Inc()
+		case dedupe.Busy:
+			m.dedupe.WithLabelValues("waited").Inc()
+		}
+	}
+}
+
+func (m *Metrics) cas(err error, op string) {
+	switch {
+	case err == nil, errors.Is(err, dedupe.ErrAlreadyDone):
+	case errors.Is(err, dedupe.ErrFenced):
+		m.dedupe.WithLabelValues("fenced").Inc()
+	default:
+		m.dedupeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) casBatch(errs []error, err error, op string) {
+	if err != nil {
+		m.dedupeErrors.WithLabelValues(op).Inc()
+		return
+	}
+	for _, e := range errs {
+		m.cas(e, op)
+	}
+}
+
+type instrumented struct {
+	worker.Store
+	m *Metrics
+}
+
+func (s *instrumented) Claim(ctx context.Context, id, owner string) (dedupe.Claim, error) {
+	c, err := s.Store.Claim(ctx, id, owner)
+	s.m.claims([]dedupe.Claim{c}, err, "claim")
+	return c, err
+}
+
+func (s *instrumented) Extend(ctx context.Context, id string, token int64) error {
+	err := s.Store.Extend(ctx, id, token)
+	s.m.cas(err, "extend")
+	return err
+}
+
+func (s *instrumented) Complete(ctx context.Context, id string, token int64) error {
+	err := s.Store.Complete(ctx, id, token)
+	s.m.cas(err, "complete")
+	return err
+}
+
+type instrumentedBatch struct {
+	instrumented
+	bs worker.BatchStore
+}
+
+func (s *instrumentedBatch) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
+	cs, err := s.bs.ClaimBatch(ctx, ids, owner)
+	s.m.claims(cs, err, "claim")
+	return cs, err
+}
+
+func (s *instrumentedBatch) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	errs, err := s.bs.CompleteBatch(ctx, ids, tokens)
+	s.m.casBatch(errs, err, "complete")
+	return errs, err
+}
+
+func (s *instrumentedBatch) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	errs, err := s.bs.ExtendBatch(ctx, ids, tokens)
+	s.m.casBatch(errs, err, "extend")
+	return errs, err
+}
+
+func (s *instrumentedBatch) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	errs, err := s.bs.UnclaimBatch(ctx, ids, tokens)
+	s.m.casBatch(errs, err, "unclaim")
+	return errs, err
+}

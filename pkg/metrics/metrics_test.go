@@ -1,0 +1,159 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+func TestHooks(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := New(reg)
+	start := time.Now().Add(-time.Hour) // due before the lease was acquired
+
+	m.LeaseChanged(lease.Event{Kind: lease.Acquired})
+	m.Published([]producer.Published{
+		{Job: "a", Trigger: jobmsg.TriggerSchedule, Start: start, PublishedAt: start.Add(2 * time.Millisecond)},
+		{Job: "a", Trigger: jobmsg.TriggerCatchup, Start: start, PublishedAt: start.Add(time.Second)},
+	})
+	m.Published([]producer.Published{{Job: "b", Trigger: jobmsg.TriggerSchedule, Start: start, PublishedAt: start}})
+	m.Skipped("a", 3)
+	m.LeaseChanged(lease.Event{Kind: lease.Released})
+	m.Executed(worker.Execution{Job: "a", Outcome: worker.OutcomeDone, Attempt: 1, ScheduledAt: start, Started: start.Add(5 * time.Millisecond), Finished: start.Add(time.Second)})
+	m.Executed(worker.Execution{Job: "a", Outcome: worker.OutcomeSkippedDone})
+	m.Executed(worker.Execution{Outcome: worker.OutcomeDeadLettered, Started: start, Finished: start})
+
+	for _, tc := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"published a/schedule", m.published.WithLabelValues("a", "schedule"), 1},
+		{"published a/catchup", m.published.WithLabelValues("a", "catchup"), 1},
+		{"published b/schedule", m.published.WithLabelValues("b", "schedule"), 1},
+		{"skipped a", m.skipped.WithLabelValues("a"), 3},
+		{"lease held after release", m.leaseHeld, 0},
+		{"acquired", m.leaderChanges.WithLabelValues("acquired"), 1},
+		{"released", m.leaderChanges.WithLabelValues("released"), 1},
+		{"done", m.executions.WithLabelValues("a", "done"), 1},
+		{"skipped-done", m.executions.WithLabelValues("a", "skipped-done"), 1},
+		{"dead-lettered undecodable", m.deadLettered.WithLabelValues(""), 1},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	lint, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range lint {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	count := func(h prometheus.Histogram) uint64 {
+		var d dto.Metric
+		if err := h.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d.GetHistogram().GetSampleCount()
+	}
+	// One takeover observation: the first publication after acquiring.
+	if got := count(m.takeover); got != 1 {
+		t.Errorf("takeover observations = %d, want 1", got)
+	}
+	if got := count(m.publishLateness); got != 3 {
+		t.Errorf("publish lateness observations = %d, want 3", got)
+	}
+	if got := count(m.handlerLateness); got != 1 {
+		t.Errorf("handler lateness observations = %d, want 1 (skips and undecodable records have none)", got)
+	}
+}
+
+// The store wrapper counts claim outcomes and store errors, and keeps
+// batching available.
+func TestStore(t *testing.T) {
+	r := testenv.NewRedis(t)
+	s, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(prometheus.NewRegistry())
+	ws := m.Store(s)
+	bs, ok := ws.(worker.BatchStore)
+	if !ok {
+		t.Fatal("wrapped *dedupe.Store lost worker.BatchStore")
+	}
+	ctx := context.Background()
+	cs, err := bs.ClaimBatch(ctx, []string{"j@1", "j@2"}, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Complete(ctx, "j@1", cs[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Claim(ctx, "j@1", "w"); err != nil { // done
+		t.Fatal(err)
+	}
+	if _, err := ws.Claim(ctx, "j@2", "x"); err != nil { // busy
+		t.Fatal(err)
+	}
+	if err := ws.Complete(ctx, "j@2", cs[1].Token+1); !errors.Is(err, dedupe.ErrFenced) {
+		t.Fatalf("complete with a wrong token: %v", err)
+	}
+	r.Kill()
+	if _, err := ws.Claim(ctx, "j@3", "w"); err == nil {
+		t.Fatal("claim with Redis down succeeded")
+	}
+	for o, want := range map[string]float64{"claimed": 2, "skipped-done": 1, "waited": 1, "fenced": 1} {
+		if got := testutil.ToFloat64(m.dedupe.WithLabelValues(o)); got != want {
+			t.Errorf("dedupe %s = %v, want %v", o, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.dedupeErrors.WithLabelValues("claim")); got != 1 {
+		t.Errorf("claim errors = %v, want 1", got)
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := Names()
+	for _, want := range []string{"kjob_windows_published_total", "kjob_lease_held", "kjob_handler_lateness_seconds", "kjob_consumer_lag", "kjob_redis_pool_hits_total", "kjob_dead_lettered_total"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("Names() = %v, missing %s", names, want)
+		}
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "kjob_") {
+			t.Errorf("metric %s does not start with kjob_", n)
+		}
+	}
+}
+
+func TestWithoutJobLabel(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := New(reg, WithoutJobLabel())
+	now := time.Now()
+	m.Published([]producer.Published{
+		{Job: "a", Trigger: jobmsg.TriggerSchedule, Start: now, PublishedAt: now},
+		{Job: "b", Trigger: jobmsg.TriggerSchedule, Start: now, PublishedAt: now},
+	})
+	if got := testutil.ToFloat64(m.published.WithLabelValues("", "schedule")); got != 2 {
+		t.Fatalf(`kjob_windows_published_total{kjob_job=""} = %v, want 2 (both jobs under one series)`, got)
+	}
+	if n := testutil.CollectAndCount(m.published); n != 1 {
+		t.Fatalf("%d published series, want 1", n)
+	}
+}
