@@ -33,7 +33,9 @@ test-containers:
 ## fuzz: run each fuzz target briefly
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzUnmarshal -fuzztime=30s ./pkg/jobmsg
+	$(GO) test -run='^$$' -fuzz=FuzzFastMatchesReference -fuzztime=30s ./pkg/jobmsg
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./pkg/schedule
+	$(GO) test -run='^$$' -fuzz=FuzzChunkedParse -fuzztime=30s ./pkg/schedule
 
 ## bench: hot-path benchmarks, then the workloads of docs/performance.md
 ## (burst, lateness, 100k schedules, idle cost) printed as one table.

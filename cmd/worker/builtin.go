@@ -18,6 +18,7 @@ import (
 // own worker main copies this file's pattern: one Handle call per handler.
 func registerBuiltins(mux *handler.Mux, log *slog.Logger, client *http.Client) {
 	mux.Handle("log", logHandler(log))
+	mux.Handle("noop", handler.HandlerFunc(noopHandler))
 	mux.Handle("sleep", handler.HandlerFunc(sleepHandler))
 	mux.Handle("http", httpHandler(client))
 }
@@ -30,6 +31,11 @@ func logHandler(log *slog.Logger) handler.Handler {
 		return nil
 	})
 }
+
+// noopHandler succeeds at once without reading its payload: the handler
+// of benchmarks that measure kjob's own cost per window, and of jobs kept
+// only for their schedule (e.g. while a real handler is being written).
+func noopHandler(context.Context, *handler.Job) error { return nil }
 
 // sleepHandler sleeps for payload.duration (a Go duration string), or until
 // its context ends.

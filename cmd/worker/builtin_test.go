@@ -104,6 +104,14 @@ func TestSleepHandler(t *testing.T) {
 	}
 }
 
+func TestNoopHandler(t *testing.T) {
+	for _, payload := range []string{`{}`, `{"duration":"1h"}`} {
+		if err := mux(t).HandleJob(context.Background(), testJob("noop", payload)); err != nil {
+			t.Fatalf("payload %s: %v", payload, err)
+		}
+	}
+}
+
 func TestLogHandler(t *testing.T) {
 	if err := mux(t).HandleJob(context.Background(), testJob("log", `{}`)); err != nil {
 		t.Fatal(err)

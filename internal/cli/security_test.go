@@ -189,7 +189,7 @@ func TestKafkaSecurityFlagErrors(t *testing.T) {
 // Documented Redis ACL users (deploy/SECURITY.md), with test passwords.
 const (
 	redisProducerACL = "kjob-producer on >producer-pw resetkeys ~kjob:{kjob}:* resetchannels &kjob:{kjob}:producer-lease:released -@all +ping +hello +eval +evalsha +get +set +incr +del +pexpire +time +publish +subscribe"
-	redisWorkerACL   = "kjob-worker on >worker-pw resetkeys ~kjob:{kjob:* resetchannels -@all +ping +hello +eval +evalsha +hmget +get +pttl +incr +hincrby +set +hset +pexpire +del +time"
+	redisWorkerACL   = "kjob-worker on >worker-pw resetkeys ~kjob:{kjob:* resetchannels -@all +ping +hello +eval +evalsha +hmget +hset +incrby +pexpire +del +time"
 )
 
 func TestRedisACLsDocumented(t *testing.T) {

@@ -3,54 +3,37 @@ package dedupe
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// ClaimBatch claims every window of ids for owner in one round trip. Each
-// claim is atomic on its own, the batch is not: on a single server or
-// Sentinel the whole batch is one script call, on a Cluster one call per
-// job (the keys of one call must share a slot), pipelined. Result i is the
-// outcome for ids[i], as Claim would report it; an id repeated in ids
-// reports Busy (held by owner) the second time. An invalid id fails the
-// whole batch before Redis is contacted. Any other error means the outcome
-// of every window is unknown: some may have been claimed, and those are
-// Busy until their claims expire.
+// ClaimBatch claims every window of ids for owner in one round trip: one
+// script call per job (the keys of one call share a hash tag, so one Redis
+// Cluster slot, whatever the client), pipelined. Each claim is atomic on
+// its own, the batch is not. Result i is the outcome for ids[i], as Claim
+// would report it; the tokens of one job's claimed windows increase in the
+// order of ids. An id repeated in ids reports Busy (held by owner) the
+// second time. An invalid id fails the whole batch before Redis is
+// contacted. Any other error means the outcome of every window is unknown:
+// some may have been claimed, and those are Busy until their claims
+// expire.
 func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]Claim, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	groups, err := s.group(ids)
+	groups, err := s.group(ids, true)
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
 	}
-	keys := make([][]string, len(groups))
-	args := make([][]any, len(groups))
-	for g, idx := range groups {
-		for _, i := range idx {
-			w, c, t, _ := s.keys(ids[i])
-			keys[g] = append(keys[g], w, c, t)
-		}
-		args[g] = []any{owner, s.claimMS, s.retainMS}
-	}
-	cmds, err := s.pipeline(ctx, claimBatchScript, keys, args)
+	args := []any{owner, s.claimMS, s.holdMS}
+	cmds, err := s.pipeline(ctx, claimBatchScript, groups, func(*batchGroup) []any { return args })
 	if err != nil {
 		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
 	}
 	out := make([]Claim, len(ids))
 	for g, cmd := range cmds {
-		replies, ok := cmd.Val().([]any)
-		if !ok || len(replies) != len(groups[g]) {
-			return nil, fmt.Errorf("claim batch: dedupe: unexpected reply %#v", cmd.Val())
-		}
-		for k, i := range groups[g] {
-			c, err := parseClaim(ids[i], replies[k])
-			if err != nil {
-				return nil, fmt.Errorf("claim batch: claim %s: %w", ids[i], err)
-			}
-			out[i] = c
+		if err := parseClaims(out, ids, groups[g].idx, owner, cmd.Val()); err != nil {
+			return nil, fmt.Errorf("claim batch: %w", err)
 		}
 	}
 	return out, nil
@@ -71,7 +54,7 @@ func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64)
 // would, in one round trip: for a worker holding claims on windows it has
 // not started yet. Results are reported as by CompleteBatch.
 func (s *Store) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	return s.casBatch(ctx, "extend", extendBatchScript, ids, tokens, s.claimMS, s.retainMS)
+	return s.casBatch(ctx, "extend", extendBatchScript, ids, tokens, s.claimMS, s.holdMS)
 }
 
 // UnclaimBatch gives back claims whose attempts never started (a worker
@@ -85,7 +68,7 @@ func (s *Store) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) 
 	return s.casBatch(ctx, "unclaim", unclaimBatchScript, ids, tokens, s.retainMS)
 }
 
-// casBatch runs a batch compare-and-set script (see casScripts) over ids
+// casBatch runs a compare-and-set batch script (see casScript) over ids
 // and tokens, with the shared arguments.
 func (s *Store) casBatch(ctx context.Context, op string, script *redis.Script, ids []string, tokens []int64, shared ...any) ([]error, error) {
 	if len(ids) != len(tokens) {
@@ -94,74 +77,87 @@ func (s *Store) casBatch(ctx context.Context, op string, script *redis.Script, i
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	groups, err := s.group(ids)
+	groups, err := s.group(ids, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s batch: %w", op, err)
 	}
-	keys := make([][]string, len(groups))
-	args := make([][]any, len(groups))
-	for g, idx := range groups {
-		args[g] = append([]any{len(idx)}, shared...)
-		for _, i := range idx {
-			w, c, _, _ := s.keys(ids[i])
-			keys[g] = append(keys[g], w, c)
-			args[g] = append(args[g], strconv.FormatInt(tokens[i], 10))
+	cmds, err := s.pipeline(ctx, script, groups, func(g *batchGroup) []any {
+		args := make([]any, 0, len(shared)+len(g.idx))
+		args = append(args, shared...)
+		for _, i := range g.idx {
+			args = append(args, tokens[i])
 		}
-	}
-	cmds, err := s.pipeline(ctx, script, keys, args)
+		return args
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
 	}
 	errs := make([]error, len(ids))
 	for g, cmd := range cmds {
-		res, err := cmd.Int64Slice()
-		if err != nil || len(res) != len(groups[g]) {
+		res, err := cmd.Text()
+		if err != nil || len(res) != len(groups[g].idx) {
 			return nil, fmt.Errorf("%s batch: dedupe: unexpected reply %#v", op, cmd.Val())
 		}
-		for k, i := range groups[g] {
+		for k, i := range groups[g].idx {
 			errs[i] = casResult(op, ids[i], res[k])
 		}
 	}
 	return errs, nil
 }
 
-// group splits the indexes of ids into the groups whose keys one script
-// call may touch: all of them on a single server or Sentinel, one group
-// per job (hash tag) on a Cluster, where a script's keys must share a slot.
-func (s *Store) group(ids []string) ([][]int, error) {
-	_, cluster := s.rdb.(*redis.ClusterClient)
-	var groups [][]int
-	byTag := map[string]int{}
+// batchGroup is the windows of one job in a batch: the keys of one script
+// call.
+type batchGroup struct {
+	idx  []int    // indexes into the batch's ids, in order
+	keys []string // window hash keys in idx order, after the job's token key if asked for
+}
+
+// group splits the indexes of ids by job (hash tag), in order of first
+// appearance, and computes each window's key once. A script call's keys
+// must share one slot on Redis Cluster; grouping whatever the client (a
+// proxy or a client wrapper may front a cluster too) keeps every script
+// within one slot. withToken puts the job's token counter key first.
+func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
+	var groups []*batchGroup
+	var last *batchGroup
+	lastTag := ""
+	byTag := map[string]*batchGroup{}
 	for i, id := range ids {
-		w, _, _, err := s.keys(id)
+		w, tag, err := s.key(id)
 		if err != nil {
 			return nil, err
 		}
-		tag := ""
-		if cluster {
-			tag = w[:strings.IndexByte(w, '}')]
+		g := last
+		if w[:tag] != lastTag { // runs of one job skip the map
+			g = byTag[w[:tag]]
+			if g == nil {
+				g = &batchGroup{}
+				if withToken {
+					g.keys = append(g.keys, tokenKey(w, tag))
+				}
+				byTag[w[:tag]] = g
+				groups = append(groups, g)
+			}
+			last, lastTag = g, w[:tag]
 		}
-		g, ok := byTag[tag]
-		if !ok {
-			g = len(groups)
-			byTag[tag] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
+		g.idx = append(g.idx, i)
+		g.keys = append(g.keys, w)
 	}
 	return groups, nil
 }
 
-// pipeline runs script once per keys[i], args[i] in one pipeline of
+// pipeline runs script once per group, with its keys and argsOf(group), in one pipeline of
 // EVALSHA. Commands the server answered NOSCRIPT (script cache flushed, a
 // new server, another Cluster node) did not run; they are sent again as
 // EVAL, which also caches the script. It returns an error if any command
 // failed otherwise.
-func (s *Store) pipeline(ctx context.Context, script *redis.Script, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(keys))
+func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(groups))
+	args := make([][]any, len(groups))
 	pipe := s.rdb.Pipeline()
-	for i := range keys {
-		cmds[i] = script.EvalSha(ctx, pipe, keys[i], args[i]...)
+	for i, g := range groups {
+		args[i] = argsOf(g)
+		cmds[i] = script.EvalSha(ctx, pipe, g.keys, args[i]...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 
@@ -174,7 +170,7 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, keys [][]str
 	if len(retry) > 0 {
 		pipe := s.rdb.Pipeline()
 		for _, i := range retry {
-			cmds[i] = script.Eval(ctx, pipe, keys[i], args[i]...)
+			cmds[i] = script.Eval(ctx, pipe, groups[i].keys, args[i]...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

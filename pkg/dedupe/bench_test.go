@@ -2,14 +2,63 @@ package dedupe
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
+// serverStats is what a benchmark reads from the Redis server before and
+// after its loop: the server's CPU time (INFO cpu, µs) and the commands it
+// ran (INFO commandstats; commands a script calls count one each, the
+// script call itself one more).
+type serverStats struct {
+	cpuMicros float64
+	commands  int64
+}
+
+func readServerStats(b *testing.B, rdb *redis.Client) serverStats {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s serverStats
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case k == "used_cpu_sys" || k == "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			s.cpuMicros += f * 1e6
+		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			s.commands += n
+		}
+	}
+	return s
+}
+
+// reportServer reports the Redis server's CPU and commands per window
+// since before, for windows windows.
+func reportServer(b *testing.B, rdb *redis.Client, before serverStats, windows int) {
+	b.Helper()
+	after := readServerStats(b, rdb)
+	b.ReportMetric(float64(windows)/b.Elapsed().Seconds(), "windows/s")
+	b.ReportMetric((after.cpuMicros-before.cpuMicros)/float64(windows), "redis-µs/window")
+	b.ReportMetric(float64(after.commands-before.commands)/float64(windows), "redis-cmds/window")
+}
+
 func BenchmarkClaimComplete(b *testing.B) {
-	s, _, _ := newStore(b, Config{})
+	s, _, rdb := newStore(b, Config{})
 	ctx := context.Background()
 	n := 0
+	before := readServerStats(b, rdb)
 	for b.Loop() {
 		id := "bench@" + strconv.Itoa(n)
 		n++
@@ -21,40 +70,49 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "windows/s")
+	reportServer(b, rdb, before, n)
 }
 
-func BenchmarkClaimCompleteBatch100(b *testing.B) {
-	const batch = 100
-	s, _, _ := newStore(b, Config{})
-	ctx := context.Background()
-	ids := make([]string, batch)
-	tokens := make([]int64, batch)
-	n := 0
-	for b.Loop() {
-		for j := range ids {
-			ids[j] = "bench@" + strconv.Itoa(n)
-			n++
-		}
-		cs, err := s.ClaimBatch(ctx, ids, "w")
-		if err != nil {
-			b.Fatal(err)
-		}
-		for j, c := range cs {
-			if c.Outcome != Claimed {
-				b.Fatalf("claim %s: %+v", ids[j], c)
+// BenchmarkClaimCompleteBatch claims and completes batches of windows as
+// the worker does for a backlog: 100 windows of one job, 500 windows
+// spread over 25 jobs (a partition's share of the burst workload's 100
+// jobs), and 200 windows over 100 jobs (one script call per job, so two
+// windows per call).
+func BenchmarkClaimCompleteBatch(b *testing.B) {
+	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}} {
+		b.Run(fmt.Sprintf("windows=%d/jobs=%d", tc.batch, tc.jobs), func(b *testing.B) {
+			s, _, rdb := newStore(b, Config{})
+			ctx := context.Background()
+			ids := make([]string, tc.batch)
+			tokens := make([]int64, tc.batch)
+			n := 0
+			before := readServerStats(b, rdb)
+			for b.Loop() {
+				for j := range ids {
+					ids[j] = "bench" + strconv.Itoa(n%tc.jobs) + "@" + strconv.Itoa(n)
+					n++
+				}
+				cs, err := s.ClaimBatch(ctx, ids, "w")
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j, c := range cs {
+					if c.Outcome != Claimed {
+						b.Fatalf("claim %s: %+v", ids[j], c)
+					}
+					tokens[j] = c.Token
+				}
+				errs, err := s.CompleteBatch(ctx, ids, tokens)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-			tokens[j] = c.Token
-		}
-		errs, err := s.CompleteBatch(ctx, ids, tokens)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
+			reportServer(b, rdb, before, n)
+		})
 	}
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "windows/s")
 }

@@ -73,9 +73,12 @@ type Config struct {
 	// Default 30s, minimum 100ms. Extend well within it (e.g. every
 	// ClaimTTL/3).
 	ClaimTTL time.Duration
-	// Retention is how long a window's record is kept after its last write,
-	// in particular how long a done window is reported AlreadyDone: the
-	// replay horizon. Default 7 days; must be at least ClaimTTL.
+	// Retention is how long a window's record is kept after its last
+	// transition, in particular how long a done window is reported
+	// AlreadyDone: the replay horizon. A record may be kept up to ClaimTTL
+	// longer (a claim keeps it for Retention + ClaimTTL, so completing
+	// within the claim need not refresh it). Default 7 days; must be at
+	// least ClaimTTL.
 	Retention time.Duration
 }
 
@@ -113,6 +116,7 @@ type Store struct {
 	cfg       Config
 	claimMS   string
 	retainMS  string
+	holdMS    string // Retention + ClaimTTL: the TTL a claim gives its record
 	keyPrefix string // "kjob:{<ns>:"
 }
 
@@ -131,6 +135,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		cfg:       cfg,
 		claimMS:   strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		retainMS:  strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
+		holdMS:    strconv.FormatInt((cfg.Retention + cfg.ClaimTTL).Milliseconds(), 10),
 		keyPrefix: "kjob:{" + cfg.Namespace + ":",
 	}, nil
 }
@@ -215,18 +220,23 @@ type State struct {
 	ClaimTTL time.Duration
 }
 
-// keys returns the window hash, claim and token counter keys of id.
-func (s *Store) keys(id string) (window, claim, token string, err error) {
+// key returns the hash key of window id, "kjob:{<ns>:<job>}:w:<id>", and
+// the length of its prefix up to and including the hash tag's '}'.
+func (s *Store) key(id string) (key string, tag int, err error) {
 	job, _, ok := strings.Cut(id, "@")
 	if !ok {
-		return "", "", "", fmt.Errorf(`%w %q: no '@'; window ids are "<job>@<window>", e.g. "report@2026-11-22T10:00:00Z"`, ErrInvalidID, id)
+		return "", 0, fmt.Errorf(`%w %q: no '@'; window ids are "<job>@<window>", e.g. "report@2026-11-22T10:00:00Z"`, ErrInvalidID, id)
 	}
 	if job == "" {
-		return "", "", "", fmt.Errorf(`%w %q: empty job name before '@'; window ids are "<job>@<window>"`, ErrInvalidID, id)
+		return "", 0, fmt.Errorf(`%w %q: empty job name before '@'; window ids are "<job>@<window>"`, ErrInvalidID, id)
 	}
-	tag := s.keyPrefix + job + "}:"
-	return tag + "w:" + id, tag + "c:" + id, tag + "token", nil
+	tag = len(s.keyPrefix) + len(job) + 1
+	return s.keyPrefix + job + "}:w:" + id, tag, nil
 }
+
+// tokenKey returns the token counter key of the job whose window key is
+// key (tag as key returns it): "kjob:{<ns>:<job>}:token".
+func tokenKey(key string, tag int) string { return key[:tag] + ":token" }
 
 // Claim tries to claim window id for owner, a string naming the caller
 // that should be unique per worker process (e.g. host/pid/random).
@@ -238,19 +248,19 @@ func (s *Store) keys(id string) (window, claim, token string, err error) {
 //     its attempt count grows by one, a claim lives for ClaimTTL, and the
 //     result is Claimed.
 func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
-	w, c, t, err := s.keys(id)
+	w, tag, err := s.key(id)
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	v, err := claimScript.Run(ctx, s.rdb, []string{w, c, t}, owner, s.claimMS, s.retainMS).Result()
+	v, err := claimBatchScript.Run(ctx, s.rdb, []string{tokenKey(w, tag), w}, owner, s.claimMS, s.holdMS).Result()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
 	}
-	cl, err := parseClaim(id, v)
-	if err != nil {
+	var c [1]Claim
+	if err := parseClaims(c[:], []string{id}, []int{0}, owner, v); err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
 	}
-	return cl, nil
+	return c[0], nil
 }
 
 // Extend keeps the claim of token on window id alive for another ClaimTTL;
@@ -261,26 +271,18 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
 // token claimed the window since (stop the handler: the window is someone
 // else's) and ErrAlreadyDone if the window is done.
 func (s *Store) Extend(ctx context.Context, id string, token int64) error {
-	w, c, _, err := s.keys(id)
-	if err != nil {
-		return fmt.Errorf("extend: %w", err)
-	}
-	return s.cas(ctx, "extend", id, extendScript, []string{w, c}, strconv.FormatInt(token, 10), s.claimMS, s.retainMS)
+	return s.cas(ctx, "extend", id, extendBatchScript, token, s.claimMS, s.holdMS)
 }
 
 // Complete marks window id done by compare-and-set on token: it succeeds iff
 // token is the window's latest claim and the window is neither done nor
-// released, even if the claim key expired (as long as nobody re-claimed,
-// nobody else ran the window). It records the time, deletes the claim and
+// released, even if the claim expired (as long as nobody re-claimed,
+// nobody else ran the window). It records the time, ends the claim and
 // keeps the record for Retention. It returns ErrAlreadyDone if the window is
 // done (by anyone; also when retrying a Complete whose reply was lost) and
 // ErrFenced if another token has claimed it since.
 func (s *Store) Complete(ctx context.Context, id string, token int64) error {
-	w, c, _, err := s.keys(id)
-	if err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	return s.cas(ctx, "complete", id, completeScript, []string{w, c}, strconv.FormatInt(token, 10), s.retainMS)
+	return s.cas(ctx, "complete", id, completeBatchScript, token, s.retainMS)
 }
 
 // Release gives up the claim of token on window id after a failed attempt,
@@ -289,11 +291,7 @@ func (s *Store) Complete(ctx context.Context, id string, token int64) error {
 // kept. Releasing again with the same token is a no-op. It returns ErrFenced
 // if the claim is not token's and ErrAlreadyDone if the window is done.
 func (s *Store) Release(ctx context.Context, id string, token int64, reason string) error {
-	w, c, _, err := s.keys(id)
-	if err != nil {
-		return fmt.Errorf("release: %w", err)
-	}
-	return s.cas(ctx, "release", id, releaseScript, []string{w, c}, strconv.FormatInt(token, 10), truncate(reason, maxReasonBytes), s.retainMS)
+	return s.cas(ctx, "release", id, releaseBatchScript, token, truncate(reason, maxReasonBytes), s.retainMS)
 }
 
 // DeadLetter settles window id for good after its dead letter was written:
@@ -305,24 +303,20 @@ func (s *Store) Release(ctx context.Context, id string, token int64, reason stri
 // window's latest claim and ErrAlreadyDone if the window is already
 // settled.
 func (s *Store) DeadLetter(ctx context.Context, id string, token int64, reason string) error {
-	w, c, _, err := s.keys(id)
-	if err != nil {
-		return fmt.Errorf("dead-letter: %w", err)
-	}
-	return s.cas(ctx, "dead-letter", id, deadScript, []string{w, c}, strconv.FormatInt(token, 10), truncate(reason, maxReasonBytes), s.retainMS)
+	return s.cas(ctx, "dead-letter", id, deadBatchScript, token, truncate(reason, maxReasonBytes), s.retainMS)
 }
 
-// Forget deletes window id's record and any live claim, so the next Claim
-// runs it again (operators' replay --rerun). The job's token counter is
-// kept: the re-run gets a higher token than any earlier attempt, and an
-// attempt still running is fenced. Forgetting an unknown window is not an
-// error.
+// Forget deletes window id's record, and with it any live claim, so the
+// next Claim runs it again (operators' replay --rerun). The job's token
+// counter is kept: the re-run gets a higher token than any earlier attempt,
+// and an attempt still running is fenced. Forgetting an unknown window is
+// not an error.
 func (s *Store) Forget(ctx context.Context, id string) error {
-	w, c, _, err := s.keys(id)
+	w, _, err := s.key(id)
 	if err != nil {
 		return fmt.Errorf("forget: %w", err)
 	}
-	if err := s.rdb.Del(ctx, w, c).Err(); err != nil {
+	if err := s.rdb.Del(ctx, w).Err(); err != nil {
 		return fmt.Errorf("forget %s: %w", id, err)
 	}
 	return nil
@@ -330,11 +324,11 @@ func (s *Store) Forget(ctx context.Context, id string) error {
 
 // State returns window id's record, or ErrNotFound if it has none.
 func (s *Store) State(ctx context.Context, id string) (State, error) {
-	w, c, _, err := s.keys(id)
+	w, _, err := s.key(id)
 	if err != nil {
 		return State{}, fmt.Errorf("state: %w", err)
 	}
-	v, err := stateScript.Run(ctx, s.rdb, []string{w, c}).Slice()
+	v, err := stateScript.Run(ctx, s.rdb, []string{w}).Slice()
 	if errors.Is(err, redis.Nil) {
 		return State{}, fmt.Errorf("state %s: %w", id, ErrNotFound)
 	}
@@ -350,7 +344,7 @@ func (s *Store) State(ctx context.Context, id string) (State, error) {
 	holder, ok3 := v[3].(string)
 	updated, ok4 := v[4].(int64)
 	lastErr, ok5 := v[5].(string)
-	pttl, ok6 := v[6].(int64)
+	left, ok6 := v[6].(int64)
 	token, perr := strconv.ParseInt(tok, 10, 64)
 	if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || perr != nil {
 		return State{}, fmt.Errorf("state %s: dedupe: unexpected reply %#v", id, v)
@@ -362,20 +356,28 @@ func (s *Store) State(ctx context.Context, id string) (State, error) {
 		Holder:    holder,
 		UpdatedAt: time.UnixMilli(updated),
 		LastError: lastErr,
-		ClaimTTL:  time.Duration(pttl) * time.Millisecond,
+		ClaimTTL:  time.Duration(left) * time.Millisecond,
 	}, nil
 }
 
-// cas runs one of the compare-and-set scripts and maps its result code.
-func (s *Store) cas(ctx context.Context, op, id string, script *redis.Script, keys []string, args ...any) error {
-	res, err := script.Run(ctx, s.rdb, keys, args...).Int64()
+// cas runs a compare-and-set batch script (see casScript) for the one
+// window id and maps its result.
+func (s *Store) cas(ctx context.Context, op, id string, script *redis.Script, token int64, shared ...any) error {
+	w, _, err := s.key(id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	res, err := script.Run(ctx, s.rdb, []string{w}, append(shared, token)...).Text()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, id, err)
 	}
-	return casResult(op, id, res)
+	if len(res) != 1 {
+		return fmt.Errorf("%s %s: dedupe: unexpected reply %q", op, id, res)
+	}
+	return casResult(op, id, res[0])
 }
 
-func casResult(op, id string, res int64) error {
+func casResult(op, id string, res byte) error {
 	switch res {
 	case resOK:
 		return nil
@@ -384,29 +386,53 @@ func casResult(op, id string, res int64) error {
 	case resFenced:
 		return fmt.Errorf("%s %s: %w", op, id, ErrFenced)
 	}
-	return fmt.Errorf("%s %s: dedupe: unexpected reply %d", op, id, res)
+	return fmt.Errorf("%s %s: dedupe: unexpected reply %q", op, id, res)
 }
 
-// parseClaim decodes claimScript's reply.
-func parseClaim(id string, v any) (Claim, error) {
+// parseClaims decodes claimBatchScript's reply v for the windows ids[i],
+// i in idx, claimed for owner, into out[i].
+func parseClaims(out []Claim, ids []string, idx []int, owner string, v any) error {
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
-		return Claim{}, fmt.Errorf("dedupe: unexpected reply %#v", v)
+	if !ok || len(a) != len(idx)+1 {
+		return fmt.Errorf("dedupe: unexpected reply %#v", v)
 	}
-	outcome, ok0 := a[0].(int64)
-	tok, ok1 := a[1].(string)
-	attempts, ok2 := a[2].(int64)
-	holder, ok3 := a[3].(string)
-	pttl, ok4 := a[4].(int64)
-	token, err := strconv.ParseInt(tok, 10, 64)
-	if !(ok0 && ok1 && ok2 && ok3 && ok4) || err != nil || outcome < int64(Claimed) || outcome > int64(Busy) {
-		return Claim{}, fmt.Errorf("dedupe: unexpected reply %#v", v)
+	next, ok := a[0].(int64)
+	if !ok {
+		return fmt.Errorf("dedupe: unexpected reply %#v", v)
 	}
-	c := Claim{Outcome: Outcome(outcome), WindowID: id, Token: token, Attempt: int(attempts), Holder: holder}
-	if c.Outcome == Busy {
-		c.Retry = time.Duration(pttl) * time.Millisecond
+	for k, i := range idx {
+		c := Claim{WindowID: ids[i]}
+		switch r := a[k+1].(type) {
+		case int64: // claimed: the attempt number; tokens in order
+			c.Outcome, c.Token, c.Attempt, c.Holder = Claimed, next, int(r), owner
+			next++
+		case string: // "outcome|token|attempts|claim ms left|holder"
+			outcome, rest, ok0 := strings.Cut(r, "|")
+			tok, rest, ok1 := strings.Cut(rest, "|")
+			att, rest, ok2 := strings.Cut(rest, "|")
+			left, holder, ok3 := strings.Cut(rest, "|")
+			var err [3]error
+			c.Token, err[0] = strconv.ParseInt(tok, 10, 64)
+			c.Attempt, err[1] = strconv.Atoi(att)
+			ms, err2 := strconv.ParseInt(left, 10, 64)
+			err[2] = err2
+			c.Holder = holder
+			switch {
+			case !(ok0 && ok1 && ok2 && ok3) || err[0] != nil || err[1] != nil || err[2] != nil:
+				return fmt.Errorf("dedupe: unexpected reply %q", r)
+			case outcome == "1":
+				c.Outcome = AlreadyDone
+			case outcome == "2":
+				c.Outcome, c.Retry = Busy, time.Duration(ms)*time.Millisecond
+			default:
+				return fmt.Errorf("dedupe: unexpected reply %q", r)
+			}
+		default:
+			return fmt.Errorf("dedupe: unexpected reply %#v", r)
+		}
+		out[i] = c
 	}
-	return c, nil
+	return nil
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,31 +294,71 @@ func TestExtendRevivesExpiredClaimAndFencesOldToken(t *testing.T) {
 func TestRetentionTTL(t *testing.T) {
 	s, _, rdb := newStore(t, Config{ClaimTTL: 10 * time.Second, Retention: time.Hour})
 	ctx := context.Background()
-	wk, ck, tk, err := s.keys(win)
+	wk, tag, err := s.key(win)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wk != "kjob:{test:report}:w:"+win || ck != "kjob:{test:report}:c:"+win || tk != "kjob:{test:report}:token" {
-		t.Fatalf("keys = %q %q %q", wk, ck, tk)
+	tk := tokenKey(wk, tag)
+	if wk != "kjob:{test:report}:w:"+win || tk != "kjob:{test:report}:token" {
+		t.Fatalf("keys = %q %q", wk, tk)
 	}
 	c := mustClaim(t, s, win, "w1", Claimed)
-	if p := rdb.PTTL(ctx, ck).Val(); p <= 9*time.Second || p > 10*time.Second {
-		t.Fatalf("claim PTTL = %v", p)
+	// The claim lives in the window's hash, until the server's TIME
+	// passes claim_until_ms.
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	until, err := rdb.HGet(ctx, wk, "claim_until_ms").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.UnixMilli(until).Sub(now); left <= 9*time.Second || left > 10*time.Second {
+		t.Fatalf("claim until %v, %v after the server's time", until, left)
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 2 {
+		t.Fatalf("keys of one claimed window = %q; want its hash and its job's token counter", keys)
+	}
+	// The claim keeps the record for Retention + ClaimTTL, so a window
+	// completed while its claim is live stays done for at least Retention.
+	if p := rdb.PTTL(ctx, wk).Val(); p <= time.Hour || p > time.Hour+10*time.Second {
+		t.Fatalf("claimed record PTTL = %v, want Retention + ClaimTTL = 1h0m10s", p)
 	}
 	if err := s.Complete(ctx, win, c.Token); err != nil {
 		t.Fatal(err)
 	}
-	if p := rdb.PTTL(ctx, wk).Val(); p <= 59*time.Minute || p > time.Hour {
-		t.Fatalf("done record PTTL = %v, want about 1h", p)
-	}
-	if n := rdb.Exists(ctx, ck).Val(); n != 0 {
-		t.Fatalf("claim key still exists after complete")
+	if p := rdb.PTTL(ctx, wk).Val(); p <= 59*time.Minute || p > time.Hour+10*time.Second {
+		t.Fatalf("done record PTTL = %v, want about 1h (at least Retention after completion)", p)
 	}
 	if p := rdb.PTTL(ctx, tk).Val(); p != -1 {
 		t.Fatalf("token counter PTTL = %v, want -1 (never expires)", p)
 	}
-	if v := rdb.HGetAll(ctx, wk).Val(); v["status"] != "done" || v["token"] != "1" || v["holder"] != "w1" || v["updated_ms"] == "" {
+	if v := rdb.HGetAll(ctx, wk).Val(); v["status"] != "done" || v["token"] != "1" || v["holder"] != "w1" || v["updated_ms"] == "" ||
+		v["attempts"] != "1" || v["claim_until_ms"] != "0" {
 		t.Fatalf("record = %v", v)
+	}
+}
+
+// A window completed after its claim expired (nobody re-claimed) is kept
+// Retention from its completion.
+func TestRetentionAfterExpiredClaim(t *testing.T) {
+	s, _, rdb := newStore(t, Config{ClaimTTL: MinClaimTTL, Retention: time.Hour})
+	ctx := context.Background()
+	c := mustClaim(t, s, win, "slow", Claimed)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, err := s.State(ctx, win)
+		return err == nil && st.ClaimTTL == 0
+	}, "claim did not expire")
+	// Let the record's TTL fall below Retention, then complete.
+	wk, _, _ := s.key(win)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return rdb.PTTL(ctx, wk).Val() < time.Hour-50*time.Millisecond
+	}, "record TTL did not fall below Retention")
+	if err := s.Complete(ctx, win, c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if p := rdb.PTTL(ctx, wk).Val(); p <= time.Hour-50*time.Millisecond || p > time.Hour {
+		t.Fatalf("done record PTTL = %v, want Retention (1h) from the completion", p)
 	}
 }
 
@@ -710,25 +751,36 @@ func TestExtendAndUnclaimBatch(t *testing.T) {
 	}
 }
 
-// On a Cluster a batch is split per job, so no script call crosses slots;
-// elsewhere one call takes the whole batch.
+// A batch is split per job whatever the client, so no script call crosses
+// slots, even behind a proxy or a client wrapper that fronts a Cluster.
 func TestBatchGroups(t *testing.T) {
 	ids := []string{"a@1", "b@1", "a@2", "c@1", "b@2"}
 	single, _, _ := newStore(t, Config{})
-	if g, err := single.group(ids); err != nil || len(g) != 1 || len(g[0]) != 5 {
-		t.Fatalf("single server groups = %v, %v; want one group of 5", g, err)
-	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}) // never contacted
 	defer cc.Close()
 	cluster, err := New(cc, Config{Namespace: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := cluster.group(ids)
-	if err != nil || fmt.Sprint(g) != "[[0 2] [1 4] [3]]" {
-		t.Fatalf("cluster groups = %v, %v; want [[0 2] [1 4] [3]]", g, err)
-	}
-	if _, err := cluster.group([]string{"nojob"}); !errors.Is(err, ErrInvalidID) {
-		t.Fatalf("invalid id: %v", err)
+	for name, s := range map[string]*Store{"single server": single, "cluster": cluster} {
+		g, err := s.group(ids, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range g {
+			got = append(got, fmt.Sprint(g.idx, g.keys))
+		}
+		want := []string{
+			"[0 2] [kjob:{test:a}:token kjob:{test:a}:w:a@1 kjob:{test:a}:w:a@2]",
+			"[1 4] [kjob:{test:b}:token kjob:{test:b}:w:b@1 kjob:{test:b}:w:b@2]",
+			"[3] [kjob:{test:c}:token kjob:{test:c}:w:c@1]",
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: groups = %q, want %q", name, got, want)
+		}
+		if _, err := s.group([]string{"nojob"}, false); !errors.Is(err, ErrInvalidID) {
+			t.Fatalf("%s: invalid id: %v", name, err)
+		}
 	}
 }

@@ -43,27 +43,39 @@
 //
 // # Fencing tokens
 //
-// Tokens come from one INCR counter per (namespace, job) that never expires
-// and is never reset, not even by Forget. So tokens grow strictly per job,
+// Tokens come from one counter per (namespace, job) that never expires and
+// is never reset, not even by Forget. So tokens grow strictly per job,
 // across all of that job's windows: a downstream store keyed by job can
 // remember the highest token it has accepted and reject writes carrying a
 // lower one, which stops a zombie attempt that lost its claim from
 // overwriting the work of a newer one. Tokens of different jobs are
-// unrelated (each job's counter starts at 1).
+// unrelated (each job's counter starts at 1). A batch claim takes the
+// tokens of one job's claimed windows with one INCRBY and hands them out in
+// the order of the batch, so they are exactly what one INCR per window
+// would have given.
 //
 // # Key layout
 //
 // Every key of a window carries the hash tag {<namespace>:<job>}, where job
 // is the part of the window id before the first '@'. So every key one
 // script touches lives in one Redis Cluster slot, and different jobs spread
-// across the cluster:
+// across the cluster; batch calls make one script call per job, pipelined,
+// whatever the client:
 //
 //	kjob:{<ns>:<job>}:w:<id>  hash: status, token, attempts, holder,
-//	                          updated_ms, last_error; TTL Retention,
-//	                          refreshed on every write
-//	kjob:{<ns>:<job>}:c:<id>  string "<token>|<owner>", PX ClaimTTL: the
-//	                          live claim
-//	kjob:{<ns>:<job>}:token   INCR counter of fencing tokens; no TTL
+//	                          updated_ms, last_error, claim_until_ms;
+//	                          TTL Retention + ClaimTTL from a claim or
+//	                          extension, Retention from other transitions
+//	                          (a completion within the claim keeps the
+//	                          claim's TTL, which exceeds Retention)
+//	kjob:{<ns>:<job>}:token   counter of fencing tokens; no TTL
+//
+// The live claim is part of the window's hash: the latest token and its
+// holder own the window while status is "running" and the server's TIME
+// is before claim_until_ms. (Before this layout the claim was a key of its
+// own, kjob:{<ns>:<job>}:c:<id>; do not run workers of both layouts
+// against one namespace: a new worker does not see an old one's claim and
+// would re-run the window with a higher token, fencing the old attempt.)
 //
 // # States
 //
@@ -82,11 +94,12 @@
 // or Complete: nobody else has run the window.
 //
 // Every transition is one Lua script (EVALSHA, falling back to EVAL), so it
-// is atomic on the server. Timestamps (updated_ms) come from the Redis
-// server's TIME inside the scripts: one clock for every worker, never a
-// comparison of clocks across machines. Expiry uses Redis TTLs (PX), so
-// correctness never depends on any clock but the server's. Redis 5 or later
-// is required (scripts that read TIME and then write).
+// is atomic on the server. Timestamps (updated_ms, claim_until_ms) come from
+// the Redis server's TIME inside the scripts: one clock for every worker,
+// never a comparison of clocks across machines. Claims expire by that clock
+// and records by Redis TTLs, so correctness never depends on any clock but
+// the server's. Redis 5 or later is required (scripts that read TIME and
+// then write).
 //
 // # Errors
 //

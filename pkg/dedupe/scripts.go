@@ -1,198 +1,221 @@
 package dedupe
 
 import (
-	"strconv"
-
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts behind every state transition. Each transition is a Lua
-// function; a script runs it once (KEYS and ARGV of one window) or, for the
-// batch calls, once per window in a loop, so a batch costs one script call
-// instead of one per window. Conventions:
+// The Lua scripts behind every state transition. Every script takes a
+// batch: the hashes of one or more windows of ONE job (they share one hash
+// tag, so one Redis Cluster slot), and handles each window atomically and
+// in order; a single-window call is a batch of one. Conventions:
 //
-//   - A window's keys are its hash, its claim key and (claim only) its
-//     job's token counter; all share one hash tag. A batch script gets the
-//     keys of every window in order, the per-window arguments (tokens)
-//     after the shared ones.
+//   - A window is one hash: status, token, attempts, holder, updated_ms,
+//     last_error and claim_until_ms. The live claim is not a key of its
+//     own: it is the pair (token, holder) while status is "running" and
+//     the server's TIME is before claim_until_ms. So a claim costs HMGET,
+//     HSET and PEXPIRE, and expiry is judged by the one server clock, as
+//     PX would be.
 //   - Tokens are stored, passed and compared as decimal strings, so no
 //     token ever goes through a float.
 //   - Times come from the server's TIME, read once per script call.
-//   - Result codes: resOK, resDone (already done), resFenced.
+//   - Replies are compact: a claim batch returns one integer per claimed
+//     window and a short string per other one; a compare-and-set batch
+//     returns one string of result digits (resOK, resDone, resFenced).
+//   - A claim or an extension sets the hash's TTL to Retention + ClaimTTL
+//     (hold ms), so the record outlives the claim it holds, and it still
+//     lives at least Retention when the window completes while the claim
+//     is live: then Complete writes no PEXPIRE. Any other transition
+//     (completing after the claim expired, release, dead letter, unclaim)
+//     sets the TTL to Retention. So a record lives at least Retention,
+//     and at most Retention + ClaimTTL, after its last transition.
 
+// luaNow reads the server's time once per script call.
 const luaNow = `
-local now_cached
-local function now_ms()
-  if not now_cached then
-    local t = redis.call('TIME')
-    now_cached = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-  end
-  return now_cached
-end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_s = string.format('%d', now)
 `
 
-// claimFn returns {outcome, token, attempts, holder, claim pttl ms}.
-const claimFn = luaNow + `
-local function claim(kw, kc, kt, owner, claim_ms, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder')
-  local attempts = tonumber(w[3]) or 0
-  if w[1] == 'done' or w[1] == 'dead' then
-    return {1, w[2] or '0', attempts, w[4] or '', 0}
+// claimBatchScript claims windows of one job. KEYS[1] is the job's token
+// counter, KEYS[2..] the window hashes in order; ARGV owner, claim TTL ms,
+// hold ms (Retention + ClaimTTL).
+//
+// Each window is decided in order: done or dead gives AlreadyDone, a live
+// claim Busy, anything else (no record, failed, an expired claim) is
+// claimed. The fencing tokens of the claimed windows come from one INCRBY
+// of the counter by their number, handed out in order, so they are unique
+// and strictly increasing per job exactly as one INCR per window would make
+// them. A window repeated in KEYS is Busy (held by owner) after its first
+// claim, or reported like its first occurrence otherwise.
+//
+// Reply: {first token or 0, r1, ..., rn} where ri is the attempt number
+// (an integer) of a claimed window, whose token is the next one from
+// first token on, or "outcome|token|attempts|claim ms left|holder" for any
+// other.
+var claimBatchScript = redis.NewScript(luaNow + `
+local owner, claim_ms, hold_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local out, todo, first, dups = {false}, {}, {}, {}
+for i = 2, #KEYS do
+  local kw = KEYS[i]
+  local f = first[kw]
+  if f then
+    dups[#dups + 1] = i
+  else
+    first[kw] = i
+    local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
+    local st, attempts = w[1], tonumber(w[3]) or 0
+    local left = 0
+    if st == 'running' then left = (tonumber(w[5]) or 0) - now end
+    if st == 'done' or st == 'dead' then
+      out[i] = '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')
+    elseif left > 0 then
+      out[i] = '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')
+    else
+      todo[#todo + 1] = i
+      out[i] = attempts + 1
+    end
   end
-  local c = redis.call('GET', kc)
-  if c then
-    local sep = string.find(c, '|', 1, true) or (#c + 1)
-    local pttl = redis.call('PTTL', kc)
-    if pttl < 0 then pttl = 0 end
-    return {2, string.sub(c, 1, sep - 1), attempts, string.sub(c, sep + 1), pttl}
-  end
-  local token = string.format('%d', redis.call('INCR', kt))
-  attempts = redis.call('HINCRBY', kw, 'attempts', 1)
-  redis.call('SET', kc, token .. '|' .. owner, 'PX', claim_ms)
-  redis.call('HSET', kw, 'status', 'running', 'token', token, 'holder', owner, 'updated_ms', now_ms())
-  redis.call('PEXPIRE', kw, retain_ms)
-  return {0, token, attempts, owner, tonumber(claim_ms)}
 end
-`
-
-// claimScript: KEYS window, claim, counter; ARGV owner, claim TTL ms,
-// retention ms.
-var claimScript = redis.NewScript(claimFn + `
-return claim(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-`)
-
-// claimBatchScript: KEYS three per window; ARGV as claimScript. Returns one
-// claim reply per window.
-var claimBatchScript = redis.NewScript(claimFn + `
-local out = {}
-for i = 1, #KEYS / 3 do
-  out[i] = claim(KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i], ARGV[1], ARGV[2], ARGV[3])
+local tokens = {}
+if #todo > 0 then
+  local tok = redis.call('INCRBY', KEYS[1], #todo) - #todo
+  out[1] = tok + 1
+  local until_s = string.format('%d', now + claim_ms)
+  for _, i in ipairs(todo) do
+    tok = tok + 1
+    local ts = string.format('%d', tok)
+    tokens[i] = ts
+    redis.call('HSET', KEYS[i], 'status', 'running', 'token', ts, 'attempts', string.format('%d', out[i]),
+      'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
+    redis.call('PEXPIRE', KEYS[i], hold_ms)
+  end
+else
+  out[1] = 0
+end
+for _, i in ipairs(dups) do
+  local f = first[KEYS[i]]
+  if tokens[f] then
+    out[i] = '2|' .. tokens[f] .. '|' .. out[f] .. '|' .. ARGV[2] .. '|' .. owner
+  else
+    out[i] = out[f]
+  end
 end
 return out
 `)
 
-// extendFn re-creates an expired claim key as long as nobody re-claimed.
-const extendFn = `
-local function cas(kw, kc, token, claim_ms, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token', 'holder')
-  if w[1] == 'done' or w[1] == 'dead' then return 1 end
-  if w[1] ~= 'running' or w[2] ~= token then return 2 end
-  redis.call('SET', kc, token .. '|' .. (w[3] or ''), 'PX', claim_ms)
-  redis.call('PEXPIRE', kw, retain_ms)
-  return 0
+// casScript builds a compare-and-set batch script from the Lua body of
+// cas(kw, token) (returning '0', '1' or '2'), which may use now, now_s and
+// the locals that prelude sets from ARGV. KEYS are the window hashes;
+// ARGV the shared arguments (shared of them), then one token per window.
+// The reply is one string with the result digit of each window, in order.
+func casScript(prelude, body string, shared int) *redis.Script {
+	return redis.NewScript(luaNow + prelude + `
+local function cas(kw, token)
+` + body + `
 end
-`
-
-const completeFn = luaNow + `
-local function cas(kw, kc, token, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return 1 end
-  if w[1] ~= 'running' or w[2] ~= token then return 2 end
-  redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_ms())
-  redis.call('DEL', kc)
-  redis.call('PEXPIRE', kw, retain_ms)
-  return 0
-end
-`
-
-// releaseFn: releasing twice with the same token is a no-op the second
-// time.
-const releaseFn = luaNow + `
-local function cas(kw, kc, token, reason, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return 1 end
-  if w[2] ~= token then return 2 end
-  if w[1] == 'failed' then return 0 end
-  if w[1] ~= 'running' then return 2 end
-  redis.call('HSET', kw, 'status', 'failed', 'last_error', reason, 'updated_ms', now_ms())
-  redis.call('DEL', kc)
-  redis.call('PEXPIRE', kw, retain_ms)
-  return 0
-end
-`
-
-// deadFn settles a window that was dead-lettered: terminal like done, so a
-// redelivered record of it is skipped instead of run again.
-const deadFn = luaNow + `
-local function cas(kw, kc, token, reason, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return 1 end
-  if w[2] ~= token then return 2 end
-  if w[1] ~= 'running' and w[1] ~= 'failed' then return 2 end
-  redis.call('HSET', kw, 'status', 'dead', 'last_error', reason, 'updated_ms', now_ms())
-  redis.call('DEL', kc)
-  redis.call('PEXPIRE', kw, retain_ms)
-  return 0
-end
-`
-
-// unclaimFn undoes a claim whose attempt never started: the attempt count
-// goes back down, and a window with no attempts left on record is deleted
-// as if never claimed.
-const unclaimFn = `
-local function cas(kw, kc, token, retain_ms)
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return 1 end
-  if w[1] ~= 'running' or w[2] ~= token then return 2 end
-  redis.call('DEL', kc)
-  if redis.call('HINCRBY', kw, 'attempts', -1) <= 0 then
-    redis.call('DEL', kw)
-    return 0
-  end
-  redis.call('HSET', kw, 'status', 'failed')
-  redis.call('PEXPIRE', kw, retain_ms)
-  return 0
-end
-`
-
-// casScripts builds the one-window and batch scripts of a compare-and-set
-// function cas(kw, kc, token, shared ARGV...). The one-window script takes
-// KEYS window, claim and ARGV token, shared...; the batch script takes two
-// KEYS per window and ARGV n, shared..., then the n tokens, and returns one
-// result code per window.
-func casScripts(fn string, shared int) (one, batch *redis.Script) {
-	args, bargs := "", ""
-	for i := range shared {
-		args += ", ARGV[" + strconv.Itoa(i+2) + "]"
-		bargs += ", ARGV[" + strconv.Itoa(i+2) + "]"
-	}
-	one = redis.NewScript(fn + `
-return cas(KEYS[1], KEYS[2], ARGV[1]` + args + `)
-`)
-	batch = redis.NewScript(fn + `
-local n = tonumber(ARGV[1])
 local out = {}
-for i = 1, n do
-  out[i] = cas(KEYS[2*i-1], KEYS[2*i], ARGV[` + strconv.Itoa(shared+1) + ` + i]` + bargs + `)
+for i = 1, #KEYS do
+  out[i] = cas(KEYS[i], ARGV[` + string(rune('0'+shared)) + ` + i])
 end
-return out
+return table.concat(out)
 `)
-	return one, batch
 }
 
-// The compare-and-set scripts. Shared arguments: extend claim TTL ms and
-// retention ms; complete retention ms; release and dead-letter reason and
-// retention ms; unclaim retention ms.
+// The compare-and-set scripts and their shared arguments.
 var (
-	extendScript, extendBatchScript     = casScripts(extendFn, 2)
-	completeScript, completeBatchScript = casScripts(completeFn, 1)
-	releaseScript, _                    = casScripts(releaseFn, 2)
-	deadScript, _                       = casScripts(deadFn, 2)
-	unclaimScript, unclaimBatchScript   = casScripts(unclaimFn, 1)
+	// extendBatchScript (claim TTL ms, hold ms) re-creates an expired
+	// claim as long as nobody re-claimed: the token is still the latest
+	// and the window still running.
+	extendBatchScript = casScript(`
+local claim_ms, hold_ms = tonumber(ARGV[1]), ARGV[2]
+`, `
+  local w = redis.call('HMGET', kw, 'status', 'token')
+  if w[1] == 'done' or w[1] == 'dead' then return '1' end
+  if w[1] ~= 'running' or w[2] ~= token then return '2' end
+  redis.call('HSET', kw, 'claim_until_ms', string.format('%d', now + claim_ms))
+  redis.call('PEXPIRE', kw, hold_ms)
+  return '0'
+`, 2)
+
+	// completeBatchScript (retention ms) marks the window done for the
+	// latest token, even if its claim expired (nobody re-claimed). While
+	// the claim is live the record's TTL is still above Retention (the
+	// claim set Retention + ClaimTTL); after it expired, the TTL is set to
+	// Retention.
+	completeBatchScript = casScript(`
+local retain_ms = ARGV[1]
+`, `
+  local w = redis.call('HMGET', kw, 'status', 'token', 'claim_until_ms')
+  if w[1] == 'done' or w[1] == 'dead' then return '1' end
+  if w[1] ~= 'running' or w[2] ~= token then return '2' end
+  redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_s, 'claim_until_ms', '0')
+  if (tonumber(w[3]) or 0) <= now then redis.call('PEXPIRE', kw, retain_ms) end
+  return '0'
+`, 1)
+
+	// releaseBatchScript (reason, retention ms): releasing twice with the
+	// same token is a no-op the second time.
+	releaseBatchScript = casScript(`
+local reason, retain_ms = ARGV[1], ARGV[2]
+`, `
+  local w = redis.call('HMGET', kw, 'status', 'token')
+  if w[1] == 'done' or w[1] == 'dead' then return '1' end
+  if w[2] ~= token then return '2' end
+  if w[1] == 'failed' then return '0' end
+  if w[1] ~= 'running' then return '2' end
+  redis.call('HSET', kw, 'status', 'failed', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
+  redis.call('PEXPIRE', kw, retain_ms)
+  return '0'
+`, 2)
+
+	// deadBatchScript (reason, retention ms) settles a window that was
+	// dead-lettered: terminal like done, so a redelivered record of it is
+	// skipped instead of run again.
+	deadBatchScript = casScript(`
+local reason, retain_ms = ARGV[1], ARGV[2]
+`, `
+  local w = redis.call('HMGET', kw, 'status', 'token')
+  if w[1] == 'done' or w[1] == 'dead' then return '1' end
+  if w[2] ~= token then return '2' end
+  if w[1] ~= 'running' and w[1] ~= 'failed' then return '2' end
+  redis.call('HSET', kw, 'status', 'dead', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
+  redis.call('PEXPIRE', kw, retain_ms)
+  return '0'
+`, 2)
+
+	// unclaimBatchScript (retention ms) undoes a claim whose attempt never
+	// started: the attempt count goes back down, and a window with no
+	// attempts left on record is deleted as if never claimed.
+	unclaimBatchScript = casScript(`
+local retain_ms = ARGV[1]
+`, `
+  local w = redis.call('HMGET', kw, 'status', 'token', 'attempts')
+  if w[1] == 'done' or w[1] == 'dead' then return '1' end
+  if w[1] ~= 'running' or w[2] ~= token then return '2' end
+  local attempts = (tonumber(w[3]) or 0) - 1
+  if attempts <= 0 then
+    redis.call('DEL', kw)
+    return '0'
+  end
+  redis.call('HSET', kw, 'status', 'failed', 'attempts', string.format('%d', attempts), 'claim_until_ms', '0')
+  redis.call('PEXPIRE', kw, retain_ms)
+  return '0'
+`, 1)
 )
 
 // stateScript returns nil when there is no record, otherwise
-// {status, token, attempts, holder, updated_ms, last_error, claim pttl ms}.
-var stateScript = redis.NewScript(`
-local w = redis.call('HMGET', KEYS[1], 'status', 'token', 'attempts', 'holder', 'updated_ms', 'last_error')
+// {status, token, attempts, holder, updated_ms, last_error, claim ms left}.
+var stateScript = redis.NewScript(luaNow + `
+local w = redis.call('HMGET', KEYS[1], 'status', 'token', 'attempts', 'holder', 'updated_ms', 'last_error', 'claim_until_ms')
 if not w[1] then return false end
-local pttl = redis.call('PTTL', KEYS[2])
-if pttl < 0 then pttl = 0 end
-return {w[1], w[2] or '0', tonumber(w[3]) or 0, w[4] or '', tonumber(w[5]) or 0, w[6] or '', pttl}
+local left = 0
+if w[1] == 'running' then left = (tonumber(w[7]) or 0) - now end
+if left < 0 then left = 0 end
+return {w[1], w[2] or '0', tonumber(w[3]) or 0, w[4] or '', tonumber(w[5]) or 0, w[6] or '', left}
 `)
 
 const (
-	resOK     = 0
-	resDone   = 1
-	resFenced = 2
+	resOK     = '0'
+	resDone   = '1'
+	resFenced = '2'
 )

@@ -296,10 +296,30 @@ func Unmarshal(value []byte) (*Message, error) {
 		return nil, &DecodeError{Field: "value", Value: strconv.Itoa(len(value)) + " bytes", Reason: fmt.Sprintf("exceeds the limit of %d bytes", MaxValueBytes), Err: ErrTooLarge}
 	}
 	var w wire
-	// The common case, a valid record of this version, takes one pass.
-	// Anything else is decoded again, version first, so that a future
-	// version's different shape is reported as unsupported rather than as a
-	// confusing field error.
+	// The common case, a valid record of this version as the producer
+	// writes it, takes one pass of the fast decoder. Anything it does not
+	// handle goes to encoding/json, and anything invalid is decoded again,
+	// version first, so that a future version's different shape is
+	// reported as unsupported rather than as a confusing field error.
+	if !w.decodeFast(value) {
+		w = wire{}
+		if err := json.Unmarshal(value, &w); err != nil {
+			return nil, explain(value)
+		}
+	}
+	if w.V != Version {
+		return nil, explain(value)
+	}
+	return w.finish()
+}
+
+// unmarshalReference is Unmarshal with encoding/json only: the definition
+// the fast decoder is tested against.
+func unmarshalReference(value []byte) (*Message, error) {
+	if len(value) > MaxValueBytes {
+		return nil, &DecodeError{Field: "value", Value: strconv.Itoa(len(value)) + " bytes", Reason: fmt.Sprintf("exceeds the limit of %d bytes", MaxValueBytes), Err: ErrTooLarge}
+	}
+	var w wire
 	if err := json.Unmarshal(value, &w); err != nil || w.V != Version {
 		return nil, explain(value)
 	}

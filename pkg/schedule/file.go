@@ -57,7 +57,20 @@ func Load(path string) (*File, error) {
 //	  - name: report
 //	    schedule: "@daily"
 //	    <<: *defaults
+//
+// A large file is decoded a thousand jobs at a time (see parseChunked), so
+// memory while parsing stays close to that of the parsed jobs, not of the
+// whole YAML tree; the result and every error are the same as decoding it
+// whole.
 func Parse(path string, data []byte) (*File, error) {
+	if f, err, ok := parseChunked(path, data, chunkJobs); ok {
+		return f, err
+	}
+	return parseWhole(path, data)
+}
+
+// parseWhole parses data as one YAML tree.
+func parseWhole(path string, data []byte) (*File, error) {
 	p := &fileParser{path: path}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -82,7 +95,40 @@ func Parse(path string, data []byte) (*File, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &ValidationError{File: path, Line: root.Line, Msg: `want a mapping with a top-level "jobs:" list`}
 	}
-	var jobsNode *yaml.Node
+	jobsNode := p.topLevel(root)
+	f := &File{Path: path}
+	switch {
+	case jobsNode == nil:
+		p.fail(root, "jobs", "", `missing; want a top-level "jobs:" list`)
+	case isNull(jobsNode) || jobsNode.Kind == yaml.SequenceNode && len(jobsNode.Content) == 0:
+		p.fail(jobsNode, "jobs", "", "empty; define at least one job")
+	case jobsNode.Kind != yaml.SequenceNode:
+		p.fail(jobsNode, "jobs", "", `want a list of jobs, each starting with "- name: ..."`)
+	default:
+		seen := map[string]firstJob{}
+		for i, n := range jobsNode.Content {
+			p.addJob(f, seen, i, n)
+		}
+	}
+	if len(p.errs) > 0 {
+		return nil, p.joined()
+	}
+	return f, nil
+}
+
+// joined returns the problems found, in file order, as an editor shows
+// them (checks run per node, and top-level keys are checked before the
+// jobs).
+func (p *fileParser) joined() error {
+	slices.SortStableFunc(p.errs, func(a, b error) int {
+		return a.(*ValidationError).Line - b.(*ValidationError).Line
+	})
+	return errors.Join(p.errs...)
+}
+
+// topLevel checks the keys of the file's root mapping and returns the
+// value of "jobs" (nil if absent).
+func (p *fileParser) topLevel(root *yaml.Node) (jobsNode *yaml.Node) {
 	for _, e := range p.mapping(root, "") {
 		switch {
 		case e.key.Value == "jobs":
@@ -93,40 +139,169 @@ func Parse(path string, data []byte) (*File, error) {
 			p.fail(e.key, e.key.Value, "", `unknown top-level key; valid keys: jobs, and x-... keys to hold YAML anchors`)
 		}
 	}
-	f := &File{Path: path}
-	switch {
-	case jobsNode == nil:
-		p.fail(root, "jobs", "", `missing; want a top-level "jobs:" list`)
-	case isNull(jobsNode) || jobsNode.Kind == yaml.SequenceNode && len(jobsNode.Content) == 0:
-		p.fail(jobsNode, "jobs", "", "empty; define at least one job")
-	case jobsNode.Kind != yaml.SequenceNode:
-		p.fail(jobsNode, "jobs", "", `want a list of jobs, each starting with "- name: ..."`)
-	default:
-		type first struct{ line, index int }
-		seen := map[string]first{}
-		for i, n := range jobsNode.Content {
-			j, nameNode := p.job(i, resolve(n))
-			if nameNode == nil {
-				continue
-			}
-			if prev, dup := seen[j.Name]; dup {
-				p.fail(nameNode, fmt.Sprintf("jobs[%d].name", i), j.Name,
-					fmt.Sprintf("duplicate job name: jobs[%d] at line %d has it too; job names must be unique", prev.index, prev.line))
-			} else {
-				seen[j.Name] = first{nameNode.Line, i}
-			}
-			f.Jobs = append(f.Jobs, j)
+	return jobsNode
+}
+
+// firstJob is where a job name was first seen.
+type firstJob struct{ line, index int }
+
+// addJob validates jobs[i] (node n) and adds it to f, reporting a name
+// seen before.
+func (p *fileParser) addJob(f *File, seen map[string]firstJob, i int, n *yaml.Node) {
+	j, nameNode := p.job(i, resolve(n))
+	if nameNode == nil {
+		return
+	}
+	if prev, dup := seen[j.Name]; dup {
+		p.fail(nameNode, fmt.Sprintf("jobs[%d].name", i), j.Name,
+			fmt.Sprintf("duplicate job name: jobs[%d] at line %d has it too; job names must be unique", prev.index, prev.line))
+	} else {
+		seen[j.Name] = firstJob{nameNode.Line, i}
+	}
+	f.Jobs = append(f.Jobs, j)
+}
+
+// chunkJobs is how many jobs Parse decodes at a time.
+const chunkJobs = 1000
+
+// jobsLineRE matches the line that opens the jobs list in a file
+// parseChunked can split.
+var jobsLineRE = regexp.MustCompile(`^jobs:[ \t]*(#.*)?\r?$`)
+
+// parseChunked parses a file of the usual shape without building its
+// whole YAML tree: yaml.v3 can only decode a document whole, and the tree
+// of 100,000 jobs takes a few hundred MB while the jobs take a tenth of
+// that. The usual shape is: comments, blank lines and top-level x-...
+// keys (holding anchors), then a line "jobs:", then the list in block
+// style up to the end of the file. Each chunk of per items is
+// decoded as the file's lines before the list plus the chunk's lines, so
+// anchors of the x-... keys resolve in every chunk; line numbers are
+// shifted back to the file's. ok is false, and the caller must parse the
+// file whole, if the file has another shape, if an item defines an anchor
+// (a later chunk could not see it), or if a chunk does not decode (so a
+// YAML error is reported as for the whole file).
+func parseChunked(path string, data []byte, per int) (f *File, err error, ok bool) {
+	// Line starts, with a sentinel start one past the end.
+	var starts []int
+	for i := 0; i < len(data); {
+		starts = append(starts, i)
+		nl := bytes.IndexByte(data[i:], '\n')
+		if nl < 0 {
+			break
+		}
+		i += nl + 1
+	}
+	starts = append(starts, len(data))
+	nlines := len(starts) - 1
+	line := func(k int) []byte { return bytes.TrimSuffix(data[starts[k-1]:starts[k]], []byte("\n")) } // 1-based
+	blank := func(l []byte) bool {
+		t := bytes.TrimLeft(l, " ")
+		return len(bytes.TrimSpace(t)) == 0 || t[0] == '#'
+	}
+	// The header: up to and including the "jobs:" line.
+	jl := 0
+	for k := 1; k <= nlines && jl == 0; k++ {
+		l := line(k)
+		switch {
+		case blank(l) || l[0] == ' ' || bytes.HasPrefix(l, []byte("x-")):
+		case jobsLineRE.Match(l):
+			jl = k
+		default:
+			return nil, nil, false
 		}
 	}
-	if len(p.errs) > 0 {
-		// In file order, as an editor shows them (checks run per node,
-		// and top-level keys are checked before the jobs).
-		slices.SortStableFunc(p.errs, func(a, b error) int {
-			return a.(*ValidationError).Line - b.(*ValidationError).Line
-		})
-		return nil, errors.Join(p.errs...)
+	if jl == 0 {
+		return nil, nil, false
 	}
-	return f, nil
+	// The items: lines starting with "-" at the list's indentation.
+	var items []int // first line of each item
+	indent := -1
+	for k := jl + 1; k <= nlines; k++ {
+		l := line(k)
+		if blank(l) {
+			continue
+		}
+		ind := len(l) - len(bytes.TrimLeft(l, " "))
+		if l[ind] == '\t' {
+			return nil, nil, false
+		}
+		if indent < 0 {
+			indent = ind
+		}
+		switch {
+		case ind < indent:
+			return nil, nil, false
+		case ind == indent:
+			if l[ind] != '-' || ind+1 < len(l) && l[ind+1] != ' ' && l[ind+1] != '\r' {
+				return nil, nil, false
+			}
+			items = append(items, k)
+		}
+	}
+	if len(items) == 0 {
+		return nil, nil, false
+	}
+
+	p := &fileParser{path: path, header: jl, headerMaps: map[[2]int]bool{}}
+	f = &File{Path: path}
+	seen := map[string]firstJob{}
+	var chunk []byte
+	for c := 0; c*per < len(items); c++ {
+		first, last := c*per, min((c+1)*per, len(items))-1
+		from, to := items[first], nlines // lines of the chunk
+		if c == 0 {
+			from = jl + 1
+		}
+		if last+1 < len(items) {
+			to = items[last+1] - 1
+		}
+		chunk = append(append(chunk[:0], data[:starts[jl]]...), data[starts[from-1]:starts[to]]...)
+		var doc yaml.Node
+		if err := yaml.NewDecoder(bytes.NewReader(chunk)).Decode(&doc); err != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+			return nil, nil, false
+		}
+		root := resolve(doc.Content[0])
+		if root.Kind != yaml.MappingNode || len(root.Content) < 2 {
+			return nil, nil, false
+		}
+		key, list := root.Content[len(root.Content)-2], root.Content[len(root.Content)-1]
+		if key.Value != "jobs" || key.Line != jl || list.Kind != yaml.SequenceNode || len(list.Content) != last-first+1 {
+			return nil, nil, false
+		}
+		shift := from - (jl + 1)
+		for _, n := range list.Content {
+			if !shiftLines(n, shift) {
+				return nil, nil, false
+			}
+		}
+		if c == 0 && p.topLevel(root) != list {
+			return nil, nil, false
+		}
+		for k, n := range list.Content {
+			p.addJob(f, seen, first+k, n)
+		}
+		p.maps, p.busy = nil, nil // drop this chunk's tree
+	}
+	if len(p.errs) > 0 {
+		return nil, p.joined(), true
+	}
+	return f, nil, true
+}
+
+// shiftLines adds shift to the line of n and of every node it contains
+// (not through aliases, which point into the header). It reports false
+// if a node defines an anchor.
+func shiftLines(n *yaml.Node, shift int) bool {
+	if n.Anchor != "" {
+		return false
+	}
+	n.Line += shift
+	for _, c := range n.Content {
+		if !shiftLines(c, shift) {
+			return false
+		}
+	}
+	return true
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -164,6 +339,14 @@ type fileParser struct {
 	maps map[*yaml.Node][]entry // expanded mappings
 	busy map[*yaml.Node]bool    // mappings being expanded
 	locs map[string]*time.Location
+
+	// In parseChunked: the line of "jobs:" (nodes up to it are the
+	// header, decoded again with every chunk), and the header mappings
+	// expanded in an earlier chunk (by line and column), whose problems
+	// were reported then, as parseWhole reports them once.
+	header     int
+	headerMaps map[[2]int]bool
+	mute       int // > 0: fail reports nothing
 }
 
 // location loads a time zone once per file: every time.LoadLocation parses
@@ -185,6 +368,9 @@ func (p *fileParser) location(name string) (*time.Location, error) {
 }
 
 func (p *fileParser) fail(n *yaml.Node, field, value, msg string) {
+	if p.mute > 0 {
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -399,6 +585,14 @@ const maxDepth = 32
 func (p *fileParser) mapping(n *yaml.Node, at string) []entry {
 	if es, done := p.maps[n]; done {
 		return es
+	}
+	if p.header > 0 && n.Line <= p.header {
+		pos := [2]int{n.Line, n.Column}
+		if p.headerMaps[pos] {
+			p.mute++
+			defer func() { p.mute-- }()
+		}
+		p.headerMaps[pos] = true
 	}
 	if p.busy[n] {
 		p.fail(n, at, "", "a merge key refers back to its own mapping")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,57 @@ func redis(b *testing.B) *testenv.Redis {
 	}
 	return r
 }
+
+// redisPID returns the process id of r's server (from INFO), whose CPU
+// use the burst reports.
+func redisPID(b *testing.B, r *testenv.Redis) int {
+	b.Helper()
+	info, err := r.Client().Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			pid, err := strconv.Atoi(v)
+			if err != nil {
+				b.Fatalf("redis INFO process_id:%s: %v", v, err)
+			}
+			return pid
+		}
+	}
+	b.Fatalf("redis INFO server has no process_id")
+	return 0
+}
+
+var machineOnce = sync.OnceValue(func() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = ", Linux " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("machine: %s, %d CPUs%s%s, %s", model, runtime.NumCPU(), mem, kernel, runtime.Version())
+})
+
+// machine describes the machine the figures were measured on: CPU model
+// (from /proc/cpuinfo), CPUs, memory, kernel and Go version.
+func machine() string { return machineOnce() }
 
 // broker starts the embedded broker in this process.
 func broker(b *testing.B) []string {

@@ -168,7 +168,7 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 	time.Sleep(time.Until(until.Add(2 * time.Second))) // the workload is wall-clock time: windows fire each second
 	b.StopTimer()
 	want := jobs * int(d/time.Second)
-	settings := fmt.Sprintf("%d jobs @every 1s for %v (%d windows due), %d partitions, producer process + 1 in-process worker, no-op handler, log level info", jobs, d, want, partitions)
+	settings := fmt.Sprintf("%d jobs @every 1s for %v (%d windows due), %d partitions, producer process + 1 in-process worker, in-process no-op handler that records when it starts, log level info; %s", jobs, d, want, partitions, machine())
 	if got := len(lat.sorted()); got != want {
 		b.Errorf("%d windows executed in the measured period, want %d", got, want)
 	}
@@ -246,6 +246,7 @@ func benchSchedules(b *testing.B, n int) {
 		}
 	}()
 
+	bins(b) // build the binaries first: start-up is measured from the process start
 	started := time.Now()
 	p := start(b, "producer", "publishing as leader",
 		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--partitions", "4",
@@ -265,7 +266,7 @@ func benchSchedules(b *testing.B, n int) {
 	u1 := readUsage(b, pid)
 	b.StopTimer()
 	time.Sleep(2 * time.Second) // windows due just before until become visible
-	settings := fmt.Sprintf("%d schedules (mixed 6-field, @every, hourly, daily; 4 zones), measured over %v, 4 partitions, producer process", n, d)
+	settings := fmt.Sprintf("%d schedules (mixed 6-field, @every, hourly, daily; 4 zones), measured over %v, 4 partitions, producer process; %s", n, d, machine())
 	report(b, "100k schedules: producer start-up to leading", ready.Seconds(), "s", settings)
 	report(b, "100k schedules: producer RSS", float64(u1.rss)/(1<<20), "MiB", settings)
 	report(b, "100k schedules: producer peak RSS", float64(u1.hwm)/(1<<20), "MiB", settings)
@@ -300,7 +301,7 @@ func benchIdle(b *testing.B) {
 	time.Sleep(d) // the workload is idleness over wall-clock time
 	pu1, wu1 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid)
 	b.StopTimer()
-	settings := fmt.Sprintf("over %v after start-up; lease TTL 5s renewed every 1s; group heartbeat 1s; commit interval 1s; defaults otherwise", d)
+	settings := fmt.Sprintf("over %v after start-up; lease TTL 5s renewed every 1s; group heartbeat 1s; commit interval 1s; defaults otherwise; %s", d, machine())
 	report(b, "idle leading producer CPU", 100*float64(pu1.cpu-pu0.cpu)/float64(d), "% of one core", settings)
 	report(b, "idle leading producer RSS", float64(pu1.rss)/(1<<20), "MiB", settings)
 	report(b, "idle worker CPU", 100*float64(wu1.cpu-wu0.cpu)/float64(d), "% of one core", settings)

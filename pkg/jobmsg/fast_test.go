@@ -1,0 +1,117 @@
+package jobmsg
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fastSeeds are values the fast decoder must take (the producer's output
+// and harmless variations of it) and values it must leave to
+// encoding/json; FuzzFastMatchesReference starts from both.
+func fastSeeds(t testing.TB) (taken, left [][]byte) {
+	valid, err := Marshal(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := string(valid)
+	taken = [][]byte{
+		valid,
+		[]byte(" \n\t" + v + "\r\n "),
+		[]byte(strings.Replace(v, `"v":1,`, `"v":1,"extra":{"a":[1,-2.5e+3,true,false,null,"x\"\u00e9"]},`, 1)),
+		[]byte(strings.Replace(v, `"payload":{"url":"http://127.0.0.1:1/hook"}`, `"payload": { "n" : [ 1 , {"é":"ü"} ] , "s":"a\\b" }`, 1)),
+		[]byte(strings.Replace(v, `"job":"report"`, `"job" : "report" `, 1)),
+		[]byte(strings.Replace(v, `"v":1`, `"v":2`, 1)),                           // fast, then explained as unsupported
+		[]byte(strings.Replace(v, `"trigger":"schedule"`, `"trigger":"cron"`, 1)), // fast, then invalid
+		[]byte(strings.Replace(v, `"payload":{"url":"http://127.0.0.1:1/hook"}`, `"payload":[1]`, 1)),
+	}
+	left = [][]byte{
+		[]byte(strings.Replace(v, `"job"`, `"JOB"`, 1)),
+		[]byte(strings.Replace(v, `"job"`, `"jo\u0062"`, 1)),
+		[]byte(strings.Replace(v, `"report"`, `"rep\u006frt"`, 1)),
+		[]byte(strings.Replace(v, `"v":1,`, `"v":1,"v":1,`, 1)),
+		[]byte(strings.Replace(v, `"v":1`, `"v":1.0`, 1)),
+		[]byte(strings.Replace(v, `"v":1`, `"v":"1"`, 1)),
+		[]byte(strings.Replace(v, `"handler":"http"`, `"handler":null`, 1)),
+		[]byte(strings.Replace(v, `"payload":{"url":"http://127.0.0.1:1/hook"}`, `"payload":null`, 1)),
+		[]byte(strings.Replace(v, `"30s"`, `"soon"`, 1)),
+		[]byte(strings.Replace(v, `"max_attempts":3`, `"max_attempts":1e1`, 1)),
+		[]byte(strings.Replace(v, `"start"`, `"Start"`, 1)),
+		[]byte(strings.Replace(v, `"report"`, "\"rep\xffrt\"", 1)),
+		[]byte(strings.Replace(v, `"timeout"`, `"ti\u006deout"`, 1)),
+		[]byte(v + "x"),
+		[]byte(v[:len(v)-1]),
+		[]byte(`{"v":1,"job":"a","k\u212a":1}`),
+		[]byte(`{"v":1,"jo\u212a":1}`),
+		[]byte(`null`),
+		[]byte(``),
+		[]byte(`{"v":1,"x":[` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `]}`),
+	}
+	return taken, left
+}
+
+// TestFastDecoderTakesProducerOutput checks that the fast path is the one
+// taken for what producers write (else the benchmark gain would be a lie)
+// and declines what it must leave to encoding/json.
+func TestFastDecoderTakesProducerOutput(t *testing.T) {
+	taken, left := fastSeeds(t)
+	for _, b := range taken {
+		var w wire
+		if !w.decodeFast(b) {
+			t.Errorf("fast decoder declined %s", b)
+		}
+	}
+	for _, b := range left {
+		var w wire
+		if w.decodeFast(b) {
+			t.Errorf("fast decoder took %s", b)
+		}
+	}
+}
+
+// FuzzFastMatchesReference is the differential test of the fast decoder:
+// whenever it takes a value, encoding/json must decode the same value
+// without error into the same wire; and Unmarshal must give exactly what
+// the encoding/json-only reference gives, message or error text.
+func FuzzFastMatchesReference(f *testing.F) {
+	taken, left := fastSeeds(f)
+	for _, b := range append(taken, left...) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, ref wire
+		if fast.decodeFast(b) {
+			if err := json.Unmarshal(b, &ref); err != nil {
+				t.Fatalf("fast decoder took a value encoding/json rejects (%v): %q", err, b)
+			}
+			if !reflect.DeepEqual(fast, ref) {
+				t.Fatalf("fast decoder disagrees on %q:\nfast %+v\n ref %+v", b, fast, ref)
+			}
+		}
+		m1, err1 := Unmarshal(b)
+		m2, err2 := unmarshalReference(b)
+		if (err1 == nil) != (err2 == nil) || err1 != nil && err1.Error() != err2.Error() {
+			t.Fatalf("errors differ on %q:\n got %v\nwant %v", b, err1, err2)
+		}
+		if !reflect.DeepEqual(m1, m2) {
+			t.Fatalf("messages differ on %q:\n got %+v\nwant %+v", b, m1, m2)
+		}
+	})
+}
+
+// BenchmarkUnmarshalReference is the encoding/json-only decoding, for
+// comparison with BenchmarkFromRecord.
+func BenchmarkUnmarshalReference(b *testing.B) {
+	r, err := Record("jobs", sample())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(r.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := unmarshalReference(r.Value); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
