@@ -3,21 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/lease/kubelease"
 	"github.com/kjob/kjob/pkg/producer"
 )
-
-const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // newElector builds the leader election selected by --lease-backend.
 func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, rdb redis.UniversalClient, log *slog.Logger, onChange func(lease.Event)) (producer.Elector, error) {
@@ -29,31 +22,7 @@ func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew ti
 		}
 		return lease.NewElector(lease.Config{Lock: lock, Holder: id, TTL: ttl, RenewInterval: renew, Logger: log, OnChange: onChange})
 	case "kubernetes":
-		if leaseNS == "" {
-			b, err := os.ReadFile(serviceAccountNamespace)
-			if err != nil {
-				return nil, fmt.Errorf("--lease-namespace is empty and the pod's namespace is unknown (%v): set --lease-namespace", err)
-			}
-			leaseNS = strings.TrimSpace(string(b))
-		}
-		if leaseName == "" {
-			leaseName = "kjob-producer-" + namespace
-		}
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("--lease-backend kubernetes: %w (it uses the pod's service account; run in a cluster)", err)
-		}
-		cl, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("--lease-backend kubernetes: %w", err)
-		}
-		// --lease-ttl is the Lease duration; the leader steps down after
-		// two thirds of it without a renewal; --lease-renew is the retry
-		// period.
-		return kubelease.New(kubelease.Config{
-			Client: cl, Namespace: leaseNS, Name: leaseName, Identity: id,
-			LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log, OnChange: onChange,
-		})
+		return kubeElector(leaseNS, leaseName, namespace, id, ttl, renew, log, onChange)
 	}
 	return nil, fmt.Errorf("--lease-backend %q: want redis or kubernetes", backend)
 }

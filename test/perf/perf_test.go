@@ -173,6 +173,14 @@ func bins(b *testing.B) string {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		// The producer without the Kubernetes Lease backend (and so
+		// without client-go), for the idle-cost comparison.
+		cmd = exec.Command("go", "build", "-tags", "nokubernetes", "-o", filepath.Join(binDir, "producer-lean"), "./cmd/producer")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build -tags nokubernetes: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -246,6 +254,7 @@ func (p *proc) wait(b *testing.B, timeout time.Duration, what string) time.Time 
 type usage struct {
 	cpu      time.Duration // user + system
 	rss, hwm int64         // resident and peak resident bytes
+	anon     int64         // resident anonymous bytes (heap, stacks): RSS without the mapped binary
 }
 
 func readUsage(b *testing.B, pid int) usage {
@@ -275,6 +284,8 @@ func readUsage(b *testing.B, pid int) usage {
 			u.rss = kb << 10
 		case "VmHWM":
 			u.hwm = kb << 10
+		case "RssAnon":
+			u.anon = kb << 10
 		}
 	}
 	return u

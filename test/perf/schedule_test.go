@@ -293,17 +293,26 @@ func benchIdle(b *testing.B) {
 	common := []string{"--brokers", brokers[0], "--redis-url", r.URL(), "--namespace", "bench", "--http-addr", ""}
 	p := start(b, "producer", "publishing as leader", append([]string{"--schedules", schedules}, common...)...)
 	p.wait(b, 60*time.Second, "leadership")
+	// The same producer built with -tags nokubernetes, leading its own
+	// deployment (namespace and transactional id).
+	leanArgs := []string{"--schedules", schedules, "--brokers", brokers[0], "--redis-url", r.URL(), "--namespace", "bench-lean", "--http-addr", ""}
+	pl := start(b, "producer-lean", "publishing as leader", leanArgs...)
+	pl.wait(b, 60*time.Second, "leadership")
 	w := start(b, "worker", "", append([]string{"--group", "bench"}, common...)...)
 	waitStable(b, adm, "bench")
 	time.Sleep(5 * time.Second) // let start-up work finish before measuring
-	pu0, wu0 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid)
+	pu0, wu0, lu0 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid), readUsage(b, pl.cmd.Process.Pid)
 	b.ResetTimer()
 	time.Sleep(d) // the workload is idleness over wall-clock time
-	pu1, wu1 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid)
+	pu1, wu1, lu1 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid), readUsage(b, pl.cmd.Process.Pid)
 	b.StopTimer()
 	settings := fmt.Sprintf("over %v after start-up; lease TTL 5s renewed every 1s; group heartbeat 1s; commit interval 1s; defaults otherwise; %s", d, machine())
 	report(b, "idle leading producer CPU", 100*float64(pu1.cpu-pu0.cpu)/float64(d), "% of one core", settings)
 	report(b, "idle leading producer RSS", float64(pu1.rss)/(1<<20), "MiB", settings)
+	report(b, "idle leading producer RSS, anonymous only (without the mapped binary)", float64(pu1.anon)/(1<<20), "MiB", settings)
+	report(b, "idle leading producer built -tags nokubernetes: CPU", 100*float64(lu1.cpu-lu0.cpu)/float64(d), "% of one core", settings)
+	report(b, "idle leading producer built -tags nokubernetes: RSS", float64(lu1.rss)/(1<<20), "MiB", settings)
 	report(b, "idle worker CPU", 100*float64(wu1.cpu-wu0.cpu)/float64(d), "% of one core", settings)
 	report(b, "idle worker RSS", float64(wu1.rss)/(1<<20), "MiB", settings)
+	report(b, "idle worker RSS, anonymous only", float64(wu1.anon)/(1<<20), "MiB", settings)
 }

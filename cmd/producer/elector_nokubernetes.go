@@ -1,0 +1,17 @@
+//go:build nokubernetes
+
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/producer"
+)
+
+// kubeElector: this binary was built without the Kubernetes Lease backend.
+func kubeElector(string, string, string, string, time.Duration, time.Duration, *slog.Logger, func(lease.Event)) (producer.Elector, error) {
+	return nil, errors.New("--lease-backend kubernetes: this producer was built with -tags nokubernetes, without the Kubernetes Lease backend; use a default build (make build) or --lease-backend redis")
+}
