@@ -486,6 +486,9 @@ func TestKubernetesExampleOverlay(t *testing.T) {
 	if got := named[*corev1.ConfigMap](t, objs, "kjob-config").Data["KJOB_BROKERS"]; got != "my-cluster-kafka-bootstrap.kafka:9093" {
 		t.Errorf("rendered overlay: KJOB_BROKERS %q, want the overlay's brokers", got)
 	}
+	if got := named[*corev1.ConfigMap](t, objs, "kjob-producer-config").Data["KJOB_PARTITIONS"]; got != "24" {
+		t.Errorf("rendered overlay: KJOB_PARTITIONS %q, want the overlay's 24", got)
+	}
 }
 
 func ptrString(p *int32) string {
