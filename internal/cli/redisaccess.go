@@ -48,6 +48,7 @@ type RedisUse struct {
 }
 
 // RedisRole is what one binary does in Redis, for CheckRedisAccess.
+// Build it with ProducerRedisRole or WorkerRedisRole.
 type RedisRole struct {
 	// Name is the role in deploy/SECURITY.md: "producer" or "worker".
 	Name string
@@ -65,7 +66,7 @@ type RedisRole struct {
 	probe probeKeys
 }
 
-// probeKeys are what the single-command probes of narrow work on: a key
+// probeKeys are what the single-command probes of missing work on: a key
 // under the role's pattern that holds nothing (or nothing the probes
 // change), a key that may be incremented, and a channel nobody listens on.
 type probeKeys struct {
