@@ -27,12 +27,17 @@ demo: build
 test: vet
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
+## vet: also compiles and vets the Docker suite (test/containers, build tag
+## containers), which make test does not run: it needs no Docker to compile
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags containers ./test/containers/
 	$(GO) vet -tags nokubernetes ./cmd/producer
 
-## test-containers: the end-to-end scenario on real Apache Kafka and Redis
-## containers (testcontainers-go). Needs a Docker engine; not part of `test`.
+## test-containers: build the image from the Dockerfile and run the
+## end-to-end scenario with producer and worker containers from it on real
+## Apache Kafka and Redis containers (testcontainers-go). Needs a local
+## Docker engine; not part of `test`.
 test-containers:
 	$(GO) test -tags containers $(TEST_FLAGS) ./test/containers/
 

@@ -26,6 +26,7 @@ import (
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 		leaseTTL, renew, txnTimeout, misfireGrace                                                  time.Duration
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
-		checkACLs, metricsJobLabel                                                                 bool
+		checkACLs, checkRedis, metricsJobLabel                                                     bool
 		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
@@ -74,6 +75,7 @@ func run(ctx context.Context, args []string) error {
 	f.Bool(&checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the producer's ACLs (deploy/SECURITY.md)")
 	signOpts.RegisterProducer(f)
 	redisOpts.Register(f)
+	f.Bool(&checkRedis, "redis-check-acls", "KJOB_REDIS_CHECK_ACLS", true, "before starting, run each Redis script and command the producer uses once, on throwaway keys, and stop if the Redis user lacks a permission (deploy/SECURITY.md)")
 	f.String(&leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the leader lease lives: redis, or kubernetes (a coordination.k8s.io Lease, in-cluster credentials)")
 	f.String(&leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default the pod's own, from its service account)")
 	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
@@ -204,6 +206,22 @@ func run(ctx context.Context, args []string) error {
 			st = topic + ".state"
 		}
 		if err := cli.CheckKafkaAccess(ctx, log, brokerList, kafkaOpts, access.Producer(topic, st, txnID)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	if checkRedis {
+		leaseKey := ""
+		if leaseBackend == "redis" {
+			leaseKey = inspect.ProducerLeaseKey(namespace)
+		}
+		role, err := cli.ProducerRedisRole(rdb, redisOpts.User(), namespace, id, leaseKey)
+		if err != nil {
+			return err
+		}
+		if err := cli.CheckRedisAccess(ctx, log, role); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -78,7 +78,7 @@ func TestRunTopicMismatchNamesTheFlag(t *testing.T) {
 	if err := os.WriteFile(schedules, []byte("jobs:\n  - name: nightly\n    schedule: \"@daily\"\n    handler: log\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--schedules", schedules, "--http-addr", "", "--kafka-check-acls=false",
+	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--schedules", schedules, "--http-addr", "", "--kafka-check-acls=false", "--redis-check-acls=false",
 		"--redis-url", "redis://127.0.0.1:1", "--partitions", "3"})
 	want := "--partitions/KJOB_PARTITIONS=3: topic kjob.windows exists but has 2 partitions, configured 3 (set the partitions setting to 2"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {

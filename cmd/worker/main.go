@@ -64,6 +64,7 @@ type config struct {
 func run(ctx context.Context, args []string) error {
 	var c config
 	var controlTopic string
+	var checkRedis bool
 	f := cli.NewFlags("worker", usage)
 	f.String(&c.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
 	f.String(&c.topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic the producer publishes windows to")
@@ -77,6 +78,7 @@ func run(ctx context.Context, args []string) error {
 	f.Bool(&c.checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the worker's ACLs (deploy/SECURITY.md)")
 	c.signing.RegisterWorker(f)
 	c.redis.Register(f)
+	f.Bool(&checkRedis, "redis-check-acls", "KJOB_REDIS_CHECK_ACLS", true, "before starting, run each Redis script and command the worker uses once, on throwaway keys, and stop if the Redis user lacks a permission (deploy/SECURITY.md)")
 	f.Duration(&c.claimTTL, "claim-ttl", "KJOB_CLAIM_TTL", 6*time.Second, "how long a claim outlives a worker that stopped extending it: a crashed worker's window re-runs after at most this long. "+
 		"Trade-off: a running handler whose claim cannot be extended (Redis unreachable) is cancelled before the claim can expire, after claim-ttl - max(claim-extend, claim-ttl/5) without a successful extend (4s by default), and re-runs once Redis is back; raise it if Redis outages (e.g. a Sentinel failover) last longer than that")
 	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended; must be less than claim-ttl/2 (default claim-ttl/3)")
@@ -165,6 +167,18 @@ func run(ctx context.Context, args []string) error {
 			ctrl = control.DefaultTopic(c.topic)
 		}
 		if err := cli.CheckKafkaAccess(ctx, log, strings.Split(c.brokers, ","), kafkaOpts, access.Worker(c.topic, dlq, ctrl, c.group)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	if checkRedis {
+		role, err := cli.WorkerRedisRole(rdb, c.redis.User(), c.namespace, c.id)
+		if err != nil {
+			return err
+		}
+		if err := cli.CheckRedisAccess(ctx, log, role); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -40,7 +40,7 @@ func TestRunRefusesBadSettings(t *testing.T) {
 			"--heartbeat/KJOB_HEARTBEAT=6s: must be below --session-timeout/KJOB_SESSION_TIMEOUT=6s: set about a third of the session timeout (2s)"},
 		{"library error: namespace", nil, []string{"--namespace", "a b"},
 			`--namespace/KJOB_NAMESPACE=a b: dedupe: Config.Namespace = "a b" contains ' '; use only letters, digits, '_', '.', '-'`},
-		{"library error: grace", nil, []string{"--kafka-check-acls=false", "--http-addr", "", "--grace", "-1s"},
+		{"library error: grace", nil, []string{"--kafka-check-acls=false", "--redis-check-acls=false", "--http-addr", "", "--grace", "-1s"},
 			"--grace/KJOB_GRACE=-1s: worker: Config.Grace = -1s is negative; set a positive duration, or 0 for the default 10s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,7 +69,7 @@ func TestRunDeadLetterTopicMismatchNamesTheFlags(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "kjob.windows.dlq"); err != nil {
 		t.Fatal(err)
 	}
-	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--http-addr", "", "--kafka-check-acls=false", "--redis-url", "redis://127.0.0.1:1"})
+	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--http-addr", "", "--kafka-check-acls=false", "--redis-check-acls=false", "--redis-url", "redis://127.0.0.1:1"})
 	want := `--dlq-topic/KJOB_DLQ_TOPIC="", --replication-factor/KJOB_REPLICATION_FACTOR=1: worker: dead-letter topic: topic kjob.windows.dlq exists but has 2 partitions, configured 1`
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {
 		t.Fatalf("run = %v\nwant it to start with %s", err, want)

@@ -278,6 +278,15 @@ func (o *RedisOptions) Register(f *Flags) {
 	o.Security.register(f)
 }
 
+// User returns the Redis ACL user the URL names ("default" when it names
+// none), for messages.
+func (o RedisOptions) User() string {
+	if opt, err := redis.ParseURL(o.URL); err == nil && opt.Username != "" {
+		return opt.Username
+	}
+	return "default"
+}
+
 // Client returns a go-redis UniversalClient: a single server, a Sentinel
 // failover client or a Cluster client, per the options.
 func (o RedisOptions) Client() (redis.UniversalClient, error) {

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +24,11 @@ import (
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/access"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
@@ -186,22 +192,107 @@ func TestKafkaSecurityFlagErrors(t *testing.T) {
 	}
 }
 
-// Documented Redis ACL users (deploy/SECURITY.md), with test passwords.
-const (
-	redisProducerACL = "kjob-producer on >producer-pw resetkeys ~kjob:{kjob}:* resetchannels &kjob:{kjob}:producer-lease:released -@all +ping +hello +eval +evalsha +get +set +incr +del +pexpire +time +publish +subscribe"
-	redisWorkerACL   = "kjob-worker on >worker-pw resetkeys ~kjob:{kjob:* resetchannels -@all +ping +hello +eval +evalsha +hmget +hset +incrby +pexpire +del +time"
-)
-
-func TestRedisACLsDocumented(t *testing.T) {
+// documentedRedisUsers reads the ACL SETUSER lines of deploy/SECURITY.md:
+// user name → the rest of its line ("on >PASSWORD resetkeys ...").
+func documentedRedisUsers(t *testing.T) map[string]string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "SECURITY.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []string{redisProducerACL, redisWorkerACL} {
-		doc := strings.Replace(strings.Replace(u, ">producer-pw", ">PASSWORD", 1), ">worker-pw", ">PASSWORD", 1)
-		if !strings.Contains(string(b), "ACL SETUSER "+doc) {
-			t.Errorf("deploy/SECURITY.md does not document the tested Redis user %q", "ACL SETUSER "+doc)
+	users := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "ACL SETUSER ")
+		if !ok {
+			continue
 		}
+		name, args, _ := strings.Cut(rest, " ")
+		users[name] = args
+	}
+	for _, u := range []string{"kjob-producer", "kjob-worker"} {
+		if !strings.Contains(users[u], ">PASSWORD") {
+			t.Fatalf("deploy/SECURITY.md: no ACL SETUSER line for %s with >PASSWORD (found %v)", u, users)
+		}
+	}
+	return users
+}
+
+// redisUser returns user's documented ACL SETUSER arguments, verbatim but
+// for the password placeholder, which becomes user + "-pw".
+func redisUser(users map[string]string, user string) string {
+	return user + " " + strings.Replace(users[user], ">PASSWORD", ">"+user+"-pw", 1)
+}
+
+// commandsOf returns the +commands of an ACL SETUSER line.
+func commandsOf(line string) []string {
+	var out []string
+	for _, f := range strings.Fields(line) {
+		if c, ok := strings.CutPrefix(f, "+"); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The commands granted in deploy/SECURITY.md are the ones the Redis
+// access check knows each role needs.
+func TestRedisACLsDocumented(t *testing.T) {
+	users := documentedRedisUsers(t)
+	for user, code := range map[string][]string{"kjob-producer": cli.RedisProducerCommands, "kjob-worker": cli.RedisWorkerCommands} {
+		doc := commandsOf(users[user])
+		if !reflect.DeepEqual(doc, code) {
+			t.Errorf("%s: deploy/SECURITY.md grants %v, internal/cli lists %v: keep them equal", user, doc, code)
+		}
+	}
+}
+
+// luaCalls returns the commands the Lua scripts in the Go files of dir
+// call (redis.call('X' or redis.pcall('X').
+func luaCalls(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z]+)['"]`)
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			if c := strings.ToLower(m[1]); !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no redis.call in %s: has the way scripts are written changed?", dir)
+	}
+	return out
+}
+
+// Every command the lease scripts (producer) and the idempotency scripts
+// (worker) call is granted to the role in deploy/SECURITY.md, whatever the
+// scripts become.
+func TestRedisACLsCoverScripts(t *testing.T) {
+	users := documentedRedisUsers(t)
+	for _, c := range []struct{ user, dir string }{
+		{"kjob-producer", filepath.Join("..", "..", "pkg", "lease")},
+		{"kjob-worker", filepath.Join("..", "..", "pkg", "dedupe")},
+	} {
+		granted := commandsOf(users[c.user])
+		calls := luaCalls(t, c.dir)
+		for _, cmd := range calls {
+			if !slices.Contains(granted, cmd) {
+				t.Errorf("the scripts in %s call %s, which deploy/SECURITY.md does not grant %s: add +%s to its ACL SETUSER line (and to internal/cli)", c.dir, strings.ToUpper(cmd), c.user, cmd)
+			}
+		}
+		t.Logf("%s: scripts call %v", c.user, calls)
 	}
 }
 
@@ -219,17 +310,22 @@ func redisClient(t *testing.T, certs *testenv.Certs, addr, user, pass string) cl
 // TestRolesRunWithDocumentedGrants runs a producer and a worker against a
 // broker that enforces mutual TLS, SCRAM and ACLs, each principal holding
 // exactly its documented grants, and a redis-server that accepts only TLS
-// and the documented ACL users; records are signed and verification is
-// required. A window must be published and run.
+// and the documented ACL users (their ACL SETUSER lines, verbatim); records
+// are signed and verification is required. Both Redis access checks must
+// pass, a window must be published and run, the worker's control agent
+// must apply a seek request, and an unsigned record must reach the
+// dead-letter topic.
 func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	certs := testenv.NewCerts(t)
 	doc := documentedACLs(t)
 	brokers := secureCluster(t, certs,
 		kfake.User(cli.SASLScramSHA512, "kjob-producer", "producer-secret", kfakeACLs(doc["producer"])...),
 		kfake.User(cli.SASLScramSHA256, "kjob-worker", "worker-secret", kfakeACLs(doc["worker"])...))
-	redisAddr := testenv.NewRedisTLS(t, certs, redisProducerACL, redisWorkerACL)
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	users := documentedRedisUsers(t)
+	redisAddr := testenv.NewRedisTLS(t, certs, redisUser(users, "kjob-producer"), redisUser(users, "kjob-worker"))
+	logs := &logBuffer{t: t}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	keysDir := t.TempDir()
@@ -245,17 +341,25 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Producer.
+	// Producer, with the pause list cmd/producer always wires (HKEYS).
 	pOpts := security(t, certs, cli.SASLScramSHA512, "kjob-producer", "producer-secret")
 	if err := cli.CheckKafkaAccess(ctx, log, brokers, pOpts, access.Producer(windows, stateTopic, txnID)); err != nil {
 		t.Fatalf("producer access check with the documented grants: %v", err)
 	}
-	prdb, err := redisClient(t, certs, redisAddr, "kjob-producer", "producer-pw").Client()
+	prdbOpts := redisClient(t, certs, redisAddr, "kjob-producer", "kjob-producer-pw")
+	prdb, err := prdbOpts.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prdb.Close()
-	lock, err := lease.NewRedisLock(prdb, "kjob:{kjob}:producer-lease")
+	prole, err := cli.ProducerRedisRole(prdb, prdbOpts.User(), "kjob", "p1", inspect.ProducerLeaseKey("kjob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.CheckRedisAccess(ctx, log, prole); err != nil {
+		t.Fatalf("producer Redis access check with the documented user: %v", err)
+	}
+	lock, err := lease.NewRedisLock(prdb, inspect.ProducerLeaseKey("kjob"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,16 +367,21 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pauses, err := control.NewPauses(prdb, "kjob")
+	if err != nil {
+		t.Fatal(err)
+	}
 	file, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: tick\n    schedule: \"@every 1s\"\n    handler: tick\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := producer.New(producer.Config{Brokers: brokers, ClientOpts: pOpts, TransactionalID: txnID, Jobs: file.Jobs, Elector: el, Logger: log, Sign: sign})
+	p, err := producer.New(producer.Config{Brokers: brokers, ClientOpts: pOpts, TransactionalID: txnID, Jobs: file.Jobs, Elector: el,
+		Pauses: pauses, Logger: log, Sign: sign})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	runCtx, stop := context.WithCancel(ctx)
 	defer func() { stop(); wg.Wait() }()
 	wg.Add(1)
@@ -284,18 +393,34 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	if err := cli.CheckKafkaAccess(ctx, log, brokers, wOpts, access.Worker(windows, dlqTopic, controlTopic, group)); err != nil {
 		t.Fatalf("worker access check with the documented grants: %v", err)
 	}
-	wrdb, err := redisClient(t, certs, redisAddr, "kjob-worker", "worker-pw").Client()
+	wrdbOpts := redisClient(t, certs, redisAddr, "kjob-worker", "kjob-worker-pw")
+	wrdb, err := wrdbOpts.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wrdb.Close()
+	wrole, err := cli.WorkerRedisRole(wrdb, wrdbOpts.User(), "kjob", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.CheckRedisAccess(ctx, log, wrole); err != nil {
+		t.Fatalf("worker Redis access check with the documented user: %v", err)
+	}
 	store, err := dedupe.New(wrdb, dedupe.Config{Namespace: "kjob"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An unsigned window, written by a principal that may write the topic
+	// but does not hold the signing key: it must be dead-lettered.
+	unsigned := jobmsg.ManualID("tick", time.Now(), "unsigned")
 	var mu sync.Mutex
 	ran := map[string]bool{}
 	var failures []string
+	type at struct {
+		p int32
+		o int64
+	}
+	deadLettered := map[at]bool{} // an unverified record has no window id
 	mux := handler.NewMux()
 	mux.HandleFunc("tick", func(ctx context.Context, j *handler.Job) error {
 		mu.Lock()
@@ -307,10 +432,13 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		Brokers: brokers, ClientOpts: wOpts, Topic: windows, Group: group, Store: store, Handler: mux,
 		WorkerID: "w1", Logger: log, Verify: verify,
 		OnExecuted: func(e worker.Execution) {
-			if e.Outcome != worker.OutcomeDone && e.Outcome != worker.OutcomeSkippedDone {
-				mu.Lock()
-				failures = append(failures, e.Outcome+": "+errString(e.Err))
-				mu.Unlock()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case e.Outcome == worker.OutcomeDeadLettered && (e.WindowID == "" || e.WindowID == unsigned):
+				deadLettered[at{e.Partition, e.Offset}] = true
+			case e.Outcome != worker.OutcomeDone && e.Outcome != worker.OutcomeSkippedDone:
+				failures = append(failures, e.WindowID+": "+e.Outcome+": "+errString(e.Err))
 			}
 		},
 	})
@@ -319,14 +447,72 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
+	// The control agent, as cmd/worker starts it, as the worker principal.
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: brokers, ClientOpts: wOpts, Group: group, Topic: windows,
+		Member: "w1", Seeker: w, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); errs <- agent.Run(runCtx) }()
 	testenv.Eventually(t, 40*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(ran) >= 2
 	}, "the worker runs signed windows with only its documented grants")
+
+	// The operator side (here the superuser, as kjobctl would be with its
+	// own principal) asks the agent to move the worker's partitions back
+	// to the start; the agent seeks and commits as the worker principal
+	// and acknowledges on the control topic.
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, security(t, certs, cli.SASLScramSHA256, "admin", "admin-secret")...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	seekThroughAgent(t, ctx, adm, w)
+
+	rec, err := jobmsg.Record(windows, &jobmsg.Message{
+		ID: unsigned, Job: "tick", Handler: "tick", Window: jobmsg.Window{Start: time.Now().UTC(), End: time.Now().UTC().Add(time.Second)},
+		ScheduledAt: time.Now().UTC(), PublishedAt: time.Now().UTC(), Trigger: jobmsg.TriggerManual, Payload: []byte("{}"),
+		Policy: jobmsg.Policy{Timeout: jobmsg.Duration(time.Minute), MaxAttempts: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return deadLettered[at{rec.Partition, rec.Offset}]
+	}, "the worker dead-letters the unsigned window %s (partition %d offset %d)", unsigned, rec.Partition, rec.Offset)
+	dlq, err := kgo.NewClient(append(adm.Opts(), kgo.ConsumeTopics(dlqTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	found := false
+	dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+	for !found && dctx.Err() == nil {
+		dlq.PollFetches(dctx).EachRecord(func(r *kgo.Record) {
+			found = found || strings.Contains(string(r.Value), unsigned)
+		})
+	}
+	dcancel()
+	if !found {
+		t.Errorf("no record of %s on %s within 20s", unsigned, dlqTopic)
+	}
+	mu.Lock()
+	if ran[unsigned] {
+		t.Errorf("the unsigned window %s ran", unsigned)
+	}
+	mu.Unlock()
+
 	stop()
 	wg.Wait()
-	for range 2 {
+	for range 3 {
 		if err := <-errs; err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -336,6 +522,66 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	if len(failures) > 0 {
 		t.Errorf("windows that did not succeed: %v", failures)
 	}
+	if l := logs.String(); strings.Contains(l, "lacks") || strings.Contains(l, "NOPERM") || strings.Contains(l, "TOPIC_AUTHORIZATION") || strings.Contains(l, "GROUP_AUTHORIZATION") {
+		t.Errorf("permission problems logged with the documented grants:\n%s", l)
+	}
+}
+
+// seekThroughAgent writes seek requests for every partition w owns (to
+// offset 0) until the agent acknowledges one, then checks the committed
+// offsets moved. Requests are re-sent: the agent reads the control topic
+// only from its end as of when it started.
+func seekThroughAgent(t *testing.T, ctx context.Context, adm *kgo.Client, w *worker.Worker) {
+	t.Helper()
+	offsets := map[int32]int64{}
+	for _, p := range w.Assigned() {
+		offsets[p] = 0
+	}
+	if len(offsets) == 0 {
+		t.Fatal("the worker owns no partition")
+	}
+	kadmCl := kadm.NewClient(adm)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		ts, err := kadmCl.ListTopics(ctx, controlTopic)
+		return err == nil && ts.Has(controlTopic)
+	}, "the control agent creates %s as the worker principal", controlTopic)
+	acks, err := kgo.NewClient(append(adm.Opts(), kgo.ConsumeTopics(controlTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acks.Close()
+	deadline := time.Now().Add(40 * time.Second)
+	for acked := map[int32]bool{}; len(acked) < len(offsets); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no seek acknowledged by the control agent within 40s (acked %v of %v)", acked, offsets)
+		}
+		req := &control.SeekRequest{ID: fmt.Sprintf("test-%d", time.Now().UnixNano()), Group: group, Topic: windows, Offsets: offsets, IssuedBy: "test", IssuedAt: time.Now().UTC()}
+		rec, err := req.Record(controlTopic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := adm.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		for pctx.Err() == nil && len(acked) < len(offsets) {
+			acks.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+				if control.Kind(r) != control.KindSeekAck {
+					return
+				}
+				a, err := control.ParseSeekAck(r)
+				if err != nil || a.RequestID != req.ID {
+					return
+				}
+				if a.Error != "" || a.Member != "w1" {
+					t.Errorf("seek ack %+v: want no error, member w1", a)
+				}
+				acked[a.Partition] = true
+			})
+		}
+		cancel()
+	}
+	t.Logf("the control agent applied a seek to %v as the worker principal", offsets)
 }
 
 func errString(err error) string {
@@ -393,6 +639,27 @@ func TestMissingGrantIsNamed(t *testing.T) {
 			})
 		}
 	}
+}
+
+// logBuffer logs to t and keeps what was written, for assertions.
+type logBuffer struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.t.Helper()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 type testWriter struct{ t *testing.T }
