@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build build-lean demo test vet fuzz bench bench-failover soak clean test-containers
+.PHONY: all build build-lean demo test-external test vet fuzz bench bench-failover soak clean test-containers
 
 all: build
 
@@ -26,6 +26,15 @@ demo: build
 ## redis-server is not installed; CI forbids the fallback)
 test: vet
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## test-external: the tests against an external Kafka and Redis, one package
+## at a time. Both must be dedicated to the tests: every test deletes all
+## topics and groups and flushes the Redis db first. KJOB_TEST_BROKERS and
+## KJOB_TEST_REDIS_URL select them; the broker must accept session timeouts
+## down to 10ms (group.min.session.timeout.ms=10).
+test-external:
+	@test -n "$$KJOB_TEST_BROKERS" || { echo "set KJOB_TEST_BROKERS (and KJOB_TEST_REDIS_URL)"; exit 2; }
+	$(GO) test -p 1 $(TEST_FLAGS) $(PKGS)
 
 ## vet: also compiles and vets the Docker suite (test/containers, build tag
 ## containers), which make test does not run: it needs no Docker to compile

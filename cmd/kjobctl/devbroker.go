@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -26,10 +27,13 @@ Usage: kjobctl dev-broker [flags]`
 
 func devBroker(ctx context.Context, args []string, stderr io.Writer) error {
 	var listen, dataDir string
+	var minSession time.Duration
 	f := cli.NewFlags("dev-broker", devBrokerUsage)
 	f.SetOutput(stderr)
 	f.String(&listen, "listen", "KJOB_DEV_BROKER_LISTEN", "127.0.0.1:9092", "host:port to listen on")
 	f.String(&dataDir, "data-dir", "KJOB_DEV_BROKER_DATA_DIR", "", "directory to persist data in (empty: memory only)")
+	f.Duration(&minSession, "group-min-session-timeout", "KJOB_DEV_BROKER_GROUP_MIN_SESSION_TIMEOUT", 6*time.Second,
+		"smallest consumer-group session timeout the broker accepts, as Kafka's group.min.session.timeout.ms (kjob's tests use 100ms and less against an external broker)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -51,6 +55,7 @@ func devBroker(ctx context.Context, args []string, stderr io.Writer) error {
 	if dataDir != "" {
 		opts = append(opts, kfake.DataDir(dataDir))
 	}
+	opts = append(opts, kfake.GroupMinSessionTimeout(minSession))
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("start broker on %s: %w", listen, err)

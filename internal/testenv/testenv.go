@@ -33,7 +33,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/devredis"
 )
@@ -42,13 +44,62 @@ import (
 // when set, otherwise a fresh in-process kfake cluster closed at test end.
 // Topics are not created: the code under test creates what it needs, as it
 // must against a real cluster.
+//
+// An external cluster must be dedicated to the tests and disposable: so
+// that each test starts from an empty cluster, as it does with kfake,
+// Brokers deletes every topic (but Kafka's internal ones) and every
+// consumer group it finds there before the test runs. Run the packages
+// one at a time against it (go test -p 1; make test-external).
 func Brokers(tb testing.TB, opts ...kfake.Opt) []string {
 	tb.Helper()
 	if s := os.Getenv("KJOB_TEST_BROKERS"); s != "" {
-		return strings.Split(s, ",")
+		brokers := strings.Split(s, ",")
+		resetKafka(tb, brokers)
+		return brokers
 	}
 	c := Cluster(tb, opts...)
 	return c.ListenAddrs()
+}
+
+// resetKafka deletes every non-internal topic and every group of the
+// external cluster at brokers, and waits until they are gone.
+func resetKafka(tb testing.TB, brokers []string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatalf("testenv: KJOB_TEST_BROKERS: %v", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		tb.Fatalf("testenv: KJOB_TEST_BROKERS: list groups: %v", err)
+	}
+	if names := groups.Groups(); len(names) > 0 {
+		if _, err := adm.DeleteGroups(ctx, names...); err != nil {
+			tb.Fatalf("testenv: KJOB_TEST_BROKERS: delete groups %v: %v", names, err)
+		}
+	}
+	for {
+		topics, err := adm.ListTopics(ctx)
+		if err != nil {
+			tb.Fatalf("testenv: KJOB_TEST_BROKERS: list topics: %v", err)
+		}
+		names := topics.Names()
+		if len(names) == 0 {
+			return
+		}
+		if _, err := adm.DeleteTopics(ctx, names...); err != nil {
+			tb.Fatalf("testenv: KJOB_TEST_BROKERS: delete topics %v: %v", names, err)
+		}
+		select {
+		case <-ctx.Done():
+			tb.Fatalf("testenv: KJOB_TEST_BROKERS: topics %v still exist after 60s", names)
+		case <-time.After(100 * time.Millisecond): // deletion is asynchronous on a real cluster
+		}
+	}
 }
 
 // Cluster starts an in-process kfake cluster on a free loopback port and
@@ -89,19 +140,32 @@ type Redis struct {
 	port    int
 	durable bool // append-only file, fsync on every write
 
+	external *redis.Options // KJOB_TEST_REDIS_URL
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	mini *devredis.Server
 }
 
 // URL returns a redis:// URL for the server.
-func (r *Redis) URL() string { return "redis://" + r.Addr }
+func (r *Redis) URL() string {
+	if r.external != nil {
+		return os.Getenv("KJOB_TEST_REDIS_URL")
+	}
+	return "redis://" + r.Addr
+}
 
 // Real reports whether this is a real redis-server (started here or external).
 func (r *Redis) Real() bool { return r.mini == nil }
 
 // NewRedis starts a real redis-server for the test (see the package doc for
 // the fallback rules). The server and its client are closed at test end.
+//
+// With KJOB_TEST_REDIS_URL the test uses that Redis instead, which must be
+// dedicated to the tests and disposable: its database is flushed before
+// the test, so each test starts empty as with its own server; Kill and
+// Restart skip the test there. Run the packages one at a time against it
+// (go test -p 1; make test-external).
 func NewRedis(tb testing.TB) *Redis {
 	tb.Helper()
 	if u := os.Getenv("KJOB_TEST_REDIS_URL"); u != "" {
@@ -109,7 +173,15 @@ func NewRedis(tb testing.TB) *Redis {
 		if err != nil {
 			tb.Fatalf("testenv: KJOB_TEST_REDIS_URL=%q: %v", u, err)
 		}
-		return &Redis{Addr: opt.Addr, Kind: "external", tb: tb}
+		r := &Redis{Addr: opt.Addr, Kind: "external", tb: tb, external: opt}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			tb.Fatalf("testenv: KJOB_TEST_REDIS_URL: flush db %d: %v", opt.DB, err)
+		}
+		return r
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -134,16 +206,19 @@ func NewRedis(tb testing.TB) *Redis {
 // NewDurableRedis is NewRedis with persistence: the server writes an
 // append-only file and fsyncs every write, so Kill followed by Restart loses
 // nothing it acknowledged (as a production Redis run with AOF, which kjob
-// requires). It needs a redis-server started here: an external Redis or the
-// miniredis fallback skips the test (fails it when KJOB_TEST_REQUIRE_REDIS=1).
+// requires). It needs a redis-server on PATH, and starts one even when
+// KJOB_TEST_REDIS_URL is set; without one the test is skipped (fails when
+// KJOB_TEST_REQUIRE_REDIS=1): miniredis cannot persist.
 func NewDurableRedis(tb testing.TB) *Redis {
 	tb.Helper()
+	// Even with KJOB_TEST_REDIS_URL the test starts its own server: it
+	// must kill and restart it.
 	bin, err := exec.LookPath("redis-server")
-	if err != nil || os.Getenv("KJOB_TEST_REDIS_URL") != "" {
+	if err != nil {
 		if os.Getenv("KJOB_TEST_REQUIRE_REDIS") == "1" {
-			tb.Fatalf("testenv: KJOB_TEST_REQUIRE_REDIS=1 but no redis-server to start with persistence (install it: apt-get install -y redis-server; unset KJOB_TEST_REDIS_URL)")
+			tb.Fatalf("testenv: KJOB_TEST_REQUIRE_REDIS=1 but no redis-server to start with persistence (install it: apt-get install -y redis-server)")
 		}
-		tb.Skip("testenv: needs a redis-server started by the test (to restart it without data loss); none on PATH or KJOB_TEST_REDIS_URL is set")
+		tb.Skip("testenv: needs a redis-server started by the test (to restart it without data loss); none on PATH")
 	}
 	r := &Redis{Kind: "redis-server (aof)", tb: tb, dir: tb.TempDir(), bin: bin, port: FreePort(tb), durable: true}
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
@@ -154,7 +229,11 @@ func NewDurableRedis(tb testing.TB) *Redis {
 
 // Client returns a new go-redis client for the server, closed at test end.
 func (r *Redis) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	opt := &redis.Options{Addr: r.Addr}
+	if r.external != nil {
+		opt = r.external
+	}
+	c := redis.NewClient(opt)
 	r.tb.Cleanup(func() { c.Close() })
 	return c
 }
@@ -259,6 +338,9 @@ func ExampleRedis() (addr string, stop func(), err error) {
 // Kill stops the server abruptly (SIGKILL). Its data is lost, as in a crash
 // of a server without persistence, unless it came from NewDurableRedis.
 func (r *Redis) Kill() {
+	if r.external != nil {
+		r.tb.Skip("testenv: this test kills Redis, which it cannot do to the external KJOB_TEST_REDIS_URL; not run")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mini != nil {
@@ -275,6 +357,9 @@ func (r *Redis) Kill() {
 // port. Only for a redis-server started here.
 func (r *Redis) Restart() {
 	r.tb.Helper()
+	if r.external != nil {
+		r.tb.Skip("testenv: this test restarts Redis, which it cannot do to the external KJOB_TEST_REDIS_URL; not run")
+	}
 	if r.bin == "" {
 		r.tb.Fatalf("testenv: Restart needs a redis-server started by testenv (have %s)", r.Kind)
 	}
