@@ -146,7 +146,7 @@ func (e *Elector) setLeading(v bool, kind lease.EventKind, reason string) {
 // Run campaigns until ctx is done. Each time this replica acquires the
 // Lease it calls lead with a context cancelled when the Lease is lost or
 // ctx is done; when lead returns (or ctx is done) Run waits for it, then
-// releases the Lease and campaigns again after 2×RetryPeriod, so a standby
+// releases the Lease and campaigns again after 3×RetryPeriod, so a standby
 // takes over if there is one. Run returns nil
 // once ctx is done and lead has returned; lead's errors are logged.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
@@ -160,11 +160,13 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		if err := e.term(kctx, lock, lead); err != nil {
 			return err
 		}
-		// Standbys retry every RetryPeriod (×1.2 at most with jitter):
-		// pausing twice that gives one of them the released Lease.
+		// Standbys retry every RetryPeriod stretched by up to 2.2× with
+		// client-go's jitter (factor 1.2): pausing 3× gives every standby
+		// at least one try at the released Lease before this replica
+		// campaigns again (with 2× it sometimes won its own release back).
 		select {
 		case <-ctx.Done():
-		case <-time.After(2 * e.cfg.RetryPeriod):
+		case <-time.After(3 * e.cfg.RetryPeriod):
 		}
 	}
 	return nil
