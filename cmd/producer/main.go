@@ -17,22 +17,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	ktopic "github.com/kjob/kjob/pkg/topic"
-	"github.com/kjob/kjob/pkg/tracing"
 )
 
 const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.
@@ -135,25 +130,12 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
-	// ask for it (see pkg/tracing).
-	tr, err := tracing.FromEnv(ctx, "kjob-producer")
+	obs, err := cli.Observe(ctx, log, "kjob-producer", rdb, metricsJobLabel)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}()
-	if tr.Enabled() {
-		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	m := metrics.New(reg, metricsOpts(metricsJobLabel)...)
+	defer obs.Close()
+	reg, m := obs.Registry, obs.Metrics
 	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
 	if err != nil {
 		return f.Explain(err, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew", "Config.Holder": "id",
@@ -174,9 +156,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	p, err := producer.New(producer.Config{
-		Brokers: brokerList,
-		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg), kprom.WithClientLabel()))},
-			tr.ClientOpts()...), kafkaOpts...),
+		Brokers:            brokerList,
+		ClientOpts:         append(obs.KafkaOpts(true), kafkaOpts...),
 		Sign:               sign,
 		Topic:              topic,
 		StateTopic:         stateTopic,
@@ -269,12 +250,4 @@ func run(ctx context.Context, args []string) error {
 		return f.Explain(err, map[string]string{"partitions, configured": "partitions", "replication factor": "replication-factor"})
 	}
 	return err
-}
-
-// metricsOpts are the pkg/metrics options the flags select.
-func metricsOpts(jobLabel bool) []metrics.Option {
-	if jobLabel {
-		return nil
-	}
-	return []metrics.Option{metrics.WithoutJobLabel()}
 }

@@ -20,11 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
@@ -33,7 +30,6 @@ import (
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/topic"
-	"github.com/kjob/kjob/pkg/tracing"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -133,29 +129,12 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	// Tracing is off unless OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_*
-	// ask for it (see pkg/tracing).
-	tr, err := tracing.FromEnv(ctx, "kjob-worker")
+	obs, err := cli.Observe(ctx, log, "kjob-worker", rdb, c.metricsJobLabel)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tr.Shutdown(sctx); err != nil {
-			log.Warn("flushing traces failed", "err", err)
-		}
-	}()
-	if tr.Enabled() {
-		log.Info("tracing enabled: spans are exported over OTLP/HTTP")
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	var mopts []metrics.Option
-	if !c.metricsJobLabel {
-		mopts = append(mopts, metrics.WithoutJobLabel())
-	}
-	m := metrics.New(reg, mopts...)
+	defer obs.Close()
+	reg, m, tr := obs.Registry, obs.Metrics, obs.Tracing
 
 	if c.checkACLs {
 		dlq := c.dlq
@@ -186,9 +165,8 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	w, err := worker.New(worker.Config{
-		Brokers: strings.Split(c.brokers, ","),
-		ClientOpts: append(append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Subsystem("kafka"), kprom.Registerer(reg)))},
-			tr.ClientOpts()...), kafkaOpts...),
+		Brokers:             strings.Split(c.brokers, ","),
+		ClientOpts:          append(obs.KafkaOpts(false), kafkaOpts...),
 		Verify:              verify,
 		Topic:               c.topic,
 		Group:               c.group,
