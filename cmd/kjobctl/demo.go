@@ -192,8 +192,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	if err := os.WriteFile(schedules, []byte(fmt.Sprintf(demoSchedules, ledgerURL, ledgerURL)), 0o644); err != nil {
 		return err
 	}
-	d.say("demo: schedules file %s (jobs: heartbeat every 2s and report every 5s call the ledger; slow-sync every 7s sleeps 1.5s)", schedules)
-	d.say("demo: windows of one partition run in order, so a job sharing a partition with slow-sync can wait behind it (see the lateness p99)")
+	d.say("demo: schedules file %s (jobs: heartbeat every 2s and report every 5s call the ledger; export every 7s sleeps 1.5s)", schedules)
+	d.say("demo: windows of one partition run in order: with 3 partitions each job has its own; with fewer, a job sharing one with export waits behind it (see the lateness p99)")
 
 	env := []string{
 		"KJOB_BROKERS=" + broker,
@@ -257,7 +257,12 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	}
 }
 
-const demoSchedules = `# kjob demo schedules: every job calls the demo's ledger through the http handler.
+// demoSchedules are the demo's jobs. With the default 3 partitions the
+// three job names hash (Kafka's murmur2 key partitioner) to partitions 2
+// (heartbeat), 1 (report) and 0 (export), so the slow job holds no other
+// job's windows up.
+const demoSchedules = `# kjob demo schedules: heartbeat and report call the demo's ledger through the
+# http handler; export stands for a slow job (sleeps 1.5 s).
 jobs:
   - name: heartbeat
     schedule: "@every 2s"
@@ -272,7 +277,7 @@ jobs:
     payload: {url: "%s"}
     timeout: 5s
     catchup: 1m
-  - name: slow-sync
+  - name: export
     schedule: "@every 7s"
     handler: sleep
     payload: {duration: 1500ms}
