@@ -325,22 +325,9 @@ func (r *chaosRun) startWorker(extra ...string) *process {
 }
 
 // leader returns the producer that holds the lease by its own logs, among
-// the running ones that are not stopped: of those whose last lease event
-// is an acquisition, the one that acquired it last (a resumed zombie still
-// believes it leads until it notices); nil if none.
+// the running ones that are not stopped (see latestLeader); nil if none.
 func (r *chaosRun) leader() *process {
-	var best *process
-	var bestAt time.Time
-	for _, p := range r.c.producers {
-		if !p.alive() || r.stopped[p] || !leads(p) {
-			continue
-		}
-		at, _ := lastLineTime(p, `msg="lease acquired"`)
-		if best == nil || at.After(bestAt) {
-			best, bestAt = p, at
-		}
-	}
-	return best
+	return latestLeader(r.c.producers, func(p *process) bool { return r.stopped[p] })
 }
 
 func (r *chaosRun) waitLeader(timeout time.Duration) *process {
