@@ -20,7 +20,7 @@ const (
 	foLeaseRenew     = time.Second     // producer --lease-renew default
 	foSessionTimeout = 6 * time.Second // worker --session-timeout default
 	foHeartbeat      = time.Second     // worker --heartbeat default
-	foClaimTTL       = 15 * time.Second
+	foClaimTTL       = 6 * time.Second // worker --claim-ttl default
 )
 
 const failoverSchedules = `jobs:
