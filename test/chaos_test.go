@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,7 +73,8 @@ const (
 	faultStopWorker   = "SIGSTOP worker > session timeout (zombie worker)"
 	faultBroker       = "broker restart"
 	faultRedis        = "redis-server restart"
-	faultCutWorkerTCP = "TCP cut worker <-> Redis"
+	faultCutWorkerTCP = "TCP cut worker <-> Redis (reset)"
+	faultHoleWorker   = "TCP black-hole worker <-> Redis"
 )
 
 // chaosRun is one chaos run's state: the cluster, the fault schedule's
@@ -88,6 +88,17 @@ type chaosRun struct {
 	faults  map[string]int
 	next    int // suffix of the next replacement process
 	proxies map[*process]*tcpProxy
+	// kinds are the fault kinds this run's profile must inject, in the
+	// order of its fault functions.
+	kinds []string
+}
+
+// chaosFault is one kind of fault a profile injects: inject returns
+// whether it was actually injected (false if the cluster offered no
+// target, e.g. no worker mid-handler).
+type chaosFault struct {
+	kind   string
+	inject func() bool
 }
 
 // TestChaos runs the broker, a durable redis-server, 3 producers and 4
@@ -103,7 +114,16 @@ func TestChaos(t *testing.T) {
 	}
 	seed, duration := chaosSettings(t)
 	r := newChaosRun(t, seed, "")
-	r.run(duration, []func(){r.killLeader, r.killWorkerMidHandler, r.stopLeader, r.stopWorker, r.restartBroker, r.restartRedis, r.cutWorkerFromRedis})
+	r.run(duration, []chaosFault{
+		{faultKillLeader, r.killLeader},
+		{faultKillWorker, r.killWorkerMidHandler},
+		{faultStopLeader, r.stopLeader},
+		{faultStopWorker, r.stopWorker},
+		{faultBroker, r.restartBroker},
+		{faultRedis, r.restartRedis},
+		{faultCutWorkerTCP, r.cutWorkerFromRedis},
+		{faultHoleWorker, r.blackholeWorkerFromRedis},
+	})
 }
 
 // TestChaosKafkaErrors is the chaos run against an in-process kfake broker
@@ -120,10 +140,16 @@ func TestChaosKafkaErrors(t *testing.T) {
 	f := &kafkaFaults{}
 	f.install(kc)
 	r := newChaosRun(t, seed, kc.ListenAddrs()[0])
-	r.run(duration, []func(){r.kafkaErrors(&f.commit, faultKafkaCommit), r.kafkaErrors(&f.produce, faultKafkaProduce),
-		r.kafkaErrors(&f.coordinator, faultKafkaCoordinator), r.killLeader, r.killWorkerMidHandler})
+	hits := map[string]*atomic.Int64{faultKafkaCommit: &f.commitHits, faultKafkaProduce: &f.produceHits, faultKafkaCoordinator: &f.coordinatorHits}
+	r.run(duration, []chaosFault{
+		{faultKafkaCommit, r.kafkaErrors(&f.commit, &f.commitHits, faultKafkaCommit)},
+		{faultKafkaProduce, r.kafkaErrors(&f.produce, &f.produceHits, faultKafkaProduce)},
+		{faultKafkaCoordinator, r.kafkaErrors(&f.coordinator, &f.coordinatorHits, faultKafkaCoordinator)},
+		{faultKillLeader, r.killLeader},
+		{faultKillWorker, r.killWorkerMidHandler},
+	})
 	t.Logf("requests answered with an injected error: %d offset commits, %d produces, %d coordinator lookups",
-		f.commitHits.Load(), f.produceHits.Load(), f.coordinatorHits.Load())
+		hits[faultKafkaCommit].Load(), hits[faultKafkaProduce].Load(), hits[faultKafkaCoordinator].Load())
 }
 
 // chaosSettings reads the seed and fault duration from the environment.
@@ -154,6 +180,10 @@ func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	r := &chaosRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,
 		stopped: map[*process]bool{}, faults: map[string]int{}, proxies: map[*process]*tcpProxy{}}
 	r.c = newClusterWith(t, chaosSchedules, chaosPartitions, testenv.NewDurableRedis(t), broker)
+	// Producers log at info. Workers keep the cluster's debug level: a
+	// worker completing windows in a batch logs each one's "window done"
+	// (window, token) only at debug, and the checker needs every
+	// completion; the logs also serve the post-mortem of a failed run.
 	r.c.env = append(r.c.env, "KJOB_LOG_LEVEL=info")
 	r.c.ledger.mu.Lock()
 	r.c.ledger.delay = r.sleepOf
@@ -169,32 +199,50 @@ func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 }
 
 // run injects faults drawn from faults for duration, lets the cluster
-// settle and drain, and judges the history with chaos.Check.
-func (r *chaosRun) run(duration time.Duration, faults []func()) {
+// settle and drain, and judges the history with chaos.Check. It fails the
+// test if a kind of the profile was never injected.
+func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 	t := r.t
+	for _, f := range faults {
+		r.kinds = append(r.kinds, f.kind)
+	}
 	t.Logf("chaos seed %d (replay: KJOB_CHAOS_SEED=%d), faults for %v", r.seed, r.seed, duration)
-	fmt.Fprintf(os.Stderr, "chaos %s: seed %d, faults for %v\n", t.Name(), r.seed, duration)
+	fmt.Fprintf(os.Stderr, "chaos %s: seed %d (replay: KJOB_CHAOS_SEED=%d), faults for %v\n", t.Name(), r.seed, r.seed, duration)
 	testenv.Eventually(t, 90*time.Second, func() bool {
 		return len(r.c.ledger.windows("steady")) >= 3 && len(r.c.ledger.windows("sleepy")) >= 3
 	}, "the cluster did not start executing windows")
 
-	// Every kind once in a seeded order, then kinds drawn at random until
-	// the duration is up: even the short CI profile injects each kind.
-	end := time.Now().Add(duration)
-	for _, k := range r.rng.Perm(len(faults)) {
-		faults[k]()
+	// Every kind once in a seeded order (a kind that found no target is
+	// tried again after the others, up to 3 times), then kinds drawn at
+	// random until the duration is up: even the short CI profile injects
+	// each kind.
+	gap := func() {
 		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
 	}
+	end := time.Now().Add(duration)
+	todo := r.rng.Perm(len(faults))
+	for round := 0; len(todo) > 0 && round < 3; round++ {
+		var missed []int
+		for _, k := range todo {
+			if !faults[k].inject() {
+				missed = append(missed, k)
+			}
+			gap()
+		}
+		todo = missed
+	}
 	for time.Now().Before(end) {
-		faults[r.rng.IntN(len(faults))]()
-		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond)
+		faults[r.rng.IntN(len(faults))].inject()
+		gap()
 	}
 
-	// Faults stop. Give a leader time to be elected and catch up, fix the
-	// end of the "due" range, then stop the producers and let the workers
+	// Faults stop. Wait for any producer to lead and catch up, fix the end
+	// of the "due" range, then stop the producers and let the workers
 	// drain.
 	quiet := time.Now()
-	r.waitLeader(30 * time.Second)
+	if r.waitLeader(30*time.Second) == nil {
+		t.Errorf("no producer leads 30s after faults stopped")
+	}
 	time.Sleep(3 * time.Second) // windows published by the settled leader
 	dueUntil := time.Now().Add(-2 * time.Second)
 	for _, p := range r.c.producers {
@@ -211,25 +259,41 @@ func (r *chaosRun) run(duration time.Duration, faults []func()) {
 	}
 
 	h := r.history(dueUntil, lag)
-	violations := chaos.Check(h)
-	r.report(h, violations)
+	violations, err := chaos.Check(h)
+	r.report(h, violations, err)
+	if err != nil {
+		t.Errorf("chaos seed %d: the checker refused the history: %v", r.seed, err)
+	}
 	for _, v := range violations {
 		t.Errorf("violation %s", v)
 	}
 	if len(violations) > 0 {
 		t.Errorf("chaos seed %d: %d violations (replay: KJOB_CHAOS_SEED=%d)", r.seed, len(violations), r.seed)
 	}
+	for _, k := range r.kinds {
+		if r.faults[k] == 0 {
+			t.Errorf("chaos seed %d: fault %q was never injected", r.seed, k)
+		}
+	}
 }
 
 // kafkaErrors returns a fault that turns on a kind of injected Kafka error
-// for 3-6s.
-func (r *chaosRun) kafkaErrors(on *atomic.Bool, kind string) func() {
-	return func() {
+// for 3-6s; it counts as injected only if a request was answered with the
+// error during the burst.
+func (r *chaosRun) kafkaErrors(on *atomic.Bool, hits *atomic.Int64, kind string) func() bool {
+	return func() bool {
 		d := time.Duration(3000+r.rng.IntN(3000)) * time.Millisecond
+		before := hits.Load()
 		on.Store(true)
 		time.Sleep(d) // the fault is the burst itself
 		on.Store(false)
-		r.fault(kind, "for %v", d)
+		n := hits.Load() - before
+		if n == 0 {
+			r.t.Logf("%s: no request of that kind during %v; not counted", kind, d)
+			return false
+		}
+		r.fault(kind, "for %v: %d requests answered with the error", d, n)
+		return true
 	}
 }
 
@@ -255,34 +319,15 @@ func (r *chaosRun) startProducer() *process {
 
 func (r *chaosRun) startWorker(extra ...string) *process {
 	r.next++
-	env := append([]string{"KJOB_CLAIM_TTL=" + chaosClaimTTL.String(), "KJOB_GRACE=5s",
+	env := append([]string{"KJOB_LOG_LEVEL=debug", "KJOB_CLAIM_TTL=" + chaosClaimTTL.String(), "KJOB_GRACE=5s",
 		"KJOB_SESSION_TIMEOUT=" + chaosSessionTimeout.String()}, extra...)
 	return r.c.startWorker(r.t, fmt.Sprintf("worker-%d", r.next), env...)
 }
 
 // leader returns the producer that holds the lease by its own logs, among
-// the running ones that are not stopped; nil if none.
+// the running ones that are not stopped (see latestLeader); nil if none.
 func (r *chaosRun) leader() *process {
-	for _, p := range r.c.producers {
-		if !p.alive() || r.stopped[p] {
-			continue
-		}
-		p.mu.Lock()
-		leading := false
-		for _, l := range p.lines {
-			switch {
-			case strings.Contains(l, `msg="lease acquired"`):
-				leading = true
-			case strings.Contains(l, `msg="lease lost"`), strings.Contains(l, `msg="lease released"`):
-				leading = false
-			}
-		}
-		p.mu.Unlock()
-		if leading {
-			return p
-		}
-	}
-	return nil
+	return latestLeader(r.c.producers, func(p *process) bool { return r.stopped[p] })
 }
 
 func (r *chaosRun) waitLeader(timeout time.Duration) *process {
@@ -299,15 +344,16 @@ func (r *chaosRun) fault(kind, format string, args ...any) {
 	r.t.Logf("%s fault %s: %s", time.Now().Format("15:04:05.000"), kind, fmt.Sprintf(format, args...))
 }
 
-func (r *chaosRun) killLeader() {
+func (r *chaosRun) killLeader() bool {
 	p := r.waitLeader(15 * time.Second)
 	if p == nil {
 		r.t.Logf("no leader to kill; skipping the fault")
-		return
+		return false
 	}
 	p.kill(r.t)
 	r.fault(faultKillLeader, "%s", p.name)
 	r.startProducer()
+	return true
 }
 
 // busyWorker returns a running, not stopped worker with a handler in
@@ -334,19 +380,20 @@ func (r *chaosRun) busyWorker() (*process, ledgerEntry) {
 	}
 }
 
-func (r *chaosRun) killWorkerMidHandler() {
+func (r *chaosRun) killWorkerMidHandler() bool {
 	w, e := r.busyWorker()
 	if w == nil {
 		r.t.Logf("no worker mid-handler; skipping the fault")
-		return
+		return false
 	}
 	w.kill(r.t)
 	r.fault(faultKillWorker, "%s while it ran %s (token %d)", w.name, e.WindowID, e.FencingToken)
 	if r.proxies[w] != nil {
 		r.startProxiedWorker()
-		return
+		return true
 	}
 	r.startWorker()
+	return true
 }
 
 // startProxiedWorker starts a worker whose Redis connections go through a
@@ -358,43 +405,72 @@ func (r *chaosRun) startProxiedWorker() *process {
 	return w
 }
 
-// cutWorkerFromRedis cuts the proxied worker's Redis link for longer than
-// the claim TTL, then restores it.
-func (r *chaosRun) cutWorkerFromRedis() {
-	for w, px := range r.proxies {
-		if !w.alive() {
-			continue
+// proxiedWorker returns a running, not stopped worker whose Redis link
+// goes through a proxy, and that proxy.
+func (r *chaosRun) proxiedWorker() (*process, *tcpProxy) {
+	for _, w := range r.c.workers {
+		if px := r.proxies[w]; px != nil && w.alive() && !r.stopped[w] {
+			return w, px
 		}
-		d := chaosClaimTTL + 2*time.Second
-		px.cut()
-		time.Sleep(d) // the fault is the cut itself
-		px.restore()
-		r.fault(faultCutWorkerTCP, "%s for %v", w.name, d)
-		return
 	}
-	r.t.Logf("no proxied worker alive; skipping the fault")
+	return nil, nil
 }
 
-func (r *chaosRun) stopLeader() {
+// cutWorkerFromRedis resets the proxied worker's Redis connections and
+// refuses new ones for longer than the claim TTL, then restores the link.
+func (r *chaosRun) cutWorkerFromRedis() bool {
+	w, px := r.proxiedWorker()
+	if w == nil {
+		r.t.Logf("no proxied worker alive; skipping the fault")
+		return false
+	}
+	d := chaosClaimTTL + 2*time.Second
+	px.cut()
+	time.Sleep(d) // the fault is the cut itself
+	px.restore()
+	r.fault(faultCutWorkerTCP, "%s for %v", w.name, d)
+	return true
+}
+
+// blackholeWorkerFromRedis silently drops the proxied worker's Redis
+// traffic (connections stay open, nothing answers) for longer than the
+// claim TTL, then restores the link.
+func (r *chaosRun) blackholeWorkerFromRedis() bool {
+	w, px := r.proxiedWorker()
+	if w == nil {
+		r.t.Logf("no proxied worker alive; skipping the fault")
+		return false
+	}
+	d := chaosClaimTTL + 2*time.Second
+	px.blackhole()
+	time.Sleep(d) // the fault is the silence itself
+	px.restore()
+	r.fault(faultHoleWorker, "%s for %v", w.name, d)
+	return true
+}
+
+func (r *chaosRun) stopLeader() bool {
 	p := r.waitLeader(15 * time.Second)
 	if p == nil {
 		r.t.Logf("no leader to stop; skipping the fault")
-		return
+		return false
 	}
 	d := chaosLeaseTTL + 2*time.Second
 	r.pause(p, d)
 	r.fault(faultStopLeader, "%s for %v", p.name, d)
+	return true
 }
 
-func (r *chaosRun) stopWorker() {
+func (r *chaosRun) stopWorker() bool {
 	w, e := r.busyWorker()
 	if w == nil {
 		r.t.Logf("no worker mid-handler; skipping the fault")
-		return
+		return false
 	}
 	d := chaosSessionTimeout + 2*time.Second
 	r.pause(w, d)
 	r.fault(faultStopWorker, "%s for %v while it ran %s (token %d)", w.name, d, e.WindowID, e.FencingToken)
+	return true
 }
 
 // pause SIGSTOPs p for d, then SIGCONTs it.
@@ -406,17 +482,19 @@ func (r *chaosRun) pause(p *process, d time.Duration) {
 	delete(r.stopped, p)
 }
 
-func (r *chaosRun) restartBroker() {
+func (r *chaosRun) restartBroker() bool {
 	r.c.brokerP.stop(r.t, 20*time.Second)
 	down := time.Now()
 	r.c.startBroker(r.t)
 	r.fault(faultBroker, "down for %v", time.Since(down).Round(time.Millisecond))
+	return true
 }
 
-func (r *chaosRun) restartRedis() {
+func (r *chaosRun) restartRedis() bool {
 	down := time.Now()
 	r.c.redis.Restart()
 	r.fault(faultRedis, "SIGKILL and restart (AOF) in %v", time.Since(down).Round(time.Millisecond))
+	return true
 }
 
 // drain waits until the group's lag is 0 and returns the last lag read
@@ -446,8 +524,11 @@ var doneLine = regexp.MustCompile(`msg="window done".* window=(\S+) .*token=(\d+
 // logged and the store's state of every published window.
 func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 	t := r.t
-	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{}}
-	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, "kjob.windows") {
+	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{},
+		Partitions: chaosPartitions}
+	read := testenv.ReadTopic(t, []string{r.c.broker}, "kjob.windows")
+	h.TopicEnds, h.TopicReadTo = read.Ends, read.ReadTo
+	for _, rec := range read.Records {
 		m, err := jobmsg.FromRecord(rec)
 		if err != nil {
 			t.Errorf("undecodable record at %d/%d: %v", rec.Partition, rec.Offset, err)
@@ -483,6 +564,7 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 		st, err := store.State(ctxTimeout(t, 5*time.Second), p.Window)
 		switch {
 		case errors.Is(err, dedupe.ErrNotFound):
+			h.States[p.Window] = chaos.State{Status: chaos.StatusAbsent}
 		case err != nil:
 			t.Fatalf("state of %s: %v", p.Window, err)
 		default:
@@ -494,7 +576,7 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 
 // report logs the run's figures: seed, windows, attempts, faults per type,
 // verdict.
-func (r *chaosRun) report(h chaos.History, violations []chaos.Violation) {
+func (r *chaosRun) report(h chaos.History, violations []chaos.Violation, checkErr error) {
 	windows := map[string]bool{}
 	for _, p := range h.Published {
 		windows[p.Window] = true
@@ -507,19 +589,21 @@ func (r *chaosRun) report(h chaos.History, violations []chaos.Violation) {
 	for _, n := range perWindow {
 		reruns += n - 1
 	}
-	kinds := make([]string, 0, len(r.faults))
+	kinds := make([]string, 0, len(r.kinds))
 	total := 0
-	for k, n := range r.faults {
-		kinds = append(kinds, fmt.Sprintf("%s: %d", k, n))
-		total += n
+	for _, k := range r.kinds {
+		kinds = append(kinds, fmt.Sprintf("%s: %d", k, r.faults[k]))
+		total += r.faults[k]
 	}
-	sort.Strings(kinds)
-	verdict := "no violations"
-	if len(violations) > 0 {
-		verdict = fmt.Sprintf("%d VIOLATIONS", len(violations))
+	verdict := "checker: no violations"
+	switch {
+	case checkErr != nil:
+		verdict = "checker REFUSED the history: " + checkErr.Error()
+	case len(violations) > 0:
+		verdict = fmt.Sprintf("checker: %d VIOLATIONS", len(violations))
 	}
-	msg := fmt.Sprintf("chaos seed %d: %d windows published, %d handler invocations (%d re-runs), %d completions, %d dead-lettered; %d faults [%s]; %s",
-		r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, strings.Join(kinds, "; "), verdict)
+	msg := fmt.Sprintf("chaos %s seed %d: %d windows published, %d handler invocations (%d re-runs), %d completions, %d dead-lettered; %d faults; %s\nfaults injected per type:\n  %s",
+		r.t.Name(), r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, verdict, strings.Join(kinds, "\n  "))
 	r.t.Log(msg)
 	fmt.Fprintln(os.Stderr, "chaos:", msg)
 }

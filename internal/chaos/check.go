@@ -18,14 +18,30 @@
 //	    is rejected (only the window's latest token completes it);
 //	(e) once faults stop, the group's lag is 0 and every published window
 //	    is settled: done (or dead-lettered), no claim left running.
+//
+// Check refuses to judge incomplete input: an empty ledger, a topic not
+// read to its end, a published window whose store state was not read, an
+// unknown final lag, ... make it return an error wrapping ErrIncomplete that
+// names what is missing, so a run that collected nothing cannot pass
+// vacuously.
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 )
+
+// ErrIncomplete is wrapped by Check's error when the history lacks
+// something the rules need; the error names what.
+var ErrIncomplete = errors.New("chaos: incomplete history")
+
+// StatusAbsent is the State.Status of a window the idempotency store has no
+// record of (it was never claimed). A published window must have a State,
+// absent or not: a missing entry means its state was not read.
+const StatusAbsent = "absent"
 
 // Job describes one scheduled job of the run: an interval schedule.
 type Job struct {
@@ -85,7 +101,8 @@ type Completion struct {
 
 // State is a window's final record in the idempotency store.
 type State struct {
-	// Status is "done", "running", "failed" (or another store status).
+	// Status is "done", "running", "failed", another store status, or
+	// StatusAbsent if the store has no record of the window.
 	Status string
 	// Token is the latest token that claimed the window.
 	Token int64
@@ -102,14 +119,22 @@ type History struct {
 	DueUntil time.Time
 	// Published is the windows topic, read-committed, in any order.
 	Published []Record
+	// Partitions is the windows topic's partition count.
+	Partitions int
+	// TopicEnds are the topic's end offsets per partition when it was
+	// read, and TopicReadTo the offset the reader got to (one past the
+	// last record or transaction marker it consumed). Every partition must
+	// have been read to its end.
+	TopicEnds, TopicReadTo map[int32]int64
 	// DeadLettered holds the window ids found in the dead-letter topic.
 	DeadLettered map[string]bool
 	// Attempts is the ledger.
 	Attempts []Attempt
 	// Completions are the completions workers reported.
 	Completions []Completion
-	// States is the store's final state of every window it knows of; a
-	// published window missing here was never claimed.
+	// States is the store's final state of every published window
+	// (StatusAbsent for one it has no record of) and of any other window
+	// the caller read.
 	States map[string]State
 	// FinalLag is the consumer group's total lag after faults stopped and
 	// the run drained; negative if it could not be read.
@@ -134,8 +159,13 @@ func (v Violation) String() string {
 }
 
 // Check returns every violation of rules (a) to (e) in h, ordered by rule
-// then window. An empty result means the run kept every guarantee.
-func Check(h History) []Violation {
+// then window. No violation and a nil error mean the run kept every
+// guarantee. If h lacks what the rules need, Check judges nothing and
+// returns an error wrapping ErrIncomplete that says what is missing.
+func Check(h History) ([]Violation, error) {
+	if err := complete(h); err != nil {
+		return nil, err
+	}
 	var out []Violation
 	add := func(rule, window, format string, args ...any) {
 		out = append(out, Violation{Rule: rule, Window: window, Detail: fmt.Sprintf(format, args...)})
@@ -150,7 +180,81 @@ func Check(h History) []Violation {
 		}
 		return out[i].Window < out[j].Window
 	})
-	return out
+	return out, nil
+}
+
+// complete returns an error wrapping ErrIncomplete naming every part of h
+// that is missing or unfinished.
+func complete(h History) error {
+	var missing []string
+	miss := func(format string, args ...any) { missing = append(missing, fmt.Sprintf(format, args...)) }
+	if len(h.Jobs) == 0 {
+		miss("no jobs: the checker needs the run's jobs and their intervals")
+	}
+	for _, j := range h.Jobs {
+		if j.Every <= 0 {
+			miss("job %q: Every = %v; the checker needs the job's interval", j.Name, j.Every)
+		}
+	}
+	if h.DueUntil.IsZero() {
+		miss("DueUntil not set: which windows were due is unknown")
+	}
+	if len(h.Published) == 0 {
+		miss("windows topic empty: no published record to judge")
+	}
+	switch {
+	case h.Partitions <= 0:
+		miss("windows topic's partition count not given")
+	case h.TopicEnds == nil:
+		miss("windows topic's end offsets not given: cannot tell it was read to its end")
+	default:
+		for p := int32(0); p < int32(h.Partitions); p++ {
+			end, ok := h.TopicEnds[p]
+			switch {
+			case !ok:
+				miss("windows topic partition %d: end offset not given", p)
+			case h.TopicReadTo[p] < end:
+				miss("windows topic partition %d read to offset %d of %d: not read to its end", p, h.TopicReadTo[p], end)
+			}
+		}
+	}
+	if len(h.Attempts) == 0 {
+		miss("empty ledger: no handler invocation recorded")
+	}
+	if h.States == nil {
+		miss("no idempotency-store (Redis) state")
+	} else {
+		var unread []string
+		seen := map[string]bool{}
+		for _, r := range h.Published {
+			if _, ok := h.States[r.Window]; !ok && !seen[r.Window] {
+				unread = append(unread, r.Window)
+			}
+			seen[r.Window] = true
+		}
+		if len(unread) > 0 {
+			sort.Strings(unread)
+			miss("store (Redis) state of %d published windows not read (first: %s); use StatusAbsent for a window the store does not know", len(unread), unread[0])
+		}
+	}
+	if len(h.Completions) == 0 {
+		done := 0
+		for _, st := range h.States {
+			if st.Status == "done" {
+				done++
+			}
+		}
+		if done > 0 {
+			miss("no completion reported although the store has %d done windows: the workers' completions were not collected", done)
+		}
+	}
+	if h.FinalLag < 0 {
+		miss("final consumer-group lag unknown (could not be read)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrIncomplete, strings.Join(missing, "; "))
 }
 
 type addFunc func(rule, window, format string, args ...any)
@@ -176,10 +280,6 @@ func checkPublished(h History, add addFunc) {
 		rs := byJob[j.Name]
 		if len(rs) == 0 {
 			add("a", "", "job %s: no window published during the run", j.Name)
-			continue
-		}
-		if j.Every <= 0 {
-			add("a", "", "job %s: Every = %v; the checker needs the job's interval", j.Name, j.Every)
 			continue
 		}
 		starts := map[int64]bool{}
@@ -235,7 +335,7 @@ func checkRuns(h History, add addFunc) {
 		st, ok := h.States[id]
 		for _, c := range cs {
 			switch {
-			case !ok:
+			case !ok || st.Status == StatusAbsent:
 				add("d", id, "completion by token %d (%s) but the store has no record of the window", c.Token, c.Worker)
 			case c.Token != st.Token:
 				add("d", id, "completion by token %d (%s) accepted although token %d claimed the window later: a zombie completed", c.Token, c.Worker, st.Token)
@@ -243,33 +343,50 @@ func checkRuns(h History, add addFunc) {
 		}
 	}
 
+	// Rule (c), by fencing token. Tokens come from a counter that only
+	// grows with every claim, so they order the claims: an attempt that
+	// started after another must carry a strictly higher token than every
+	// attempt that started before it, and no attempt may carry a token
+	// above one that completed the window (a done window is never claimed
+	// again).
 	attempts := map[string][]Attempt{}
 	for _, a := range h.Attempts {
 		attempts[a.Window] = append(attempts[a.Window], a)
 	}
 	for id, as := range attempts {
-		sort.SliceStable(as, func(i, j int) bool { return as[i].Start.Before(as[j].Start) })
-		done := h.States[id]
-		for i := 1; i < len(as); i++ {
-			prev, cur := as[i-1], as[i]
-			if cur.Token <= prev.Token {
-				add("c", id, "re-run on %s at %s has token %d, not above the earlier attempt's %d (%s)",
-					cur.Worker, cur.Start.Format(time.RFC3339Nano), cur.Token, prev.Token, prev.Worker)
+		sort.SliceStable(as, func(i, j int) bool {
+			if !as[i].Start.Equal(as[j].Start) {
+				return as[i].Start.Before(as[j].Start)
+			}
+			return as[i].Token < as[j].Token
+		})
+		completed := map[int64]string{}
+		for _, c := range completions[id] {
+			completed[c.Token] = c.Worker
+		}
+		if st, ok := h.States[id]; ok && st.Status == "done" {
+			if _, ok := completed[st.Token]; !ok {
+				completed[st.Token] = "the store"
 			}
 		}
-		if done.Status != "done" {
-			continue
-		}
-		// The completing attempt is the one holding the done token; no
-		// attempt may start after it ended.
-		for _, c := range as {
-			if c.Token != done.Token || c.End.IsZero() {
-				continue
+		top := as[0]
+		for i, cur := range as {
+			if i > 0 && cur.Token <= top.Token {
+				add("c", id, "re-run on %s at %s has token %d, not above the earlier attempt's token %d (%s at %s)",
+					cur.Worker, cur.Start.Format(time.RFC3339Nano), cur.Token, top.Token, top.Worker, top.Start.Format(time.RFC3339Nano))
 			}
-			for _, a := range as {
-				if a.Token != c.Token && a.Start.After(c.End) {
-					add("c", id, "ran again on %s (token %d) after token %d completed it", a.Worker, a.Token, c.Token)
+			if cur.Token > top.Token {
+				top = cur
+			}
+			var below []int64
+			for tok := range completed {
+				if tok < cur.Token {
+					below = append(below, tok)
 				}
+			}
+			if len(below) > 0 {
+				sort.Slice(below, func(i, j int) bool { return below[i] < below[j] })
+				add("c", id, "ran again on %s (token %d) after token %d completed it (%s)", cur.Worker, cur.Token, below[0], completed[below[0]])
 			}
 		}
 	}
@@ -320,9 +437,9 @@ func checkSettled(h History, add addFunc) {
 		if h.DeadLettered[r.Window] {
 			continue
 		}
-		st, ok := h.States[r.Window]
+		st := h.States[r.Window]
 		switch {
-		case !ok:
+		case st.Status == StatusAbsent:
 			add("e", r.Window, "published but never claimed")
 		case st.Status != "done":
 			add("e", r.Window, "stuck: status %q, token %d, claim live %v after faults stopped", st.Status, st.Token, st.ClaimLive)
