@@ -56,7 +56,7 @@ func (w *Worker) processBatch(ctx context.Context, recs []*kgo.Record) (int, err
 		}
 		return 1, nil
 	}
-	b := &batch{w: w, bs: bs, recs: recs}
+	b := &batch{w: w, bs: bs, recs: recs, pending: make([]finished, 0, len(recs))}
 	return b.run(ctx)
 }
 
