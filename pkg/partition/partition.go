@@ -85,6 +85,13 @@ const (
 // because a partition caught up (see Consumer.commitDrained).
 const minDrainCommitGap = 50 * time.Millisecond
 
+// defaultFetchMaxWait is how long a fetch waits for new records (kgo's
+// default is 5s; Config.ClientOpts may set another). A partition whose
+// fetching resumes (see maxQueued) is fetched only once the fetch in
+// flight returns: when the other partitions have no new records, that
+// fetch waits this long, and the resumed partition's backlog with it.
+const defaultFetchMaxWait = 100 * time.Millisecond
+
 // Per-partition buffering: the poll loop pauses fetching a partition whose
 // queue of fetched, unprocessed records reaches maxQueued, and the partition
 // goroutine resumes it once the queue is down to resumeQueued.
@@ -245,7 +252,7 @@ func New(cfg Config) (*Consumer, error) {
 		parts:   map[int32]*part{},
 		drained: make(chan struct{}, 1),
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait)}
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
