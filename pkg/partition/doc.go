@@ -100,7 +100,7 @@
 //
 // # Options
 //
-// New sets FetchMaxWait to 100ms before Config.ClientOpts, which may change
+// New sets FetchMaxWait to 250ms before Config.ClientOpts, which may change
 // it: a partition whose fetching resumes after its queue was long waits for
 // the fetch in flight, which waits up to FetchMaxWait when the other
 // partitions have nothing new (kgo's default of 5s stalled backlogs).

@@ -90,7 +90,7 @@ const minDrainCommitGap = 50 * time.Millisecond
 // fetching resumes (see maxQueued) is fetched only once the fetch in
 // flight returns: when the other partitions have no new records, that
 // fetch waits this long, and the resumed partition's backlog with it.
-const defaultFetchMaxWait = 100 * time.Millisecond
+const defaultFetchMaxWait = 250 * time.Millisecond
 
 // Per-partition buffering: the poll loop pauses fetching a partition whose
 // queue of fetched, unprocessed records reaches maxQueued, and the partition
