@@ -76,43 +76,58 @@ func BenchmarkClaimComplete(b *testing.B) {
 // BenchmarkClaimCompleteBatch claims and completes batches of windows as
 // the worker does for a backlog: 100 windows of one job, 500 windows
 // spread over 25 jobs (a partition's share of the burst workload's 100
-// jobs), and 200 windows over 100 jobs (one script call per job, so two
-// windows per call).
+// jobs), 200 windows over 100 jobs, and 250 windows of 250 jobs (a
+// partition's share of 1,000 jobs due at the same second). Each runs with
+// one script call per job (calls=per-job, as on a Redis Cluster) and with
+// the calls a single server takes (calls=cross-job: one per batch).
 func BenchmarkClaimCompleteBatch(b *testing.B) {
-	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}} {
-		b.Run(fmt.Sprintf("windows=%d/jobs=%d", tc.batch, tc.jobs), func(b *testing.B) {
-			s, _, rdb := newStore(b, Config{})
-			ctx := context.Background()
-			ids := make([]string, tc.batch)
-			tokens := make([]int64, tc.batch)
-			n := 0
-			before := readServerStats(b, rdb)
-			for b.Loop() {
-				for j := range ids {
-					ids[j] = "bench" + strconv.Itoa(n%tc.jobs) + "@" + strconv.Itoa(n)
-					n++
-				}
-				cs, err := s.ClaimBatch(ctx, ids, "w")
-				if err != nil {
-					b.Fatal(err)
-				}
-				for j, c := range cs {
-					if c.Outcome != Claimed {
-						b.Fatalf("claim %s: %+v", ids[j], c)
-					}
-					tokens[j] = c.Token
-				}
-				errs, err := s.CompleteBatch(ctx, ids, tokens)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			reportServer(b, rdb, before, n)
-		})
+	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}, {250, 250}} {
+		for _, mode := range []struct {
+			name    string
+			scripts int32
+		}{{"per-job", scriptsPerJob}, {"cross-job", scriptsCrossJob}} {
+			b.Run(fmt.Sprintf("windows=%d/jobs=%d/calls=%s", tc.batch, tc.jobs, mode.name), func(b *testing.B) {
+				benchClaimComplete(b, tc.batch, tc.jobs, mode.scripts)
+			})
+		}
 	}
+}
+
+func benchClaimComplete(b *testing.B, batch, jobs int, scripts int32) {
+	s, _, rdb := newStore(b, Config{})
+	if scripts == scriptsCrossJob && !s.crossJob(context.Background()) {
+		b.Skip("the server takes no cross-job script calls")
+	}
+	s.scripts.Store(scripts)
+	ctx := context.Background()
+	ids := make([]string, batch)
+	tokens := make([]int64, batch)
+	n := 0
+	before := readServerStats(b, rdb)
+	for b.Loop() {
+		for j := range ids {
+			ids[j] = "bench" + strconv.Itoa(n%jobs) + "@" + strconv.Itoa(n)
+			n++
+		}
+		cs, err := s.ClaimBatch(ctx, ids, "w")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j, c := range cs {
+			if c.Outcome != Claimed {
+				b.Fatalf("claim %s: %+v", ids[j], c)
+			}
+			tokens[j] = c.Token
+		}
+		errs, err := s.CompleteBatch(ctx, ids, tokens)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reportServer(b, rdb, before, n)
 }

@@ -121,6 +121,12 @@ func TestRedisCluster(t *testing.T) {
 	exerciseStore(t, u, "universal")
 }
 
+// TestStandaloneServer runs the same checks against one redis-server, where
+// batches put windows of many jobs into one script call.
+func TestStandaloneServer(t *testing.T) {
+	exerciseStore(t, testenv.NewRedis(t).Client(), "standalone")
+}
+
 // TestRedisSentinel runs the store through a Sentinel-discovered master.
 func TestRedisSentinel(t *testing.T) {
 	s := testenv.NewRedisSentinel(t)

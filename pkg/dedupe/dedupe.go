@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -118,6 +119,9 @@ type Store struct {
 	retainMS  string
 	holdMS    string // Retention + ClaimTTL: the TTL a claim gives its record
 	keyPrefix string // "kjob:{<ns>:"
+
+	scripts    atomic.Int32 // scriptsUnknown, scriptsPerJob or scriptsCrossJob (see crossJob)
+	helloAfter atomic.Int64 // unix ns before which crossJob does not ask the server again
 }
 
 // New returns a Store using client, which may be a single-node, Sentinel or

@@ -59,8 +59,13 @@
 // Every key of a window carries the hash tag {<namespace>:<job>}, where job
 // is the part of the window id before the first '@'. So every key one
 // script touches lives in one Redis Cluster slot, and different jobs spread
-// across the cluster; batch calls make one script call per job, pipelined,
-// whatever the client:
+// across the cluster; batch calls make one script call per job, pipelined.
+// Only on a single server (a *redis.Client whose server answers HELLO with
+// mode "standalone") do they put up to a thousand windows of any jobs into
+// one script call, which costs the server about half as much per window
+// when a batch holds many jobs; a server that refuses such a call as
+// spanning slots (a cluster behind a proxy) does not run it, and the store
+// goes back to one call per job:
 //
 //	kjob:{<ns>:<job>}:w:<id>  hash: status, token, attempts, holder,
 //	                          updated_ms, last_error, claim_until_ms;

@@ -52,56 +52,82 @@ local now_s = string.format('%d', now)
 // (an integer) of a claimed window, whose token is the next one from
 // first token on, or "outcome|token|attempts|claim ms left|holder" for any
 // other.
-var claimBatchScript = redis.NewScript(luaNow + `
+var claimBatchScript = redis.NewScript(luaNow + claimGroupLua + `
+return claim_group(KEYS[1], 2, #KEYS)
+`)
+
+// claimJobsScript claims windows of several jobs in one call, for a server
+// that is not a Redis Cluster node (see Store.crossJob): KEYS are, for
+// each job in turn, its token counter then its window hashes; ARGV owner,
+// claim TTL ms, hold ms, then the number of windows of each job. Each job's
+// windows are decided exactly as by claimBatchScript, and the reply is the
+// concatenation of the replies claimBatchScript would give for each job.
+var claimJobsScript = redis.NewScript(luaNow + claimGroupLua + `
+local reply, k = {}, 1
+for g = 4, #ARGV do
+  local n = tonumber(ARGV[g])
+  local out = claim_group(KEYS[k], k + 1, k + n)
+  for j = 1, n + 1 do reply[#reply + 1] = out[j] end
+  k = k + n + 1
+end
+return reply
+`)
+
+// claimGroupLua defines claim_group(tk, from, to), the body of the claim
+// scripts: it decides the windows KEYS[from..to] of one job, whose token
+// counter is tk, and returns {first token or 0, r_from, ..., r_to} (see
+// claimBatchScript).
+const claimGroupLua = `
 local owner, claim_ms, hold_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local out, todo, first, dups = {false}, {}, {}, {}
-for i = 2, #KEYS do
-  local kw = KEYS[i]
-  local f = first[kw]
-  if f then
-    dups[#dups + 1] = i
-  else
-    first[kw] = i
-    local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
-    local st, attempts = w[1], tonumber(w[3]) or 0
-    local left = 0
-    if st == 'running' then left = (tonumber(w[5]) or 0) - now end
-    if st == 'done' or st == 'dead' then
-      out[i] = '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')
-    elseif left > 0 then
-      out[i] = '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')
+local function claim_group(tk, from, to)
+  local out, todo, first, dups = {0}, {}, {}, {}
+  for i = from, to do
+    local o = i - from + 2
+    local kw = KEYS[i]
+    local f = first[kw]
+    if f then
+      dups[#dups + 1] = o
     else
-      todo[#todo + 1] = i
-      out[i] = attempts + 1
+      first[kw] = o
+      local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
+      local st, attempts = w[1], tonumber(w[3]) or 0
+      local left = 0
+      if st == 'running' then left = (tonumber(w[5]) or 0) - now end
+      if st == 'done' or st == 'dead' then
+        out[o] = '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')
+      elseif left > 0 then
+        out[o] = '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')
+      else
+        todo[#todo + 1] = o
+        out[o] = attempts + 1
+      end
     end
   end
-end
-local tokens = {}
-if #todo > 0 then
-  local tok = redis.call('INCRBY', KEYS[1], #todo) - #todo
-  out[1] = tok + 1
-  local until_s = string.format('%d', now + claim_ms)
-  for _, i in ipairs(todo) do
-    tok = tok + 1
-    local ts = string.format('%d', tok)
-    tokens[i] = ts
-    redis.call('HSET', KEYS[i], 'status', 'running', 'token', ts, 'attempts', string.format('%d', out[i]),
-      'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
-    redis.call('PEXPIRE', KEYS[i], hold_ms)
+  local tokens = {}
+  if #todo > 0 then
+    local tok = redis.call('INCRBY', tk, #todo) - #todo
+    out[1] = tok + 1
+    local until_s = string.format('%d', now + claim_ms)
+    for _, o in ipairs(todo) do
+      tok = tok + 1
+      local ts = string.format('%d', tok)
+      tokens[o] = ts
+      redis.call('HSET', KEYS[from + o - 2], 'status', 'running', 'token', ts, 'attempts', string.format('%d', out[o]),
+        'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
+      redis.call('PEXPIRE', KEYS[from + o - 2], hold_ms)
+    end
   end
-else
-  out[1] = 0
-end
-for _, i in ipairs(dups) do
-  local f = first[KEYS[i]]
-  if tokens[f] then
-    out[i] = '2|' .. tokens[f] .. '|' .. out[f] .. '|' .. ARGV[2] .. '|' .. owner
-  else
-    out[i] = out[f]
+  for _, o in ipairs(dups) do
+    local f = first[KEYS[from + o - 2]]
+    if tokens[f] then
+      out[o] = '2|' .. tokens[f] .. '|' .. out[f] .. '|' .. ARGV[2] .. '|' .. owner
+    else
+      out[o] = out[f]
+    end
   end
+  return out
 end
-return out
-`)
+`
 
 // casScript builds a compare-and-set batch script from the Lua body of
 // cas(kw, token) (returning '0', '1' or '2'), which may use now, now_s and

@@ -21,8 +21,9 @@
 //
 // A record's offset is marked for commit only after Process returned nil
 // for it (or ProcessBatch reported it settled) (kgo.AutoCommitMarks); marks are committed every CommitInterval,
-// and synchronously when partitions are revoked and at shutdown, so the next
-// owner starts right after the last settled record. Records are read with
+// as soon as a partition goroutine has caught up with its fetched records
+// (at most every 50ms), and synchronously when partitions are revoked and at
+// shutdown, so the next owner starts right after the last settled record. Records are read with
 // the read-committed isolation level (records of aborted transactions are
 // never processed), and a group without committed offsets starts at the
 // beginning of the topic.
@@ -98,6 +99,11 @@
 // position reaches the new goroutine.
 //
 // # Options
+//
+// New sets FetchMaxWait to 250ms before Config.ClientOpts, which may change
+// it: a partition whose fetching resumes after its queue was long waits for
+// the fetch in flight, which waits up to FetchMaxWait when the other
+// partitions have nothing new (kgo's default of 5s stalled backlogs).
 //
 // New applies these client options after Config.ClientOpts, so they win:
 // ConsumerGroup, Balancers(CooperativeStickyBalancer), FetchIsolationLevel

@@ -81,6 +81,17 @@ const (
 	leaveTimeout  = 10 * time.Second
 )
 
+// minDrainCommitGap is the least time between two commits requested
+// because a partition caught up (see Consumer.commitDrained).
+const minDrainCommitGap = 50 * time.Millisecond
+
+// defaultFetchMaxWait is how long a fetch waits for new records (kgo's
+// default is 5s; Config.ClientOpts may set another). A partition whose
+// fetching resumes (see maxQueued) is fetched only once the fetch in
+// flight returns: when the other partitions have no new records, that
+// fetch waits this long, and the resumed partition's backlog with it.
+const defaultFetchMaxWait = 250 * time.Millisecond
+
 // Per-partition buffering: the poll loop pauses fetching a partition whose
 // queue of fetched, unprocessed records reaches maxQueued, and the partition
 // goroutine resumes it once the queue is down to resumeQueued.
@@ -220,6 +231,8 @@ type Consumer struct {
 
 	seeks seeker // Seek requests, applied by the poll loop
 
+	drained chan struct{} // a partition caught up with marks to commit (buffered: 1)
+
 	mu      sync.Mutex
 	parts   map[int32]*part
 	base    context.Context // Run's context without its cancellation; nil before Run
@@ -234,11 +247,12 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	c := &Consumer{
-		cfg:   cfg,
-		log:   cfg.Logger.With("topic", cfg.Topic, "group", cfg.Group, "member", cfg.InstanceID),
-		parts: map[int32]*part{},
+		cfg:     cfg,
+		log:     cfg.Logger.With("topic", cfg.Topic, "group", cfg.Group, "member", cfg.InstanceID),
+		parts:   map[int32]*part{},
+		drained: make(chan struct{}, 1),
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait)}
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
@@ -317,10 +331,59 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.base = context.WithoutCancel(ctx)
 	c.mu.Unlock()
 
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		c.commitDrained(ctx)
+	}()
 	c.cl.AddConsumeTopics(c.cfg.Topic)
 	c.poll(ctx)
+	<-committed // ctx is done: it returns at once, or when its commit in flight does
 	c.shutdown()
 	return nil
+}
+
+// commitDrained commits the marked offsets whenever a partition goroutine
+// has caught up (its queue is empty) with new marks, at most once per
+// minDrainCommitGap, until ctx is done. So the end of a backlog or of a
+// tick's windows is committed within milliseconds rather than at the next
+// CommitInterval, and a group's lag reads 0 as soon as the work is done.
+// Like the periodic commits, it commits only marks, i.e. settled records.
+func (c *Consumer) commitDrained(ctx context.Context) {
+	gap := min(minDrainCommitGap, c.cfg.CommitInterval)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.drained:
+		}
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, commitTimeout)
+		err := c.cl.CommitMarkedOffsets(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// The periodic commit tries again within CommitInterval.
+			c.log.Debug("committing marked offsets of a drained partition failed", "err", err)
+		}
+		if err := sleep(ctx, gap-time.Since(start)); err != nil {
+			return
+		}
+	}
+}
+
+// sleep waits d or until ctx is done (returning ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // poll fetches until ctx is done and hands each partition's records to its
@@ -588,6 +651,7 @@ type part struct {
 	queue  []*kgo.Record
 	paused bool // fetching paused because the queue is long
 	lost   bool // lost: mark nothing more
+	dirty  bool // marked since the queue last ran empty
 }
 
 // push queues records (called by the poll loop only) and pauses fetching
@@ -630,7 +694,16 @@ func (p *part) next(max int) ([]*kgo.Record, bool) {
 			p.mu.Unlock()
 			return recs, true
 		}
+		dirty := p.dirty
+		p.dirty = false
 		p.mu.Unlock()
+		if dirty {
+			// Caught up: have what was marked committed now.
+			select {
+			case p.c.drained <- struct{}{}:
+			default: // a commit is requested already
+			}
+		}
 		select {
 		case <-p.wake:
 		case <-p.stop:
@@ -647,6 +720,7 @@ func (p *part) mark(rec *kgo.Record) {
 	p.mu.Lock()
 	if !p.lost {
 		p.c.cl.MarkCommitRecords(rec)
+		p.dirty = true
 	}
 	p.mu.Unlock()
 }

@@ -738,3 +738,31 @@ func TestProcessBatchHaltedOnRevoke(t *testing.T) {
 		t.Fatalf("committed offset %d, want 4", got)
 	}
 }
+
+// A partition that caught up with its records has them committed at once,
+// not at the next CommitInterval: here an hour, so only the commit on
+// catching up can move the group's offsets while the member runs.
+func TestCaughtUpPartitionCommitsAtOnce(t *testing.T) {
+	brokers := cluster(t)
+	createTopic(t, brokers, "t", 2)
+	cl := producer(t, brokers)
+	produce(t, cl, "t", 0, values("a", 0, 30)...)
+	produce(t, cl, "t", 1, values("b", 0, 10)...)
+	l := newLedger()
+	cfg := baseConfig(t, brokers, "g", "t", "m", func(_ context.Context, rec *kgo.Record) error {
+		l.add("m", rec)
+		return nil
+	})
+	cfg.CommitInterval = time.Hour
+	c := newConsumer(t, cfg)
+	run(t, c)
+	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 40 }, "40 records processed (have %d)", l.total())
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		got := committed(t, brokers, "g", "t")
+		return got[0] == 30 && got[1] == 10
+	}, "offsets 30 and 10 committed while the member runs")
+	// More records later: committed as soon as they are processed too.
+	produce(t, cl, "t", 1, values("b", 10, 15)...)
+	testenv.Eventually(t, 20*time.Second, func() bool { return committed(t, brokers, "g", "t")[1] == 15 },
+		"offset 15 of partition 1 committed while the member runs")
+}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -55,7 +56,7 @@ func (w *Worker) processBatch(ctx context.Context, recs []*kgo.Record) (int, err
 		}
 		return 1, nil
 	}
-	b := &batch{w: w, bs: bs, recs: recs}
+	b := &batch{w: w, bs: bs, recs: recs, pending: make([]finished, 0, len(recs))}
 	return b.run(ctx)
 }
 
@@ -191,8 +192,10 @@ func (b *batch) chunk(ctx context.Context, from int, msgs []*jobmsg.Message, cla
 		}
 		switch c.Outcome {
 		case dedupe.Claimed:
-			alog := w.log.With("partition", b.recs[i].Partition, "offset", b.recs[i].Offset, "window", msg.ID, "job", msg.Job, "token", c.Token, "attempt", c.Attempt)
-			res := w.attempt(ctx, b.recs[i], msg, c, proven, alog)
+			rec := b.recs[i]
+			res := w.attempt(ctx, rec, msg, c, proven, func() *slog.Logger {
+				return w.log.With("partition", rec.Partition, "offset", rec.Offset, "window", msg.ID, "job", msg.Job, "token", c.Token, "attempt", c.Attempt)
+			})
 			if res.err == nil && !res.fenced && !res.abandoned && !res.unproven {
 				b.pending = append(b.pending, finished{i: i, msg: msg, c: c, res: res})
 				continue
@@ -263,6 +266,7 @@ func (b *batch) flush(ctx context.Context) error {
 	}
 	k, completed := 0, 0
 	first, last := b.pending[0], b.pending[len(b.pending)-1]
+	debug := w.log.Enabled(ctx, slog.LevelDebug)
 	for _, f := range b.pending {
 		rec := b.recs[f.i]
 		if f.c.Outcome != dedupe.Claimed {
@@ -276,8 +280,10 @@ func (b *batch) flush(ctx context.Context) error {
 			Attempt: f.c.Attempt, Token: f.c.Token, Started: f.res.started, Finished: f.res.finished}
 		if err == nil {
 			completed++
-			w.log.Debug("window done", "partition", rec.Partition, "offset", rec.Offset, "window", f.msg.ID, "job", f.msg.Job, "token", f.c.Token, "attempt", f.c.Attempt,
-				"duration", f.res.finished.Sub(f.res.started), "lateness", f.res.started.Sub(f.msg.ScheduledAt))
+			if debug {
+				w.log.Debug("window done", "partition", rec.Partition, "offset", rec.Offset, "window", f.msg.ID, "job", f.msg.Job, "token", f.c.Token, "attempt", f.c.Attempt,
+					"duration", f.res.finished.Sub(f.res.started), "lateness", f.res.started.Sub(f.msg.ScheduledAt))
+			}
 			e.Outcome = OutcomeDone
 			w.executed(e)
 			b.settled = f.i + 1

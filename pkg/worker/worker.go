@@ -497,7 +497,7 @@ func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 			if age, old := w.beyondHorizon(rec, msg); old {
 				return w.tooOld(ctx, rec, msg, c, age, base, alog)
 			}
-			res = w.attempt(ctx, rec, msg, c, proven, alog)
+			res = w.attempt(ctx, rec, msg, c, proven, func() *slog.Logger { return alog })
 		}
 		e := base
 		e.Attempt, e.Token, e.Started, e.Finished, e.Err = c.Attempt, c.Token, res.started, res.finished, res.err
@@ -756,7 +756,10 @@ type extendResult struct {
 // that deadline, so a hung store delays neither the step-down nor
 // noticing the handler's end. One timer serves both the extends and the
 // deadline.
-func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, proven time.Time, log *slog.Logger) attemptResult {
+//
+// logger returns the attempt's logger; it is called only when something is
+// logged, so a quick successful attempt does not pay for building it.
+func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Message, c dedupe.Claim, proven time.Time, logger func() *slog.Logger) attemptResult {
 	res := attemptResult{started: w.cfg.Now()}
 	now := time.Now()
 	deadline := proven.Add(w.proof)
@@ -779,7 +782,9 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 		hctx, end = w.cfg.OnAttempt(hctx, rec, job)
 		defer func() { end(res.err) }()
 	}
-	log.Debug("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		logger().Debug("running window", "handler", msg.Handler, "lateness", res.started.Sub(msg.ScheduledAt))
+	}
 
 	done := make(chan error, 1) // buffered: an abandoned handler can still send and exit
 	w.running.Add(1)
@@ -824,7 +829,7 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 				}
 				res.unproven = true
 				res.err = fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, w.cfg.Store.ClaimTTL()-w.proof)
-				log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire", "reason", why, "claim_ttl", w.cfg.Store.ClaimTTL())
+				logger().Warn("claim can no longer be proven; cancelling the handler before the claim can expire", "reason", why, "claim_ttl", w.cfg.Store.ClaimTTL())
 				cancelCause(res.err)
 				continue
 			}
@@ -856,19 +861,19 @@ func (w *Worker) attempt(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messa
 			case res.fenced || res.unproven:
 			case r.err == nil:
 				lastErr = nil
-				w.storeUp(log)
+				w.storeUp(logger())
 				if d := r.start.Add(w.proof); d.After(deadline) {
 					deadline = d
 				}
 			case errors.Is(r.err, dedupe.ErrFenced), errors.Is(r.err, dedupe.ErrAlreadyDone):
-				log.Warn("claim lost while the handler runs; cancelling it", "err", r.err)
+				logger().Warn("claim lost while the handler runs; cancelling it", "err", r.err)
 				res.fenced = true
 				cancelCause(fmt.Errorf("claim lost: %w", r.err))
 			default:
 				lastErr = r.err
 				if ctx.Err() == nil {
-					w.storeFailed(log, "extend", r.err)
-					log.Warn("cannot extend the claim; retrying until the step-down deadline", "err", r.err, "deadline_in", time.Until(deadline).Round(time.Millisecond))
+					w.storeFailed(logger(), "extend", r.err)
+					logger().Warn("cannot extend the claim; retrying until the step-down deadline", "err", r.err, "deadline_in", time.Until(deadline).Round(time.Millisecond))
 				}
 			}
 		case <-cancelled:
