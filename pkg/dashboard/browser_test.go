@@ -199,6 +199,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	dir := os.Getenv("KJOB_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("KJOB_TEST_ARTIFACTS=%s: %v", dir, err)
 	}
 	path := filepath.Join(dir, "dashboard.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
