@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/pkg/handler"
 )
 
@@ -50,14 +51,7 @@ func sleepHandler(ctx context.Context, j *handler.Job) error {
 	if err != nil || d < 0 {
 		return fmt.Errorf("sleep handler: payload.duration = %q: want a duration such as \"2s\": %w", p.Duration, handler.ErrPermanent)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // WebhookBody is the JSON body the http handler POSTs.

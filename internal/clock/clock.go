@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -158,4 +159,20 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	close(t.f.changed)
 	t.f.changed = make(chan struct{})
 	return was
+}
+
+// Sleep waits d or until ctx is done, whichever comes first, and returns
+// ctx.Err() in the second case (also when d <= 0 and ctx is done).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

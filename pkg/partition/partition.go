@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/clock"
 )
 
 // ProcessFunc processes one record of a partition the Consumer owns.
@@ -365,24 +367,9 @@ func (c *Consumer) commitDrained(ctx context.Context) {
 			// The periodic commit tries again within CommitInterval.
 			c.log.Debug("committing marked offsets of a drained partition failed", "err", err)
 		}
-		if err := sleep(ctx, gap-time.Since(start)); err != nil {
+		if err := clock.Sleep(ctx, gap-time.Since(start)); err != nil {
 			return
 		}
-	}
-}
-
-// sleep waits d or until ctx is done (returning ctx.Err()).
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/partition"
@@ -412,7 +413,7 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 			return nil, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(w.log, "claim", err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return nil, time.Time{}, err
 		}
 		delay = min(2*delay, retryMax)

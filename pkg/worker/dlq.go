@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/clock"
 )
 
 // Headers the worker adds to a dead-lettered record. The record keeps the
@@ -84,7 +86,7 @@ func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string,
 			w.log.Warn("cannot produce dead letter; retrying, the record is not acknowledged meanwhile",
 				"topic", w.cfg.DeadLetterTopic, "partition", rec.Partition, "offset", rec.Offset, "err", err)
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, retryMax)

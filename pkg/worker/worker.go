@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
@@ -389,7 +390,7 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 			return ctx.Err()
 		}
 		w.log.Warn("cannot reach kafka to check the dead-letter topic; retrying", "topic", w.cfg.DeadLetterTopic, "err", err, "retry_in", delay)
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, 5*time.Second)
@@ -480,7 +481,7 @@ func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 		case dedupe.Busy:
 			wait := min(max(c.Retry, busyMin), busyMax)
 			log.Debug("window busy: another claim is live; waiting", "holder", c.Holder, "token", c.Token, "retry_in", wait)
-			if err := sleep(ctx, wait); err != nil {
+			if err := clock.Sleep(ctx, wait); err != nil {
 				return err
 			}
 			continue
@@ -613,7 +614,7 @@ func (w *Worker) failed(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 	w.release(ctx, msg.ID, c.Token, reason, log)
 	wait := backoff(msg.Policy, c.Attempt)
 	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", msg.Policy.MaxAttempts)
-	if err := sleep(ctx, wait); err != nil {
+	if err := clock.Sleep(ctx, wait); err != nil {
 		return true, err
 	}
 	return false, nil
@@ -660,7 +661,7 @@ func (w *Worker) claim(ctx context.Context, id string, log *slog.Logger) (dedupe
 			return dedupe.Claim{}, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(log, "claim", err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return dedupe.Claim{}, time.Time{}, err
 		}
 		delay = min(2*delay, retryMax)
@@ -687,7 +688,7 @@ func (w *Worker) settle(ctx context.Context, op string, log *slog.Logger, call f
 			return ctx.Err()
 		}
 		w.storeFailed(log, op, err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, retryMax)
@@ -941,20 +942,5 @@ func days(d time.Duration) string {
 func (w *Worker) executed(e Execution) {
 	if w.cfg.OnExecuted != nil {
 		w.cfg.OnExecuted(e)
-	}
-}
-
-// sleep waits d or until ctx is done (returning ctx.Err()).
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
