@@ -344,6 +344,9 @@ func (r *Redis) Kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mini != nil {
+		// The fallback stops listening (and loses its data) like a
+		// killed server; it cannot be restarted.
+		r.mini.Miniredis.Close()
 		return
 	}
 	if r.cmd != nil {
