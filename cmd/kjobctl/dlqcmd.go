@@ -384,7 +384,7 @@ func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
 			n++
 		}
 	}
-	fmt.Fprintf(w, "Would redrive %d dead letters:\n", n)
+	fmt.Fprintf(w, "Would redrive %s:\n", plural(n, "dead letter"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWINDOW\tWINDOW STATE\tACTION")
 	for _, it := range items {

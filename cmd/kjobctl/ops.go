@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,4 +231,12 @@ func fmtOffset(o int64) string {
 		return "-"
 	}
 	return fmt.Sprint(o)
+}
+
+// plural is "1 window", "2 windows": n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

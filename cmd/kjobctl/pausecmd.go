@@ -177,9 +177,9 @@ func renderResume(w io.Writer, output string, r *resumeResult) error {
 		return writeJSON(w, r)
 	}
 	if !r.Executed {
-		fmt.Fprintf(w, "would resume %s (paused since %s); %d windows fell due while paused\n", r.Job, fmtTime(r.PausedSince), r.SkippedWindows)
+		fmt.Fprintf(w, "would resume %s (paused since %s); %s fell due while paused\n", r.Job, fmtTime(r.PausedSince), plural(r.SkippedWindows, "window"))
 	} else {
-		fmt.Fprintf(w, "resumed %s (paused since %s); %d windows fell due while paused", r.Job, fmtTime(r.PausedSince), r.SkippedWindows)
+		fmt.Fprintf(w, "resumed %s (paused since %s); %s fell due while paused", r.Job, fmtTime(r.PausedSince), plural(r.SkippedWindows, "window"))
 		if r.Catchup == nil && r.SkippedWindows > 0 {
 			fmt.Fprint(w, " and are not caught up (resume with --catchup to publish them)")
 		}

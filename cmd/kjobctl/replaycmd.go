@@ -264,7 +264,7 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 		listIDs(w, plan.Rerun)
 	default:
 		if len(plan.Retry) > 0 {
-			fmt.Fprintf(w, "Records of %d failed or dead-lettered windows in the range %s, so they run again:\n", len(plan.Retry), verb)
+			fmt.Fprintf(w, "Records of %s in the range %s, so they run again:\n", plural(len(plan.Retry), "failed or dead-lettered window"), verb)
 			for i, r := range plan.Retry {
 				if i == maxListed {
 					fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(plan.Retry)-maxListed)
