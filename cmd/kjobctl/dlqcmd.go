@@ -322,7 +322,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "Redrove %d dead letters (they stay in %s):\n", len(out), o.dlqTopic)
+		fmt.Fprintf(stdout, "Redrove %s (they stay in %s):\n", plural(len(out), "dead letter"), o.dlqTopic)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tWINDOW\tREPUBLISHED AT")
 		for _, r := range out {
@@ -545,7 +545,7 @@ func renderDLQList(w io.Writer, ls []deadLetter) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d dead letters\n", len(ls))
+	_, err := fmt.Fprintf(w, "%s\n", plural(len(ls), "dead letter"))
 	return err
 }
 

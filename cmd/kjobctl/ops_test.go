@@ -385,7 +385,7 @@ func TestDLQ(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDeadLettered) == 1 }, "%s not dead-lettered", id)
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		code, out, _ := e.kjobctl("dlq", "list")
-		return code == exitOK && strings.Contains(out, id) && strings.Contains(out, "1 dead letters")
+		return code == exitOK && strings.Contains(out, id) && strings.Contains(out, "1 dead letter")
 	}, "dlq list does not show %s", id)
 	code, out, _ = e.kjobctl("dlq", "show", "0")
 	if code != exitOK || !strings.Contains(out, "Reason:         upstream said no") || !strings.Contains(out, "Attempts:       1") || !strings.Contains(out, "Origin:         kjob.windows[") {
@@ -397,7 +397,7 @@ func TestDLQ(t *testing.T) {
 	failing = false
 	mu.Unlock()
 	code, out, stderr = e.kjobctl("dlq", "redrive", "--all", "--execute")
-	if code != exitOK || !strings.Contains(out, "Redrove 1 dead letters") {
+	if code != exitOK || !strings.Contains(out, "Redrove 1 dead letter") {
 		t.Fatalf("redrive: %d\n%s%s", code, out, stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "redriven %s did not run", id)

@@ -181,7 +181,7 @@ func renderResume(w io.Writer, output string, r *resumeResult) error {
 	} else {
 		fmt.Fprintf(w, "resumed %s (paused since %s); %s fell due while paused", r.Job, fmtTime(r.PausedSince), plural(r.SkippedWindows, "window"))
 		if r.Catchup == nil && r.SkippedWindows > 0 {
-			fmt.Fprint(w, " and are not caught up (resume with --catchup to publish them)")
+			fmt.Fprint(w, ", not caught up (resume with --catchup to publish them)")
 		}
 		fmt.Fprintln(w)
 	}

@@ -37,7 +37,7 @@ func TestDLQRedriveOnce(t *testing.T) {
 	failing = false
 	mu.Unlock()
 	code, out, stderr = e.kjobctl("dlq", "redrive", "0", "--execute")
-	if code != exitOK || !strings.HasPrefix(out, "Redrove 1 dead letters (they stay in kjob.windows.dlq):\nID  WINDOW") || !strings.Contains(out, "0   "+id) {
+	if code != exitOK || !strings.HasPrefix(out, "Redrove 1 dead letter (they stay in kjob.windows.dlq):\nID  WINDOW") || !strings.Contains(out, "0   "+id) {
 		t.Fatalf("redrive 0 --execute: exit %d\n%s%s", code, out, stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "redriven %s did not run", id)
@@ -75,7 +75,7 @@ func TestDLQRedriveOnce(t *testing.T) {
 	}
 	// --force runs it again, on purpose.
 	code, out, stderr = e.kjobctl("dlq", "redrive", "0", "--force", "--execute")
-	if code != exitOK || !strings.HasPrefix(out, "Redrove 1 dead letters") {
+	if code != exitOK || !strings.HasPrefix(out, "Redrove 1 dead letter") {
 		t.Fatalf("redrive 0 --force: exit %d\n%s%s", code, out, stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 2 }, "forced redrive of %s did not run", id)

@@ -114,7 +114,7 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	case len(g.Members) == 0:
 		fmt.Fprintf(w, "\nGroup %s: %s, no members (no worker is running; the committed offsets are kept), total lag %d\n", g.Name, g.State, g.TotalLag)
 	default:
-		fmt.Fprintf(w, "\nGroup %s: %s, %d members, total lag %d\n", g.Name, g.State, len(g.Members), g.TotalLag)
+		fmt.Fprintf(w, "\nGroup %s: %s, %s, total lag %d\n", g.Name, g.State, plural(len(g.Members), "member"), g.TotalLag)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MEMBER\tHOST\tPARTITIONS")
 		for _, m := range g.Members {
