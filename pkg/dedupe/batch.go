@@ -95,30 +95,16 @@ func (s *Store) casBatch(ctx context.Context, op string, script *redis.Script, i
 	if len(groups) > 1 && s.crossJob(ctx) {
 		// The compare-and-set scripts take windows of any jobs: one call
 		// per run of groups, each group's windows in order.
-		calls := make([]*batchGroup, 0, 1)
-		for _, run := range bundle(groups) {
-			calls = append(calls, merge(run))
-		}
-		cmds := s.pipelineCmds(ctx, script, calls, func(g *batchGroup) []any { return casArgs(shared, tokens, g) })
 		errs := make([]error, len(ids))
-		var left []*batchGroup
-		for c, cmd := range cmds {
-			if slotError(cmd.Err()) {
-				s.scripts.Store(scriptsPerJob)
-				left = append(left, calls[c].groups...)
-				continue
-			}
-			if err := cmd.Err(); err != nil {
-				return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
-			}
-			if err := casResults(op, ids, calls[c].idx, cmd, errs); err != nil {
-				return nil, err
-			}
+		left, err := s.across(ctx, script, groups, func(g *batchGroup) []any { return casArgs(shared, tokens, g) },
+			func(call *batchGroup, cmd *redis.Cmd) error { return casResults(op, ids, call.idx, cmd, errs) })
+		if err != nil {
+			return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
 		}
 		if len(left) == 0 {
 			return errs, nil
 		}
-		cmds, err = s.pipeline(ctx, script, left, func(g *batchGroup) []any { return casArgs(shared, tokens, g) })
+		cmds, err := s.pipeline(ctx, script, left, func(g *batchGroup) []any { return casArgs(shared, tokens, g) })
 		if err != nil {
 			return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
 		}
@@ -293,18 +279,49 @@ func merge(run []*batchGroup) *batchGroup {
 // standalone): those did not run, and the caller claims them one job per
 // call; from then on the store makes only such calls.
 func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owner string, groups []*batchGroup) ([]*batchGroup, error) {
-	var calls []*batchGroup
-	for _, run := range bundle(groups) {
-		calls = append(calls, merge(run))
-	}
-	cmds := s.pipelineCmds(ctx, claimJobsScript, calls, func(m *batchGroup) []any {
+	args := func(m *batchGroup) []any {
 		args := make([]any, 0, 3+len(m.groups))
 		args = append(args, owner, s.claimMS, s.holdMS)
 		for _, g := range m.groups {
 			args = append(args, len(g.idx))
 		}
 		return args
+	}
+	return s.across(ctx, claimJobsScript, groups, args, func(call *batchGroup, cmd *redis.Cmd) error {
+		a, ok := cmd.Val().([]any)
+		if !ok {
+			return fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
+		}
+		off := 0
+		for _, g := range call.groups {
+			n := len(g.idx) + 1
+			if off+n > len(a) {
+				return fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
+			}
+			if err := parseClaims(out, ids, g.idx, owner, a[off:off+n]); err != nil {
+				return err
+			}
+			off += n
+		}
+		if off != len(a) {
+			return fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
+		}
+		return nil
 	})
+}
+
+// across runs script over groups of several jobs, one call per run of
+// groups (bundle), with the arguments argsOf gives, and hands each call's
+// reply to use. It returns the groups of the calls the server refused
+// because their keys span hash slots (a cluster behind a proxy that
+// reported itself standalone): those did not run, and the caller runs them
+// one job per call; from then on the store makes only such calls.
+func (s *Store) across(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, use func(call *batchGroup, cmd *redis.Cmd) error) ([]*batchGroup, error) {
+	calls := make([]*batchGroup, 0, 1)
+	for _, run := range bundle(groups) {
+		calls = append(calls, merge(run))
+	}
+	cmds := s.pipelineCmds(ctx, script, calls, argsOf)
 	var left []*batchGroup
 	for c, cmd := range cmds {
 		if slotError(cmd.Err()) {
@@ -315,23 +332,8 @@ func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owne
 		if err := cmd.Err(); err != nil {
 			return nil, err
 		}
-		a, ok := cmd.Val().([]any)
-		if !ok {
-			return nil, fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
-		}
-		off := 0
-		for _, g := range calls[c].groups {
-			n := len(g.idx) + 1
-			if off+n > len(a) {
-				return nil, fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
-			}
-			if err := parseClaims(out, ids, g.idx, owner, a[off:off+n]); err != nil {
-				return nil, err
-			}
-			off += n
-		}
-		if off != len(a) {
-			return nil, fmt.Errorf("dedupe: unexpected reply %#v", cmd.Val())
+		if err := use(calls[c], cmd); err != nil {
+			return nil, err
 		}
 	}
 	return left, nil
