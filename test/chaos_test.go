@@ -419,33 +419,30 @@ func (r *chaosRun) proxiedWorker() (*process, *tcpProxy) {
 // cutWorkerFromRedis resets the proxied worker's Redis connections and
 // refuses new ones for longer than the claim TTL, then restores the link.
 func (r *chaosRun) cutWorkerFromRedis() bool {
-	w, px := r.proxiedWorker()
-	if w == nil {
-		r.t.Logf("no proxied worker alive; skipping the fault")
-		return false
-	}
-	d := chaosClaimTTL + 2*time.Second
-	px.cut()
-	time.Sleep(d) // the fault is the cut itself
-	px.restore()
-	r.fault(faultCutWorkerTCP, "%s for %v", w.name, d)
-	return true
+	return r.disturbWorkerRedis(faultCutWorkerTCP, (*tcpProxy).cut)
 }
 
 // blackholeWorkerFromRedis silently drops the proxied worker's Redis
 // traffic (connections stay open, nothing answers) for longer than the
 // claim TTL, then restores the link.
 func (r *chaosRun) blackholeWorkerFromRedis() bool {
+	return r.disturbWorkerRedis(faultHoleWorker, (*tcpProxy).blackhole)
+}
+
+// disturbWorkerRedis applies disturb to the proxied worker's Redis link
+// for longer than the claim TTL, then restores the link, and records the
+// fault as kind.
+func (r *chaosRun) disturbWorkerRedis(kind string, disturb func(*tcpProxy)) bool {
 	w, px := r.proxiedWorker()
 	if w == nil {
 		r.t.Logf("no proxied worker alive; skipping the fault")
 		return false
 	}
 	d := chaosClaimTTL + 2*time.Second
-	px.blackhole()
-	time.Sleep(d) // the fault is the silence itself
+	disturb(px)
+	time.Sleep(d) // the fault is the disturbed link itself
 	px.restore()
-	r.fault(faultHoleWorker, "%s for %v", w.name, d)
+	r.fault(kind, "%s for %v", w.name, d)
 	return true
 }
 

@@ -102,18 +102,22 @@ func BenchmarkFailover(b *testing.B) {
 		f.producer()
 		return at
 	})
-	measure("producer leader SIGSTOP > lease TTL (zombie)", foLeaseTTL+time.Second, "lease TTL + 1s", func() time.Time {
-		p := f.leader()
+	// zombie stops p (SIGSTOP) and resumes it (SIGCONT) only after another
+	// replica executed a window and hold (longer than the lease TTL or
+	// session timeout) has passed: from then on p is a zombie that must
+	// notice it lost its lease or partitions (and is fenced).
+	zombie := func(p *process, hold time.Duration) time.Time {
 		at := time.Now()
 		p.signal(b, syscall.SIGSTOP)
-		// Resume it only after a standby took over: from then on it is a
-		// zombie that must notice it lost the lease (and is fenced).
 		f.waitExecuted(at, 60*time.Second)
-		if d := time.Until(at.Add(foLeaseTTL + 2*time.Second)); d > 0 {
-			time.Sleep(d) // stay stopped for longer than the lease TTL
+		if d := time.Until(at.Add(hold)); d > 0 {
+			time.Sleep(d) // the fault is a pause of this length
 		}
 		p.signal(b, syscall.SIGCONT)
 		return at
+	}
+	measure("producer leader SIGSTOP > lease TTL (zombie)", foLeaseTTL+time.Second, "lease TTL + 1s", func() time.Time {
+		return zombie(f.leader(), foLeaseTTL+2*time.Second)
 	})
 	measure("worker SIGTERM (graceful handover)", 2*time.Second, "< 2s", func() time.Time {
 		w := f.owner()
@@ -130,15 +134,7 @@ func BenchmarkFailover(b *testing.B) {
 		return at
 	})
 	measure("worker SIGSTOP > session timeout (zombie)", foSessionTimeout+2*time.Second, "session timeout + 2s", func() time.Time {
-		w := f.owner()
-		at := time.Now()
-		w.signal(b, syscall.SIGSTOP)
-		f.waitExecuted(at, 60*time.Second)
-		if d := time.Until(at.Add(foSessionTimeout + 2*time.Second)); d > 0 {
-			time.Sleep(d) // stay stopped for longer than the session timeout
-		}
-		w.signal(b, syscall.SIGCONT)
-		return at
+		return zombie(f.owner(), foSessionTimeout+2*time.Second)
 	})
 	measure("broker restart (SIGTERM, same data dir)", 0, "", func() time.Time {
 		at := time.Now()

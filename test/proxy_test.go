@@ -282,18 +282,27 @@ func roundTrip(c net.Conn, r *bufio.Reader, d time.Duration) error {
 	return nil
 }
 
+// dialWorking dials the proxy and checks that a line round-trips through
+// it (when, e.g. "before the cut", names the moment in the failure). The
+// connection is closed when the test ends.
+func dialWorking(t *testing.T, p *tcpProxy, when string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.addr())
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if err := roundTrip(c, r, 5*time.Second); err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	return c, r
+}
+
 func TestProxyResetCut(t *testing.T) {
 	up, _ := echoServer(t)
 	p := newTCPProxy(t, up)
-	c, err := net.Dial("tcp", p.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if err := roundTrip(c, r, 5*time.Second); err != nil {
-		t.Fatalf("before the cut: %v", err)
-	}
+	c, r := dialWorking(t, p, "before the cut")
 	p.cut()
 	var ne net.Error
 	if err := roundTrip(c, r, 5*time.Second); err == nil {
@@ -310,31 +319,16 @@ func TestProxyResetCut(t *testing.T) {
 		t.Fatal("a new connection works during the cut")
 	}
 	p.restore()
-	c3, err := net.Dial("tcp", p.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if err := roundTrip(c3, bufio.NewReader(c3), 5*time.Second); err != nil {
-		t.Fatalf("after restore: %v", err)
-	}
+	dialWorking(t, p, "after restore")
 }
 
 func TestProxyBlackhole(t *testing.T) {
 	up, accepted := echoServer(t)
 	p := newTCPProxy(t, up)
-	c, err := net.Dial("tcp", p.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if err := roundTrip(c, r, 5*time.Second); err != nil {
-		t.Fatalf("before the black-hole: %v", err)
-	}
+	c, r := dialWorking(t, p, "before the black-hole")
 	p.blackhole()
 	// An open connection: the write succeeds, no answer comes.
-	err = roundTrip(c, r, 300*time.Millisecond)
+	err := roundTrip(c, r, 300*time.Millisecond)
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("during the black-hole: %v; want a read timeout (silence, not a reset)", err)

@@ -231,7 +231,8 @@ func NewDurableRedis(tb testing.TB) *Redis {
 func (r *Redis) Client() *redis.Client {
 	opt := &redis.Options{Addr: r.Addr}
 	if r.external != nil {
-		opt = r.external
+		o := *r.external // NewClient fills in defaults: one copy per client
+		opt = &o
 	}
 	c := redis.NewClient(opt)
 	r.tb.Cleanup(func() { c.Close() })

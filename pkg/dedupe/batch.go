@@ -273,11 +273,8 @@ func merge(run []*batchGroup) *batchGroup {
 }
 
 // claimAcross claims the windows of groups (of several jobs) with
-// claimJobsScript, one call per run of groups (bundle), filling out. It
-// returns the groups of the calls the server refused because their keys
-// span hash slots (a cluster behind a proxy that reported itself
-// standalone): those did not run, and the caller claims them one job per
-// call; from then on the store makes only such calls.
+// claimJobsScript, filling out, and returns the groups left to claim one
+// job per call (see across).
 func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owner string, groups []*batchGroup) ([]*batchGroup, error) {
 	args := func(m *batchGroup) []any {
 		args := make([]any, 0, 3+len(m.groups))
@@ -359,7 +356,7 @@ const (
 // with mode "standalone". Cluster and Ring clients, other wrappers, and
 // servers or proxies that do not answer HELLO (or report another mode) get
 // one script call per job, as does a server that refuses a cross-job call
-// as spanning slots (claimAcross). The answer is asked once; if the server
+// as spanning slots (across). The answer is asked once; if the server
 // cannot be reached, this batch goes one job per call and the next batch
 // after a minute asks again.
 func (s *Store) crossJob(ctx context.Context) bool {
