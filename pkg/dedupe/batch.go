@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,106 +51,213 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 	return out, nil
 }
 
-// CompleteBatch completes ids[i] with tokens[i] for every i in one round
-// trip, grouped like ClaimBatch. errs[i] is what Complete would return for
-// ids[i]: nil, ErrAlreadyDone or ErrFenced (wrapped). The second result is
-// an error for the batch as a whole (mismatched lengths, an invalid id,
-// Redis unreachable): then no per-window result is known, and the caller
-// may retry; windows completed by the failed call then report
-// ErrAlreadyDone.
-func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	return s.casBatch(ctx, "complete", completeBatchScript, ids, tokens, s.retainMS)
-}
+// Op is a state transition Settle applies to a window after it was
+// published: every change that follows a claim, and the settlements
+// without a run that overlap policies make.
+type Op uint8
 
-// ExtendBatch extends the claims ids[i] holds with tokens[i], as Extend
-// would, in one round trip: for a worker holding claims on windows it has
-// not started yet. Results are reported as by CompleteBatch.
-func (s *Store) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	return s.casBatch(ctx, "extend", extendBatchScript, ids, tokens, s.claimMS, s.holdMS)
-}
+// The ops. Each is a compare-and-set on the window's record; see Settle.
+const (
+	// OpExtend keeps Token's live claim alive for another ClaimTTL (see
+	// Extend).
+	OpExtend Op = iota + 1
+	// OpComplete marks the window done for Token (see Complete).
+	OpComplete
+	// OpRelease gives up Token's claim after a failed attempt, recording
+	// Reason (see Release).
+	OpRelease
+	// OpDeadLetter settles the window as dead-lettered (see DeadLetter).
+	OpDeadLetter
+	// OpUnclaim gives back Token's claim of an attempt that never started
+	// (see UnclaimBatch).
+	OpUnclaim
+	// OpSkip settles the window as StatusSkipped with Reason: its job's
+	// overlap policy did not run it. With Token 0 it needs no live claim
+	// on the window (ErrBusy otherwise); with a Token, that token's claim
+	// (live, expired or released).
+	OpSkip
+	// OpSupersede settles the window as StatusSuperseded with Reason: a
+	// newer window of its job replaced it. Token as for OpSkip.
+	OpSupersede
+)
 
-// UnclaimBatch gives back claims whose attempts never started (a worker
-// that claimed a batch ahead and then lost its partition), in one round
-// trip. Unlike Release it also takes back the attempt the claim counted, so
-// the window's next claim reports the same attempt number again; a window
-// claimed for the first time is left as if never claimed. The token counter
-// is not rolled back: tokens stay unique. Results are reported as by
-// CompleteBatch.
-func (s *Store) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	return s.casBatch(ctx, "unclaim", unclaimBatchScript, ids, tokens, s.retainMS)
-}
+// opCodes are the ops' letters in settleScript.
+var opCodes = [...]byte{OpExtend: 'e', OpComplete: 'c', OpRelease: 'r', OpDeadLetter: 'd', OpUnclaim: 'u', OpSkip: 's', OpSupersede: 'p'}
 
-// casBatch runs a compare-and-set batch script (see casScript) over ids
-// and tokens, with the shared arguments.
-func (s *Store) casBatch(ctx context.Context, op string, script *redis.Script, ids []string, tokens []int64, shared ...any) ([]error, error) {
-	if len(ids) != len(tokens) {
-		return nil, fmt.Errorf("%s batch: %d ids but %d tokens; pass one token per id", op, len(ids), len(tokens))
+// String returns the op's name, as used in error messages.
+func (o Op) String() string {
+	switch o {
+	case OpExtend:
+		return "extend"
+	case OpComplete:
+		return "complete"
+	case OpRelease:
+		return "release"
+	case OpDeadLetter:
+		return "dead-letter"
+	case OpUnclaim:
+		return "unclaim"
+	case OpSkip:
+		return "skip"
+	case OpSupersede:
+		return "supersede"
 	}
-	if len(ids) == 0 {
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// takesReason reports whether the op records a reason.
+func (o Op) takesReason() bool {
+	return o == OpRelease || o == OpDeadLetter || o == OpSkip || o == OpSupersede
+}
+
+// Settlement is one window's transition in a Settle batch.
+type Settlement struct {
+	// ID is the window id.
+	ID string
+	// Op is the transition.
+	Op Op
+	// Token is the fencing token of the caller's claim; 0 for a skip or
+	// supersede of a window the caller holds no claim on.
+	Token int64
+	// Reason is recorded by release, dead-letter, skip and supersede as
+	// the window's last error (truncated to 4 KiB).
+	Reason string
+}
+
+// Settle applies ss[i] to window ss[i].ID for every i in one round trip:
+// one script call per job (or, on a single Redis server, one call for up
+// to a thousand windows of any jobs), pipelined, each window's transition
+// atomic on its own. errs[i] is nil, or wraps ErrAlreadyDone (the window is
+// settled already: done, dead, skipped or superseded), ErrFenced (Token is
+// not the window's current claim) or ErrBusy (a token-less skip or
+// supersede found a live claim). The second result is an error for the
+// batch as a whole (an unknown op, an invalid id, Redis unreachable): then
+// no per-window result is known, and the caller may retry; windows settled
+// by the failed call then report ErrAlreadyDone (a repeated extend or
+// release succeeds).
+func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]error, error) {
+	return s.settle(ctx, ss, "settle batch", "settle batch of "+strconv.Itoa(len(ss)))
+}
+
+// settle is Settle, with what naming the call in batch-wide errors and
+// invalid in errors about invalid window ids.
+func (s *Store) settle(ctx context.Context, ss []Settlement, invalid, what string) ([]error, error) {
+	if len(ss) == 0 {
 		return nil, nil
+	}
+	ids := make([]string, len(ss))
+	for i, st := range ss {
+		if st.Op < OpExtend || st.Op > OpSupersede {
+			return nil, fmt.Errorf("%s: window %s: unknown op %d", what, st.ID, st.Op)
+		}
+		ids[i] = st.ID
 	}
 	groups, err := s.group(ids, false)
 	if err != nil {
-		return nil, fmt.Errorf("%s batch: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", invalid, err)
 	}
+	errs := make([]error, len(ss))
+	args := func(g *batchGroup) []any { return s.settleArgs(ss, g) }
+	results := func(call *batchGroup, cmd *redis.Cmd) error { return settleResults(ss, call.idx, cmd, errs) }
 	if len(groups) > 1 && s.crossJob(ctx) {
-		// The compare-and-set scripts take windows of any jobs: one call
-		// per run of groups, each group's windows in order.
-		errs := make([]error, len(ids))
-		left, err := s.across(ctx, script, groups, func(g *batchGroup) []any { return casArgs(shared, tokens, g) },
-			func(call *batchGroup, cmd *redis.Cmd) error { return casResults(op, ids, call.idx, cmd, errs) })
-		if err != nil {
-			return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
+		if groups, err = s.across(ctx, settleScript, groups, args, results); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if len(left) == 0 {
+		if len(groups) == 0 {
 			return errs, nil
 		}
-		cmds, err := s.pipeline(ctx, script, left, func(g *batchGroup) []any { return casArgs(shared, tokens, g) })
-		if err != nil {
-			return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
-		}
-		for g, cmd := range cmds {
-			if err := casResults(op, ids, left[g].idx, cmd, errs); err != nil {
-				return nil, err
-			}
-		}
-		return errs, nil
 	}
-	cmds, err := s.pipeline(ctx, script, groups, func(g *batchGroup) []any { return casArgs(shared, tokens, g) })
+	cmds, err := s.pipeline(ctx, settleScript, groups, args)
 	if err != nil {
-		return nil, fmt.Errorf("%s batch of %d: %w", op, len(ids), err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	errs := make([]error, len(ids))
 	for g, cmd := range cmds {
-		if err := casResults(op, ids, groups[g].idx, cmd, errs); err != nil {
+		if err := results(groups[g], cmd); err != nil {
 			return nil, err
 		}
 	}
 	return errs, nil
 }
 
-// casArgs returns the arguments of a compare-and-set call over g: the
-// shared ones, then the token of each of g's windows.
-func casArgs(shared []any, tokens []int64, g *batchGroup) []any {
-	args := make([]any, 0, len(shared)+len(g.idx))
-	args = append(args, shared...)
+// settleArgs returns the arguments of a settleScript call over g.
+func (s *Store) settleArgs(ss []Settlement, g *batchGroup) []any {
+	args := make([]any, 0, 3+2*len(g.idx))
+	args = append(args, s.claimMS, s.holdMS, s.retainMS)
 	for _, i := range g.idx {
-		args = append(args, tokens[i])
+		st := ss[i]
+		spec := make([]byte, 1, 21)
+		spec[0] = opCodes[st.Op]
+		args = append(args, string(strconv.AppendInt(spec, st.Token, 10)))
+		if st.Op.takesReason() {
+			args = append(args, truncate(st.Reason, maxReasonBytes))
+		}
 	}
 	return args
 }
 
-// casResults records in errs the result of each window of a
-// compare-and-set call (idx its windows' indexes into ids).
-func casResults(op string, ids []string, idx []int, cmd *redis.Cmd, errs []error) error {
+// settleResults records in errs the result of each window of a settle
+// call (idx its windows' indexes into ss).
+func settleResults(ss []Settlement, idx []int, cmd *redis.Cmd, errs []error) error {
 	res, err := cmd.Text()
 	if err != nil || len(res) != len(idx) {
-		return fmt.Errorf("%s batch: dedupe: unexpected reply %#v", op, cmd.Val())
+		return fmt.Errorf("settle batch: dedupe: unexpected reply %#v", cmd.Val())
 	}
 	for k, i := range idx {
-		errs[i] = casResult(op, ids[i], res[k])
+		st := ss[i]
+		switch res[k] {
+		case resOK:
+			errs[i] = nil
+		case resDone:
+			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrAlreadyDone)
+		case resFenced:
+			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrFenced)
+		case resBusy:
+			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrBusy)
+		default:
+			return fmt.Errorf("%s %s: dedupe: unexpected reply %q", st.Op, st.ID, res)
+		}
 	}
 	return nil
+}
+
+// CompleteBatch completes ids[i] with tokens[i] for every i in one round
+// trip, as Settle with OpComplete. errs[i] is what Complete would return
+// for ids[i]: nil, ErrAlreadyDone or ErrFenced (wrapped). The second
+// result is an error for the batch as a whole (mismatched lengths, an
+// invalid id, Redis unreachable): then no per-window result is known, and
+// the caller may retry; windows completed by the failed call then report
+// ErrAlreadyDone.
+func (s *Store) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.settleAll(ctx, OpComplete, ids, tokens)
+}
+
+// ExtendBatch extends the claims ids[i] holds with tokens[i], as Extend
+// would, in one round trip. Results are reported as by CompleteBatch.
+func (s *Store) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.settleAll(ctx, OpExtend, ids, tokens)
+}
+
+// UnclaimBatch gives back claims whose attempts never started (a worker
+// that claimed a window and then lost its partition before starting it),
+// in one round trip. Unlike Release it also takes back the attempt the
+// claim counted, so the window's next claim reports the same attempt
+// number again; a window claimed for the first time is left as if never
+// claimed. The token counter is not rolled back: tokens stay unique.
+// Results are reported as by CompleteBatch.
+func (s *Store) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
+	return s.settleAll(ctx, OpUnclaim, ids, tokens)
+}
+
+// settleAll settles ids[i] with op and tokens[i].
+func (s *Store) settleAll(ctx context.Context, op Op, ids []string, tokens []int64) ([]error, error) {
+	if len(ids) != len(tokens) {
+		return nil, fmt.Errorf("%s batch: %d ids but %d tokens; pass one token per id", op, len(ids), len(tokens))
+	}
+	ss := make([]Settlement, len(ids))
+	for i, id := range ids {
+		ss[i] = Settlement{ID: id, Op: op, Token: tokens[i]}
+	}
+	return s.settle(ctx, ss, op.String()+" batch", op.String()+" batch of "+strconv.Itoa(len(ss)))
 }
 
 // batchGroup is the windows of one job in a batch: the keys of one script

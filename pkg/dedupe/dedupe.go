@@ -30,6 +30,10 @@ var (
 	// ErrInvalidID is returned, before any call to Redis, for a window id
 	// that is not "<job>@<window>" with a non-empty job.
 	ErrInvalidID = errors.New("dedupe: invalid window id")
+	// ErrBusy is returned by Settle for a skip or supersede without a token
+	// when another claim on the window is live: someone runs it. The
+	// caller looks again later (or once that claim expires).
+	ErrBusy = errors.New("dedupe: window has a live claim")
 )
 
 // Defaults and bounds of Config.
@@ -60,7 +64,26 @@ const (
 	// StatusDeadLettered: the window was dead-lettered (DeadLetter); like
 	// done it is settled and will not run again while the record lasts.
 	StatusDeadLettered = "dead"
+	// StatusSkipped: the window was not run because of its job's overlap
+	// policy (skip, or latest keeping only the newest waiting window);
+	// LastError holds why. Settled like done.
+	StatusSkipped = "skipped"
+	// StatusSuperseded: the window was cancelled, or dropped before it
+	// started, because a newer window of its job arrived (overlap policy
+	// replace); LastError holds why. Settled like done.
+	StatusSuperseded = "superseded"
 )
+
+// Settled reports whether status is one of the terminal statuses (done,
+// dead, skipped, superseded): a window in it is never run again while its
+// record lasts, and Claim reports it AlreadyDone.
+func Settled(status string) bool {
+	switch status {
+	case StatusDone, StatusDeadLettered, StatusSkipped, StatusSuperseded:
+		return true
+	}
+	return false
+}
 
 // Config configures a Store. The zero value of each duration picks its
 // default; Namespace is required.
@@ -269,33 +292,33 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
 
 // Extend keeps the claim of token on window id alive for another ClaimTTL;
 // call it periodically while the handler runs. It succeeds as long as token
-// is the window's latest claim and the window is neither done nor released,
-// even if the claim had expired (nobody re-claimed, so nobody else ran the
-// window); it then re-creates the claim. It returns ErrFenced if another
-// token claimed the window since (stop the handler: the window is someone
-// else's) and ErrAlreadyDone if the window is done.
+// is the window's latest claim and the window is neither settled nor
+// released, even if the claim had expired (nobody re-claimed, so nobody
+// else ran the window); it then re-creates the claim. It returns ErrFenced
+// if another token claimed the window since (stop the handler: the window
+// is someone else's) and ErrAlreadyDone if the window is settled.
 func (s *Store) Extend(ctx context.Context, id string, token int64) error {
-	return s.cas(ctx, "extend", id, extendBatchScript, token, s.claimMS, s.holdMS)
+	return s.settleOne(ctx, Settlement{ID: id, Op: OpExtend, Token: token})
 }
 
 // Complete marks window id done by compare-and-set on token: it succeeds iff
-// token is the window's latest claim and the window is neither done nor
+// token is the window's latest claim and the window is neither settled nor
 // released, even if the claim expired (as long as nobody re-claimed,
 // nobody else ran the window). It records the time, ends the claim and
 // keeps the record for Retention. It returns ErrAlreadyDone if the window is
-// done (by anyone; also when retrying a Complete whose reply was lost) and
+// settled (by anyone; also when retrying a Complete whose reply was lost) and
 // ErrFenced if another token has claimed it since.
 func (s *Store) Complete(ctx context.Context, id string, token int64) error {
-	return s.cas(ctx, "complete", id, completeBatchScript, token, s.retainMS)
+	return s.settleOne(ctx, Settlement{ID: id, Op: OpComplete, Token: token})
 }
 
 // Release gives up the claim of token on window id after a failed attempt,
 // recording reason (truncated to 4 KiB) as the window's last error. The
 // next Claim succeeds at once with a higher token; the attempt count is
 // kept. Releasing again with the same token is a no-op. It returns ErrFenced
-// if the claim is not token's and ErrAlreadyDone if the window is done.
+// if the claim is not token's and ErrAlreadyDone if the window is settled.
 func (s *Store) Release(ctx context.Context, id string, token int64, reason string) error {
-	return s.cas(ctx, "release", id, releaseBatchScript, token, truncate(reason, maxReasonBytes), s.retainMS)
+	return s.settleOne(ctx, Settlement{ID: id, Op: OpRelease, Token: token, Reason: reason})
 }
 
 // DeadLetter settles window id for good after its dead letter was written:
@@ -307,7 +330,16 @@ func (s *Store) Release(ctx context.Context, id string, token int64, reason stri
 // window's latest claim and ErrAlreadyDone if the window is already
 // settled.
 func (s *Store) DeadLetter(ctx context.Context, id string, token int64, reason string) error {
-	return s.cas(ctx, "dead-letter", id, deadBatchScript, token, truncate(reason, maxReasonBytes), s.retainMS)
+	return s.settleOne(ctx, Settlement{ID: id, Op: OpDeadLetter, Token: token, Reason: reason})
+}
+
+// settleOne settles one window (see Settle).
+func (s *Store) settleOne(ctx context.Context, st Settlement) error {
+	errs, err := s.settle(ctx, []Settlement{st}, st.Op.String(), st.Op.String()+" "+st.ID)
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }
 
 // Forget deletes window id's record, and with it any live claim, so the
@@ -362,35 +394,6 @@ func (s *Store) State(ctx context.Context, id string) (State, error) {
 		LastError: lastErr,
 		ClaimTTL:  time.Duration(left) * time.Millisecond,
 	}, nil
-}
-
-// cas runs a compare-and-set batch script (see casScript) for the one
-// window id and maps its result.
-func (s *Store) cas(ctx context.Context, op, id string, script *redis.Script, token int64, shared ...any) error {
-	w, _, err := s.key(id)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	res, err := script.Run(ctx, s.rdb, []string{w}, append(shared, token)...).Text()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", op, id, err)
-	}
-	if len(res) != 1 {
-		return fmt.Errorf("%s %s: dedupe: unexpected reply %q", op, id, res)
-	}
-	return casResult(op, id, res[0])
-}
-
-func casResult(op, id string, res byte) error {
-	switch res {
-	case resOK:
-		return nil
-	case resDone:
-		return fmt.Errorf("%s %s: %w", op, id, ErrAlreadyDone)
-	case resFenced:
-		return fmt.Errorf("%s %s: %w", op, id, ErrFenced)
-	}
-	return fmt.Errorf("%s %s: dedupe: unexpected reply %q", op, id, res)
 }
 
 // parseClaims decodes claimBatchScript's reply v for the windows ids[i],

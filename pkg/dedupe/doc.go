@@ -90,7 +90,17 @@
 //	                       running --Release---> failed --Claim--> running
 //	                       running --claim expires, Claim--> running (new token)
 //	running or failed --DeadLetter--> dead (settled: Claim says AlreadyDone)
-//	done or dead --Retention passes, or Forget--> (no record)
+//	(no record), failed, or running with an expired claim
+//	                  --Settle OpSkip------> skipped    (overlap policy)
+//	                  --Settle OpSupersede-> superseded (overlap policy)
+//	done, dead, skipped, superseded --Retention passes, or Forget--> (no record)
+//
+// Done, dead, skipped and superseded are the settled statuses (Settled):
+// Claim reports AlreadyDone for them and every compare-and-set refuses to
+// change them. Every transition after a claim is one op of Settle, which
+// applies a batch of them (of any ops and jobs) in one round trip; Extend,
+// Complete, Release, DeadLetter and the *Batch methods are Settle with one
+// op.
 //
 // "running" means the latest token claimed it and neither completed nor
 // released it; State.ClaimTTL tells whether that claim is still live (0: it

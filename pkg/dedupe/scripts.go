@@ -93,7 +93,7 @@ local function claim_group(tk, from, to)
       local st, attempts = w[1], tonumber(w[3]) or 0
       local left = 0
       if st == 'running' then left = (tonumber(w[5]) or 0) - now end
-      if st == 'done' or st == 'dead' then
+      if st == 'done' or st == 'dead' or st == 'skipped' or st == 'superseded' then
         out[o] = '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')
       elseif left > 0 then
         out[o] = '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')
@@ -129,105 +129,104 @@ local function claim_group(tk, from, to)
 end
 `
 
-// casScript builds a compare-and-set batch script from the Lua body of
-// cas(kw, token) (returning '0', '1' or '2'), which may use now, now_s and
-// the locals that prelude sets from ARGV. KEYS are the window hashes;
-// ARGV the shared arguments (shared of them), then one token per window.
-// The reply is one string with the result digit of each window, in order.
-func casScript(prelude, body string, shared int) *redis.Script {
-	return redis.NewScript(luaNow + prelude + `
-local function cas(kw, token)
-` + body + `
-end
-local out = {}
+// settleScript applies one compare-and-set transition to each window of
+// a batch: every state change after a claim (extend, complete, release,
+// dead letter, unclaim) and the settlements without a run that overlap
+// policies make (skip, supersede). KEYS are the window hashes; ARGV claim
+// TTL ms, hold ms, retention ms, then per window its op and token as one
+// string ("c42": op 'c', token 42; token 0 for none), followed by a reason
+// for the ops that take one (r, d, s, p). The reply is one string with the
+// result digit of each window, in order: resOK, resDone (the window is
+// settled already: done, dead, skipped or superseded), resFenced (the
+// token is not the window's current claim) or resBusy (a token-less skip or
+// supersede found a live claim).
+//
+// The ops:
+//
+//	e extend:    running with token: the claim lives another claim TTL
+//	             (re-created if it had expired: nobody re-claimed)
+//	c complete:  running with token: done (the record keeps the claim's
+//	             TTL, above Retention, or gets Retention if it expired)
+//	r release:   running with token: failed, reason kept; releasing twice
+//	             with the same token is a no-op
+//	d dead:      running or failed with token: dead (settled for good)
+//	u unclaim:   running with token, attempt never started: the attempt
+//	             count goes back down; a window with none left is deleted
+//	s skip:      skipped (overlap policy: not run), reason kept
+//	p supersede: superseded (overlap policy replace), reason kept
+//
+// Skip and supersede with a token need that token's claim (running or
+// released); without one (token 0), they need no live claim: a window
+// whose claim expired, or that was released or never claimed, is settled,
+// while a live claim (someone runs it) answers resBusy.
+var settleScript = redis.NewScript(luaNow + `
+local claim_ms, hold_ms, retain_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local out, a = {}, 4
 for i = 1, #KEYS do
-  out[i] = cas(KEYS[i], ARGV[` + string(rune('0'+shared)) + ` + i])
+  local kw = KEYS[i]
+  local spec = ARGV[a]
+  a = a + 1
+  local op, token = string.sub(spec, 1, 1), string.sub(spec, 2)
+  local reason = ''
+  if op == 'r' or op == 'd' or op == 's' or op == 'p' then
+    reason = ARGV[a]
+    a = a + 1
+  end
+  local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'claim_until_ms')
+  local st, mine = w[1], w[2] == token
+  local r = '0'
+  if st == 'done' or st == 'dead' or st == 'skipped' or st == 'superseded' then
+    r = '1'
+  elseif op == 'e' then
+    if st ~= 'running' or not mine then r = '2' else
+      redis.call('HSET', kw, 'claim_until_ms', string.format('%d', now + claim_ms))
+      redis.call('PEXPIRE', kw, hold_ms)
+    end
+  elseif op == 'c' then
+    if st ~= 'running' or not mine then r = '2' else
+      redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_s, 'claim_until_ms', '0')
+      if (tonumber(w[4]) or 0) <= now then redis.call('PEXPIRE', kw, retain_ms) end
+    end
+  elseif op == 'r' then
+    if not mine or (st ~= 'running' and st ~= 'failed') then r = '2'
+    elseif st == 'running' then
+      redis.call('HSET', kw, 'status', 'failed', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
+      redis.call('PEXPIRE', kw, retain_ms)
+    end
+  elseif op == 'd' then
+    if not mine or (st ~= 'running' and st ~= 'failed') then r = '2' else
+      redis.call('HSET', kw, 'status', 'dead', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
+      redis.call('PEXPIRE', kw, retain_ms)
+    end
+  elseif op == 'u' then
+    if st ~= 'running' or not mine then r = '2' else
+      local attempts = (tonumber(w[3]) or 0) - 1
+      if attempts <= 0 then
+        redis.call('DEL', kw)
+      else
+        redis.call('HSET', kw, 'status', 'failed', 'attempts', string.format('%d', attempts), 'claim_until_ms', '0')
+        redis.call('PEXPIRE', kw, retain_ms)
+      end
+    end
+  elseif op == 's' or op == 'p' then
+    if token ~= '0' then
+      if not mine or (st ~= 'running' and st ~= 'failed') then r = '2' end
+    elseif st == 'running' and (tonumber(w[4]) or 0) > now then
+      r = '3'
+    end
+    if r == '0' then
+      local status = 'skipped'
+      if op == 'p' then status = 'superseded' end
+      redis.call('HSET', kw, 'status', status, 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
+      redis.call('PEXPIRE', kw, retain_ms)
+    end
+  else
+    return redis.error_reply('kjob settle: unknown op ' .. op)
+  end
+  out[i] = r
 end
 return table.concat(out)
 `)
-}
-
-// The compare-and-set scripts and their shared arguments.
-var (
-	// extendBatchScript (claim TTL ms, hold ms) re-creates an expired
-	// claim as long as nobody re-claimed: the token is still the latest
-	// and the window still running.
-	extendBatchScript = casScript(`
-local claim_ms, hold_ms = tonumber(ARGV[1]), ARGV[2]
-`, `
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return '1' end
-  if w[1] ~= 'running' or w[2] ~= token then return '2' end
-  redis.call('HSET', kw, 'claim_until_ms', string.format('%d', now + claim_ms))
-  redis.call('PEXPIRE', kw, hold_ms)
-  return '0'
-`, 2)
-
-	// completeBatchScript (retention ms) marks the window done for the
-	// latest token, even if its claim expired (nobody re-claimed). While
-	// the claim is live the record's TTL is still above Retention (the
-	// claim set Retention + ClaimTTL); after it expired, the TTL is set to
-	// Retention.
-	completeBatchScript = casScript(`
-local retain_ms = ARGV[1]
-`, `
-  local w = redis.call('HMGET', kw, 'status', 'token', 'claim_until_ms')
-  if w[1] == 'done' or w[1] == 'dead' then return '1' end
-  if w[1] ~= 'running' or w[2] ~= token then return '2' end
-  redis.call('HSET', kw, 'status', 'done', 'updated_ms', now_s, 'claim_until_ms', '0')
-  if (tonumber(w[3]) or 0) <= now then redis.call('PEXPIRE', kw, retain_ms) end
-  return '0'
-`, 1)
-
-	// releaseBatchScript (reason, retention ms): releasing twice with the
-	// same token is a no-op the second time.
-	releaseBatchScript = casScript(`
-local reason, retain_ms = ARGV[1], ARGV[2]
-`, `
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return '1' end
-  if w[2] ~= token then return '2' end
-  if w[1] == 'failed' then return '0' end
-  if w[1] ~= 'running' then return '2' end
-  redis.call('HSET', kw, 'status', 'failed', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
-  redis.call('PEXPIRE', kw, retain_ms)
-  return '0'
-`, 2)
-
-	// deadBatchScript (reason, retention ms) settles a window that was
-	// dead-lettered: terminal like done, so a redelivered record of it is
-	// skipped instead of run again.
-	deadBatchScript = casScript(`
-local reason, retain_ms = ARGV[1], ARGV[2]
-`, `
-  local w = redis.call('HMGET', kw, 'status', 'token')
-  if w[1] == 'done' or w[1] == 'dead' then return '1' end
-  if w[2] ~= token then return '2' end
-  if w[1] ~= 'running' and w[1] ~= 'failed' then return '2' end
-  redis.call('HSET', kw, 'status', 'dead', 'last_error', reason, 'updated_ms', now_s, 'claim_until_ms', '0')
-  redis.call('PEXPIRE', kw, retain_ms)
-  return '0'
-`, 2)
-
-	// unclaimBatchScript (retention ms) undoes a claim whose attempt never
-	// started: the attempt count goes back down, and a window with no
-	// attempts left on record is deleted as if never claimed.
-	unclaimBatchScript = casScript(`
-local retain_ms = ARGV[1]
-`, `
-  local w = redis.call('HMGET', kw, 'status', 'token', 'attempts')
-  if w[1] == 'done' or w[1] == 'dead' then return '1' end
-  if w[1] ~= 'running' or w[2] ~= token then return '2' end
-  local attempts = (tonumber(w[3]) or 0) - 1
-  if attempts <= 0 then
-    redis.call('DEL', kw)
-    return '0'
-  end
-  redis.call('HSET', kw, 'status', 'failed', 'attempts', string.format('%d', attempts), 'claim_until_ms', '0')
-  redis.call('PEXPIRE', kw, retain_ms)
-  return '0'
-`, 1)
-)
 
 // stateScript returns nil when there is no record, otherwise
 // {status, token, attempts, holder, updated_ms, last_error, claim ms left}.
@@ -244,4 +243,5 @@ const (
 	resOK     = '0'
 	resDone   = '1'
 	resFenced = '2'
+	resBusy   = '3'
 )
