@@ -189,8 +189,12 @@ func (m *Metrics) LeaseChanged(e lease.Event) {
 func (m *Metrics) Executed(e worker.Execution) {
 	m.executions.WithLabelValues(m.job(e.Job), e.Outcome).Inc()
 	switch e.Outcome {
-	case worker.OutcomeSkippedDone:
+	case worker.OutcomeSkippedDone, worker.OutcomeSkipped:
 		return
+	case worker.OutcomeSuperseded:
+		if e.Finished.Equal(e.Started) { // dropped before it started
+			return
+		}
 	case worker.OutcomeDeadLettered:
 		m.deadLettered.WithLabelValues(m.job(e.Job)).Inc()
 	}
@@ -206,14 +210,8 @@ func (m *Metrics) Executed(e worker.Execution) {
 }
 
 // Store wraps a worker's idempotency store, counting claim outcomes and
-// store errors. The result implements worker.BatchStore when s does.
-func (m *Metrics) Store(s worker.Store) worker.Store {
-	in := instrumented{Store: s, m: m}
-	if bs, ok := s.(worker.BatchStore); ok {
-		return &instrumentedBatch{instrumented: in, bs: bs}
-	}
-	return &in
-}
+// store errors.
+func (m *Metrics) Store(s worker.Store) worker.Store { return &instrumented{Store: s, m: m} }
 
 func (m *Metrics) claims(cs []dedupe.Claim, err error, op string) {
 	if err != nil {
@@ -232,74 +230,33 @@ func (m *Metrics) claims(cs []dedupe.Claim, err error, op string) {
 	}
 }
 
-func (m *Metrics) cas(err error, op string) {
-	switch {
-	case err == nil, errors.Is(err, dedupe.ErrAlreadyDone):
-	case errors.Is(err, dedupe.ErrFenced):
-		m.dedupe.WithLabelValues("fenced").Inc()
-	default:
-		m.dedupeErrors.WithLabelValues(op).Inc()
-	}
-}
-
-func (m *Metrics) casBatch(errs []error, err error, op string) {
-	if err != nil {
-		m.dedupeErrors.WithLabelValues(op).Inc()
-		return
-	}
-	for _, e := range errs {
-		m.cas(e, op)
-	}
-}
-
 type instrumented struct {
 	worker.Store
 	m *Metrics
 }
 
-func (s *instrumented) Claim(ctx context.Context, id, owner string) (dedupe.Claim, error) {
-	c, err := s.Store.Claim(ctx, id, owner)
-	s.m.claims([]dedupe.Claim{c}, err, "claim")
-	return c, err
-}
-
-func (s *instrumented) Extend(ctx context.Context, id string, token int64) error {
-	err := s.Store.Extend(ctx, id, token)
-	s.m.cas(err, "extend")
-	return err
-}
-
-func (s *instrumented) Complete(ctx context.Context, id string, token int64) error {
-	err := s.Store.Complete(ctx, id, token)
-	s.m.cas(err, "complete")
-	return err
-}
-
-type instrumentedBatch struct {
-	instrumented
-	bs worker.BatchStore
-}
-
-func (s *instrumentedBatch) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
-	cs, err := s.bs.ClaimBatch(ctx, ids, owner)
+func (s *instrumented) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
+	cs, err := s.Store.ClaimBatch(ctx, ids, owner)
 	s.m.claims(cs, err, "claim")
 	return cs, err
 }
 
-func (s *instrumentedBatch) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	errs, err := s.bs.CompleteBatch(ctx, ids, tokens)
-	s.m.casBatch(errs, err, "complete")
-	return errs, err
-}
-
-func (s *instrumentedBatch) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	errs, err := s.bs.ExtendBatch(ctx, ids, tokens)
-	s.m.casBatch(errs, err, "extend")
-	return errs, err
-}
-
-func (s *instrumentedBatch) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	errs, err := s.bs.UnclaimBatch(ctx, ids, tokens)
-	s.m.casBatch(errs, err, "unclaim")
+func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+	errs, err := s.Store.Settle(ctx, ss)
+	if err != nil {
+		ops := map[dedupe.Op]bool{}
+		for _, st := range ss {
+			if !ops[st.Op] {
+				ops[st.Op] = true
+				s.m.dedupeErrors.WithLabelValues(st.Op.String()).Inc()
+			}
+		}
+		return errs, err
+	}
+	for _, e := range errs {
+		if errors.Is(e, dedupe.ErrFenced) {
+			s.m.dedupe.WithLabelValues("fenced").Inc()
+		}
+	}
 	return errs, err
 }

@@ -83,8 +83,8 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-// The store wrapper counts claim outcomes and store errors, and keeps
-// batching available.
+// The store wrapper counts claim outcomes, fenced settlements and store
+// errors.
 func TestStore(t *testing.T) {
 	r := testenv.NewRedis(t)
 	s, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "m"})
@@ -93,30 +93,30 @@ func TestStore(t *testing.T) {
 	}
 	m := New(prometheus.NewRegistry())
 	ws := m.Store(s)
-	bs, ok := ws.(worker.BatchStore)
-	if !ok {
-		t.Fatal("wrapped *dedupe.Store lost worker.BatchStore")
-	}
 	ctx := context.Background()
-	cs, err := bs.ClaimBatch(ctx, []string{"j@1", "j@2"}, "w")
+	cs, err := ws.ClaimBatch(ctx, []string{"j@1", "j@2"}, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ws.Complete(ctx, "j@1", cs[0].Token); err != nil {
+	if errs, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@1", Op: dedupe.OpComplete, Token: cs[0].Token}}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	if _, err := ws.ClaimBatch(ctx, []string{"j@1"}, "w"); err != nil { // done
 		t.Fatal(err)
 	}
-	if _, err := ws.Claim(ctx, "j@1", "w"); err != nil { // done
+	if _, err := ws.ClaimBatch(ctx, []string{"j@2"}, "x"); err != nil { // busy
 		t.Fatal(err)
 	}
-	if _, err := ws.Claim(ctx, "j@2", "x"); err != nil { // busy
-		t.Fatal(err)
-	}
-	if err := ws.Complete(ctx, "j@2", cs[1].Token+1); !errors.Is(err, dedupe.ErrFenced) {
-		t.Fatalf("complete with a wrong token: %v", err)
+	errs, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@2", Op: dedupe.OpComplete, Token: cs[1].Token + 1}})
+	if err != nil || !errors.Is(errs[0], dedupe.ErrFenced) {
+		t.Fatalf("complete with a wrong token: %v %v", err, errs)
 	}
 	r.Kill()
-	if _, err := ws.Claim(ctx, "j@3", "w"); err == nil {
+	if _, err := ws.ClaimBatch(ctx, []string{"j@3"}, "w"); err == nil {
 		t.Fatal("claim with Redis down succeeded")
+	}
+	if _, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@3", Op: dedupe.OpExtend, Token: 1}}); err == nil {
+		t.Fatal("settle with Redis down succeeded")
 	}
 	for o, want := range map[string]float64{"claimed": 2, "skipped-done": 1, "waited": 1, "fenced": 1} {
 		if got := testutil.ToFloat64(m.dedupe.WithLabelValues(o)); got != want {
@@ -125,6 +125,9 @@ func TestStore(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.dedupeErrors.WithLabelValues("claim")); got != 1 {
 		t.Errorf("claim errors = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.dedupeErrors.WithLabelValues("extend")); got != 1 {
+		t.Errorf("extend errors = %v, want 1", got)
 	}
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // BenchmarkLoop measures the partition loop alone (fetch, queue, hand-off,
-// marks, commits) with a BatchFunc that settles every record at once: b.N
-// records in 4 partitions of the embedded broker, ns/op per record.
+// frontier, marks, commits) with a ServeFunc that settles every record as
+// it takes it: b.N records in 4 partitions of the embedded broker, ns/op
+// per record.
 func BenchmarkLoop(b *testing.B) {
 	brokers := cluster(b)
 	topic := fmt.Sprintf("loop-%d", b.N)
@@ -36,11 +37,23 @@ func BenchmarkLoop(b *testing.B) {
 	all := make(chan struct{})
 	c, err := New(Config{
 		Brokers: brokers, Group: "bench", Topic: topic, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ProcessBatch: func(_ context.Context, rs []*kgo.Record) (int, error) {
-			if n.Add(int64(len(rs))) == int64(b.N) {
-				close(all)
+		Serve: func(ctx context.Context, o *Owned) {
+			for {
+				select {
+				case <-o.Halted():
+					return
+				case <-ctx.Done():
+					return
+				case <-o.Ready():
+				}
+				rs := o.Take()
+				for _, r := range rs {
+					o.Settle(r)
+				}
+				if n.Add(int64(len(rs))) == int64(b.N) {
+					close(all)
+				}
 			}
-			return len(rs), nil
 		},
 	})
 	if err != nil {

@@ -15,7 +15,9 @@ import (
 	"github.com/kjob/kjob/internal/clock"
 )
 
-// ProcessFunc processes one record of a partition the Consumer owns.
+// ProcessFunc processes one record of a partition the Consumer owns, for
+// callers that settle a partition's records strictly one after the other
+// (Config.Process).
 //
 // It returns nil when the record is settled (done, skipped, or
 // dead-lettered): the record is then marked for commit and the next record
@@ -29,36 +31,21 @@ import (
 // promptly once ctx is done: a revoke or loss waits for it.
 type ProcessFunc func(ctx context.Context, rec *kgo.Record) error
 
-// BatchFunc processes a run of consecutive records of one partition the
-// Consumer owns, in order: the records queued for the partition when it is
-// called, at most Config.MaxBatch of them, never a transaction marker.
+// ServeFunc serves one partition this member owns (Config.Serve), on a
+// goroutine of its own, for as long as the ownership lasts: it takes the
+// partition's records as they are fetched (Owned.Ready, Owned.Take),
+// processes them in any order and with any concurrency it likes, and
+// reports each record it has finished with Owned.Settle. The Consumer
+// commits only the contiguous prefix of settled records, so a record is
+// never committed before every record below it is settled.
 //
-// It returns n, how many leading records of recs are settled (as for
-// ProcessFunc); they are marked for commit, and the next call starts at
-// recs[n]. It should stop early (n < len(recs), nil error) once Halted(ctx)
-// reports true: the partition is being revoked and should start no new
-// record. A non-nil error, only when ctx is done, stops processing of the
-// partition as for ProcessFunc; records from recs[n] on are delivered again
-// to the next owner. The contract on ctx is ProcessFunc's.
-type BatchFunc func(ctx context.Context, recs []*kgo.Record) (n int, err error)
-
-type haltKey struct{}
-
-// Halted reports whether the partition whose BatchFunc or ProcessFunc got
-// ctx is being revoked: the function should finish the record in hand and
-// start no other. ctx itself is cancelled only Config.Grace later.
-func Halted(ctx context.Context) bool {
-	stop, _ := ctx.Value(haltKey{}).(chan struct{})
-	if stop == nil {
-		return false
-	}
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
-}
+// Once Owned.Halted is closed (the partition is being revoked, or seeked by
+// Consumer.Seek) it starts nothing new, lets the work in flight finish and
+// settles it, and returns; ctx is cancelled Config.Grace after the halt, or
+// at once when the partition is lost (then nothing more is committed), and
+// ServeFunc must return promptly after that: a revoke or loss waits for it.
+// ctx carries the values of Run's context.
+type ServeFunc func(ctx context.Context, p *Owned)
 
 // Defaults of the zero values of Config fields.
 const (
@@ -72,8 +59,8 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	// DefaultCommitInterval is Config.CommitInterval when it is zero.
 	DefaultCommitInterval = time.Second
-	// DefaultMaxBatch is Config.MaxBatch when it is zero.
-	DefaultMaxBatch = 500
+	// DefaultMaxUncommitted is Config.MaxUncommitted when it is zero.
+	DefaultMaxUncommitted = 10_000
 )
 
 // commitTimeout bounds the synchronous commit of marked offsets on revoke
@@ -89,18 +76,10 @@ const minDrainCommitGap = 50 * time.Millisecond
 
 // defaultFetchMaxWait is how long a fetch waits for new records (kgo's
 // default is 5s; Config.ClientOpts may set another). A partition whose
-// fetching resumes (see maxQueued) is fetched only once the fetch in
-// flight returns: when the other partitions have no new records, that
-// fetch waits this long, and the resumed partition's backlog with it.
+// fetching resumes (see Config.MaxUncommitted) is fetched only once the
+// fetch in flight returns: when the other partitions have no new records,
+// that fetch waits this long, and the resumed partition's backlog with it.
 const defaultFetchMaxWait = 250 * time.Millisecond
-
-// Per-partition buffering: the poll loop pauses fetching a partition whose
-// queue of fetched, unprocessed records reaches maxQueued, and the partition
-// goroutine resumes it once the queue is down to resumeQueued.
-const (
-	maxQueued    = 500
-	resumeQueued = 100
-)
 
 // Config configures a Consumer. Zero durations pick their defaults; Brokers,
 // Group, Topic and Process are required.
@@ -115,16 +94,20 @@ type Config struct {
 	Group string
 	// Topic is the topic to consume. Required.
 	Topic string
-	// Process processes records, one at a time per partition. Exactly one
-	// of Process and ProcessBatch is required.
+	// Process processes records, one at a time per partition, in order.
+	// Exactly one of Process and Serve is required.
 	Process ProcessFunc
-	// ProcessBatch processes runs of records per partition, so that the
-	// work for many records (store round trips) can be batched. Exactly one
-	// of Process and ProcessBatch is required.
-	ProcessBatch BatchFunc
-	// MaxBatch caps the records passed to one ProcessBatch call. Default
-	// 500.
-	MaxBatch int
+	// Serve serves each owned partition: it takes the records as they are
+	// fetched and settles them in any order (see ServeFunc). Exactly one of
+	// Process and Serve is required.
+	Serve ServeFunc
+	// MaxUncommitted bounds the records of a partition that were fetched
+	// and are not yet below its commit point (the first record not
+	// settled): when that many are held, fetching the partition is paused,
+	// and it resumes once they are down to half. It bounds the memory a
+	// partition holds and the records a crash re-delivers (the next owner
+	// starts at the commit point). Default 10,000.
+	MaxUncommitted int
 	// Grace is how long, after a partition is revoked (rebalance or
 	// shutdown), the in-flight record may keep running before its context
 	// is cancelled. Default 10s.
@@ -164,12 +147,12 @@ func (c *Config) validate() error {
 		return errors.New(`partition: Config.Group is empty; set the consumer group name, e.g. "kjob-workers"`)
 	case c.Topic == "":
 		return errors.New(`partition: Config.Topic is empty; set the topic to consume, e.g. "kjob.windows"`)
-	case c.Process == nil && c.ProcessBatch == nil:
-		return errors.New("partition: Config.Process and Config.ProcessBatch are nil; set one of them to the function that processes records")
-	case c.Process != nil && c.ProcessBatch != nil:
-		return errors.New("partition: Config.Process and Config.ProcessBatch are both set; set only one of them")
-	case c.MaxBatch < 0:
-		return fmt.Errorf("partition: Config.MaxBatch = %d is negative; set a positive cap, or 0 for %d", c.MaxBatch, DefaultMaxBatch)
+	case c.Process == nil && c.Serve == nil:
+		return errors.New("partition: Config.Process and Config.Serve are nil; set one of them to the function that processes records")
+	case c.Process != nil && c.Serve != nil:
+		return errors.New("partition: Config.Process and Config.Serve are both set; set only one of them")
+	case c.MaxUncommitted < 0:
+		return fmt.Errorf("partition: Config.MaxUncommitted = %d is negative; set a positive bound, or 0 for %d", c.MaxUncommitted, DefaultMaxUncommitted)
 	}
 	for _, d := range []struct {
 		name string
@@ -197,25 +180,19 @@ func (c *Config) validate() error {
 	if c.CommitInterval == 0 {
 		c.CommitInterval = DefaultCommitInterval
 	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+	if c.MaxUncommitted == 0 {
+		c.MaxUncommitted = DefaultMaxUncommitted
 	}
-	if c.Process != nil {
-		process := c.Process
-		c.ProcessBatch = func(ctx context.Context, recs []*kgo.Record) (int, error) {
-			if err := process(ctx, recs[0]); err != nil {
-				return 0, err
-			}
-			return 1, nil
-		}
-		c.MaxBatch = 1
-	}
+
 	if c.HeartbeatInterval >= c.SessionTimeout {
 		return fmt.Errorf("partition: Config.HeartbeatInterval = %v is not below Config.SessionTimeout = %v; set it to about a third of the session timeout (%v)",
 			c.HeartbeatInterval, c.SessionTimeout, c.SessionTimeout/3)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Process != nil {
+		c.Serve = serveInOrder(c.Process, c.Logger)
 	}
 	return nil
 }
@@ -477,16 +454,15 @@ func (c *Consumer) onAssigned(_ context.Context, _ *kgo.Client, assigned map[str
 
 // startLocked starts partition n's goroutine; c.mu must be held.
 func (c *Consumer) startLocked(n int32) {
-	stop := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.WithValue(c.base, haltKey{}, stop))
+	ctx, cancel := context.WithCancel(c.base)
 	p := &part{
 		c:      c,
 		n:      n,
 		ctx:    ctx,
 		cancel: cancel,
-		stop:   stop,
+		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-		wake:   make(chan struct{}, 1),
+		ready:  make(chan struct{}, 1),
 	}
 	c.parts[n] = p
 	c.wg.Add(1)
@@ -617,12 +593,14 @@ func (c *Consumer) remove(parts []*part) []int32 {
 			c.cl.ResumeFetchPartitions(map[string][]int32{c.cfg.Topic: {p.n}})
 		}
 		p.queue = nil
+		p.front = frontier{}
 		p.mu.Unlock()
 	}
 	return removed
 }
 
-// part is one assigned partition: its goroutine, context and queue.
+// part is one assigned partition: its goroutine, context, queue and
+// commit frontier.
 type part struct {
 	c      *Consumer
 	n      int32
@@ -630,140 +608,177 @@ type part struct {
 	cancel context.CancelFunc
 
 	stopOnce sync.Once
-	stop     chan struct{} // closed on revoke/loss: take no new record
+	stop     chan struct{} // closed on revoke/loss/seek: start nothing new
 	done     chan struct{} // closed when the goroutine exited
-	wake     chan struct{} // records were queued
+	ready    chan struct{} // records were queued (buffered: 1)
 
 	mu     sync.Mutex
-	queue  []*kgo.Record
-	paused bool // fetching paused because the queue is long
-	lost   bool // lost: mark nothing more
-	dirty  bool // marked since the queue last ran empty
+	queue  []*kgo.Record // data records fetched and not yet taken
+	front  frontier      // records fetched and not yet below the commit point
+	paused bool          // fetching paused: MaxUncommitted records are held
+	lost   bool          // lost: mark nothing more
+	closed bool          // the ServeFunc returned: settle nothing more
+	dirty  bool          // marked since the frontier last caught up
+}
+
+// Owned is a partition this member owns, as its ServeFunc sees it. Its
+// methods are safe for concurrent use.
+type Owned struct{ p *part }
+
+// Partition returns the partition's number.
+func (o *Owned) Partition() int32 { return o.p.n }
+
+// Ready returns a channel that receives a value when records were queued
+// since it last did: call Take then.
+func (o *Owned) Ready() <-chan struct{} { return o.p.ready }
+
+// Take returns the data records fetched since the last Take, in offset
+// order (transaction markers settle themselves and are never returned).
+func (o *Owned) Take() []*kgo.Record {
+	p := o.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs := p.queue
+	p.queue = nil
+	return recs
+}
+
+// Settle reports that rec, a record Take returned, is finished with (done,
+// skipped, dead-lettered: it must not be delivered again). Records may be
+// settled in any order: the commit point moves past the contiguous prefix
+// of settled records only. Settling a record twice, or after the ServeFunc
+// returned, does nothing.
+func (o *Owned) Settle(rec *kgo.Record) {
+	p := o.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.front.settle(rec.Offset) {
+		return
+	}
+	p.advance()
+}
+
+// Halted returns a channel closed when the partition is being revoked or
+// seeked (Consumer.Seek): start nothing new, finish and settle the work in
+// flight, and return. The ServeFunc's context is cancelled Config.Grace
+// later.
+func (o *Owned) Halted() <-chan struct{} { return o.p.stop }
+
+// Uncommitted returns how many records were fetched and are not yet below
+// the commit point: what a crash of this member now would have the next
+// owner deliver again (bounded by Config.MaxUncommitted, plus the records
+// of one fetch).
+func (o *Owned) Uncommitted() int {
+	p := o.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.front.len()
 }
 
 // push queues records (called by the poll loop only) and pauses fetching
-// the partition if its queue is long.
+// the partition if it holds MaxUncommitted records.
 func (p *part) push(recs []*kgo.Record) {
 	p.mu.Lock()
-	p.queue = append(p.queue, recs...)
-	if !p.paused && len(p.queue) >= maxQueued {
+	for _, r := range recs {
+		control := r.Attrs.IsControl()
+		p.front.push(r, control)
+		if !control {
+			p.queue = append(p.queue, r)
+		}
+	}
+	p.advance() // past leading transaction markers
+	if !p.paused && p.front.len() >= p.c.cfg.MaxUncommitted {
 		p.paused = true
 		p.c.cl.PauseFetchPartitions(map[string][]int32{p.c.cfg.Topic: {p.n}})
 	}
+	queued := len(p.queue) > 0
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// next takes up to max queued records off the queue; false once the part
-// is stopped.
-func (p *part) next(max int) ([]*kgo.Record, bool) {
-	for {
+	if queued {
 		select {
-		case <-p.stop:
-			return nil, false
-		case <-p.ctx.Done():
-			return nil, false
+		case p.ready <- struct{}{}:
 		default:
 		}
-		p.mu.Lock()
-		if len(p.queue) > 0 {
-			n := min(max, len(p.queue))
-			recs := slices.Clone(p.queue[:n])
-			clear(p.queue[:n])
-			p.queue = p.queue[n:]
-			if p.paused && len(p.queue) <= resumeQueued {
-				p.paused = false
-				p.c.cl.ResumeFetchPartitions(map[string][]int32{p.c.cfg.Topic: {p.n}})
-			}
-			p.mu.Unlock()
-			return recs, true
-		}
-		dirty := p.dirty
-		p.dirty = false
-		p.mu.Unlock()
-		if dirty {
-			// Caught up: have what was marked committed now.
-			select {
-			case p.c.drained <- struct{}{}:
-			default: // a commit is requested already
-			}
-		}
-		select {
-		case <-p.wake:
-		case <-p.stop:
-			return nil, false
-		case <-p.ctx.Done():
-			return nil, false
-		}
 	}
 }
 
-// mark marks rec (and so every earlier record) for commit, unless the
-// partition was lost.
-func (p *part) mark(rec *kgo.Record) {
-	p.mu.Lock()
-	if !p.lost {
-		p.c.cl.MarkCommitRecords(rec)
+// advance moves the commit point past the settled records at the front
+// and marks the last of them for commit (unless the partition was lost);
+// p.mu must be held.
+func (p *part) advance() {
+	last := p.front.advance()
+	if last != nil && !p.lost {
+		p.c.cl.MarkCommitRecords(last)
 		p.dirty = true
 	}
-	p.mu.Unlock()
+	if p.paused && p.front.len() <= p.c.cfg.MaxUncommitted/2 {
+		p.paused = false
+		p.c.cl.ResumeFetchPartitions(map[string][]int32{p.c.cfg.Topic: {p.n}})
+	}
+	if p.front.len() == 0 && p.dirty {
+		// Caught up: have what was marked committed now.
+		p.dirty = false
+		select {
+		case p.c.drained <- struct{}{}:
+		default: // a commit is requested already
+		}
+	}
 }
 
-// run processes the partition's records in order: runs of data records go
-// to ProcessBatch, transaction markers are marked as they pass.
+// run serves the partition until the ServeFunc returns.
 func (p *part) run() {
 	defer p.c.wg.Done()
 	defer close(p.done)
-	for {
-		recs, ok := p.next(p.c.cfg.MaxBatch)
-		if !ok {
-			return
-		}
-		for len(recs) > 0 {
-			if recs[0].Attrs.IsControl() {
-				p.mark(recs[0])
-				recs = recs[1:]
-				continue
-			}
-			end := 1
-			for end < len(recs) && !recs[end].Attrs.IsControl() {
-				end++
-			}
-			n, err := p.c.cfg.ProcessBatch(p.ctx, recs[:end])
-			if n < 0 || n > end {
-				p.c.log.Error("process reported more records settled than it was given; treating none as settled",
-					"partition", p.n, "settled", n, "records", end)
-				n, err = 0, fmt.Errorf("partition: process settled %d of %d records", n, end)
-			}
-			if n > 0 {
-				p.mark(recs[n-1])
-				recs = recs[n:]
-			}
-			if p.ctx.Err() != nil || Halted(p.ctx) {
-				return
-			}
-			if err == nil && n > 0 {
-				continue
-			}
-			// A ProcessFunc that breaks its contract: never skip the
-			// record, never spin; retry it unless we are revoked.
-			if err == nil {
-				err = errors.New("process settled no record and returned no error")
-			}
-			p.c.log.Error("process returned an error while its context is live; retrying the record in 1s",
-				"partition", p.n, "offset", recs[0].Offset, "err", err)
-			t := time.NewTimer(time.Second)
+	p.c.cfg.Serve(p.ctx, &Owned{p: p})
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+// serveInOrder is the ServeFunc of Config.Process: it processes the
+// partition's records one after the other and settles each as process
+// returns nil for it.
+func serveInOrder(process ProcessFunc, log *slog.Logger) ServeFunc {
+	return func(ctx context.Context, o *Owned) {
+		for {
 			select {
-			case <-t.C:
-			case <-p.stop:
-				t.Stop()
+			case <-o.Halted():
 				return
-			case <-p.ctx.Done():
-				t.Stop()
+			case <-ctx.Done():
 				return
+			case <-o.Ready():
+			}
+			for _, rec := range o.Take() {
+				for {
+					select {
+					case <-o.Halted():
+						return
+					case <-ctx.Done():
+						return
+					default:
+					}
+					err := process(ctx, rec)
+					if err == nil {
+						o.Settle(rec)
+						break
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					// A ProcessFunc that breaks its contract: never skip the
+					// record, never spin; retry it unless we are revoked.
+					log.Error("process returned an error while its context is live; retrying the record in 1s",
+						"partition", o.Partition(), "offset", rec.Offset, "err", err)
+					t := time.NewTimer(time.Second)
+					select {
+					case <-t.C:
+					case <-o.Halted():
+						t.Stop()
+						return
+					case <-ctx.Done():
+						t.Stop()
+						return
+					}
+				}
 			}
 		}
 	}

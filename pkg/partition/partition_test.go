@@ -224,7 +224,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no brokers", func(c *Config) { c.Brokers = nil }, "Config.Brokers is empty"},
 		{"no group", func(c *Config) { c.Group = "" }, "Config.Group is empty"},
 		{"no topic", func(c *Config) { c.Topic = "" }, "Config.Topic is empty"},
-		{"no process", func(c *Config) { c.Process = nil }, "Config.Process and Config.ProcessBatch are nil"},
+		{"no process", func(c *Config) { c.Process = nil }, "Config.Process and Config.Serve are nil"},
 		{"negative grace", func(c *Config) { c.Grace = -time.Second }, "Config.Grace = -1s is negative"},
 		{"heartbeat too slow", func(c *Config) { c.SessionTimeout = time.Second; c.HeartbeatInterval = 2 * time.Second }, "Config.HeartbeatInterval = 2s is not below Config.SessionTimeout = 1s"},
 	} {
@@ -581,10 +581,11 @@ func TestBackpressurePausesOnlyTheSlowPartition(t *testing.T) {
 	brokers := cluster(t)
 	createTopic(t, brokers, "t", 2)
 	pcl := producer(t, brokers)
-	produce(t, pcl, "t", 0, values("slow", 0, 2*maxQueued)...)
+	const bound = 100
+	produce(t, pcl, "t", 0, values("slow", 0, 4*bound)...)
 	gate := make(chan struct{})
 	l := newLedger()
-	c := newConsumer(t, baseConfig(t, brokers, "g", "t", "m", func(ctx context.Context, rec *kgo.Record) error {
+	cfg := baseConfig(t, brokers, "g", "t", "m", func(ctx context.Context, rec *kgo.Record) error {
 		if rec.Partition == 0 {
 			select {
 			case <-gate:
@@ -594,33 +595,52 @@ func TestBackpressurePausesOnlyTheSlowPartition(t *testing.T) {
 		}
 		l.add("m", rec)
 		return nil
-	}))
+	})
+	cfg.MaxUncommitted = bound
+	c := newConsumer(t, cfg)
 	stop := run(t, c)
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		p := c.Client().PauseFetchPartitions(nil)
 		return slices.Contains(p["t"], 0)
 	}, "partition 0 paused while its goroutine is blocked")
+	uncommitted := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return (&Owned{p: c.parts[0]}).Uncommitted()
+	}
+	held := uncommitted()
+	if held < bound {
+		t.Errorf("partition 0 paused holding %d uncommitted records; want at least the bound %d", held, bound)
+	}
+	// More records for both: partition 1 flows (so fetches go on), and
+	// partition 0 fetches nothing more while paused.
+	produce(t, pcl, "t", 0, values("slow", 4*bound, 8*bound)...)
 	produce(t, pcl, "t", 1, values("fast", 0, 50)...)
 	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 50 }, "partition 1 flows while partition 0 is paused")
+	if got := uncommitted(); got != held {
+		t.Errorf("partition 0 holds %d uncommitted records after more were produced, %d before: fetched while paused", got, held)
+	}
 	close(gate)
-	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 50+2*maxQueued }, "partition 0 catches up (have %d)", l.total())
+	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 50+8*bound }, "partition 0 catches up (have %d)", l.total())
 	stop()
-	want := make([]int64, 2*maxQueued)
+	want := make([]int64, 8*bound)
 	for i := range want {
 		want[i] = int64(i)
 	}
 	if !slices.Equal(l.order[0], want) {
-		t.Errorf("partition 0 processed %d records, not 0..%d in order", len(l.order[0]), 2*maxQueued-1)
+		t.Errorf("partition 0 processed %d records, not 0..%d in order", len(l.order[0]), 8*bound-1)
 	}
 }
 
-// ProcessBatch gets runs of data records in order, never a transaction
-// marker; a call may settle only a prefix and gets the rest next time; the
-// committed offset passes the markers.
-func TestProcessBatch(t *testing.T) {
+// A ServeFunc takes data records in order, never a transaction marker,
+// and may settle them in any order: the committed offset moves only past
+// the contiguous prefix of settled records (markers included), so a
+// record left unsettled holds the commit point below it however many
+// records above it are settled.
+func TestServeCommitsOnlyTheSettledPrefix(t *testing.T) {
 	brokers := cluster(t)
 	createTopic(t, brokers, "t", 1)
-	txn := producer(t, brokers, kgo.TransactionalID("batch-txn"))
+	txn := producer(t, brokers, kgo.TransactionalID("serve-txn"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := range 5 {
@@ -639,103 +659,109 @@ func TestProcessBatch(t *testing.T) {
 		}
 	}
 	l := newLedger()
-	var mu sync.Mutex
-	largest := 0
+	held := make(chan *kgo.Record, 1)
+	release := make(chan struct{})
 	cfg := baseConfig(t, brokers, "g", "t", "m", nil)
 	cfg.Process = nil
-	cfg.MaxBatch = 50
-	cfg.ProcessBatch = func(_ context.Context, recs []*kgo.Record) (int, error) {
-		mu.Lock()
-		largest = max(largest, len(recs))
-		mu.Unlock()
-		n := min(len(recs), 7) // settle a prefix only
-		for _, rec := range recs[:n] {
-			if rec.Attrs.IsControl() {
-				t.Errorf("ProcessBatch got a transaction marker at offset %d", rec.Offset)
-			}
-			l.add("m", rec)
-		}
-		return n, nil
-	}
-	c := newConsumer(t, cfg)
-	stop := run(t, c)
-	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 100 }, "100 records processed (have %d)", l.total())
-	// 100 records and 5 commit markers: the group catches up to 105.
-	testenv.Eventually(t, 20*time.Second, func() bool { return committed(t, brokers, "g", "t")[0] == 105 },
-		"committed offset did not reach the end offset 105 (markers included)")
-	stop()
-	var want []string
-	for i := range 5 {
-		want = append(want, values(fmt.Sprint(i), 0, 20)...)
-	}
-	if got := l.values(); !slices.Equal(got, want) {
-		t.Errorf("processed %v, want %v", got, want)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if largest < 2 || largest > 20 {
-		t.Errorf("largest batch = %d; want runs of several records, never past a marker (at most 20)", largest)
-	}
-}
-
-// Halted tells a batch in progress that the partition is being revoked:
-// the batch stops at the next record, the settled prefix is committed, and
-// the rest is delivered to the next owner.
-func TestProcessBatchHaltedOnRevoke(t *testing.T) {
-	brokers := cluster(t)
-	createTopic(t, brokers, "t", 1)
-	produce(t, producer(t, brokers), "t", 0, values("r", 0, 50)...)
-	started := make(chan struct{})
-	release := make(chan struct{})
-	var settled int
-	cfg := baseConfig(t, brokers, "g", "t", "m1", nil)
-	cfg.Process = nil
-	cfg.ProcessBatch = func(ctx context.Context, recs []*kgo.Record) (int, error) {
-		for i := range recs {
-			if Halted(ctx) {
-				settled += i
-				return i, nil
-			}
-			if settled+i == 3 {
-				close(started)
-				select { // the revoke happens while record 3 runs
-				case <-release:
-				case <-ctx.Done(): // the test failed before releasing it
+	cfg.Serve = func(ctx context.Context, o *Owned) {
+		for {
+			select {
+			case <-o.Halted():
+				return
+			case <-ctx.Done():
+				return
+			case <-release:
+				o.Settle(<-held)
+				release = nil
+			case <-o.Ready():
+				recs := o.Take()
+				// Settle each take newest first, keeping offset 3 back.
+				for i := len(recs) - 1; i >= 0; i-- {
+					rec := recs[i]
+					if rec.Attrs.IsControl() {
+						t.Errorf("Take returned a transaction marker at offset %d", rec.Offset)
+					}
+					l.add("m", rec)
+					if rec.Offset == 3 {
+						held <- rec
+						continue
+					}
+					o.Settle(rec)
 				}
 			}
 		}
-		settled += len(recs)
-		return len(recs), nil
+	}
+	c := newConsumer(t, cfg)
+	stop := run(t, c)
+	testenv.Eventually(t, 20*time.Second, func() bool { return l.total() == 100 }, "100 records taken (have %d)", l.total())
+	// Every record but offset 3 is settled: the commit point stays at 3
+	// (allow a commit interval for a wrong commit to show).
+	time.Sleep(3 * cfg.CommitInterval) // nothing to wait on: proving that a commit does NOT happen
+	if got := committed(t, brokers, "g", "t")[0]; got > 3 {
+		t.Fatalf("committed offset %d while offset 3 is unsettled; want at most 3", got)
+	}
+	close(release)
+	// 100 records and 5 commit markers: the group catches up to 105.
+	testenv.Eventually(t, 20*time.Second, func() bool { return committed(t, brokers, "g", "t")[0] == 105 },
+		"committed offset did not reach the end offset 105 (markers included) once offset 3 was settled")
+	stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.count[0]); n != 100 {
+		t.Errorf("took %d distinct records, want 100", n)
+	}
+	for off, k := range l.count[0] {
+		if k != 1 {
+			t.Errorf("offset %d taken %d times", off, k)
+		}
+	}
+}
+
+// On a revoke the ServeFunc is halted; what it settled before returning is
+// committed, up to the first record it left unsettled: records settled
+// above that gap are delivered again to the next owner.
+func TestServeHaltedOnRevokeCommitsThePrefix(t *testing.T) {
+	brokers := cluster(t)
+	createTopic(t, brokers, "t", 1)
+	produce(t, producer(t, brokers), "t", 0, values("r", 0, 50)...)
+	taken := make(chan struct{})
+	halted := make(chan struct{})
+	cfg := baseConfig(t, brokers, "g", "t", "m1", nil)
+	cfg.Process = nil
+	cfg.Serve = func(ctx context.Context, o *Owned) {
+		n := 0
+		for n < 50 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-o.Ready():
+			}
+			for _, rec := range o.Take() {
+				n++
+				if rec.Offset != 7 { // 7 stays in flight
+					o.Settle(rec)
+				}
+			}
+		}
+		close(taken)
+		<-o.Halted()
+		close(halted)
 	}
 	c := newConsumer(t, cfg)
 	stop := run(t, c)
 	select {
-	case <-started:
+	case <-taken:
 	case <-time.After(20 * time.Second):
-		t.Fatal("batch did not start")
+		t.Fatal("the records were not taken")
 	}
-	stopped := make(chan struct{})
-	go func() { stop(); close(stopped) }()
-	// Release record 3 once the partition is halted.
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, p := range c.parts {
-			return Halted(p.ctx)
-		}
-		return true
-	}, "partition was not halted")
-	close(release)
+	stop()
 	select {
-	case <-stopped:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
+	case <-halted:
+	default:
+		t.Fatal("the ServeFunc returned without being halted")
 	}
-	if settled != 4 {
-		t.Fatalf("settled %d records, want 4 (records 0..3, stopping before 4)", settled)
-	}
-	if got := committed(t, brokers, "g", "t")[0]; got != 4 {
-		t.Fatalf("committed offset %d, want 4", got)
+	if got := committed(t, brokers, "g", "t")[0]; got != 7 {
+		t.Fatalf("committed offset %d, want 7 (the first unsettled record)", got)
 	}
 }
 

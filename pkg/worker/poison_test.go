@@ -44,9 +44,10 @@ func TestPoisonRecordsDoNotBlock(t *testing.T) {
 	if len(dlq) != 3 {
 		t.Fatalf("dead-letter topic has %d records, want 3", len(dlq))
 	}
+	byOffset := lettersByOffset(t, dlq)
 	for i, want := range []string{"job: required", "handler: required", "exceeds the limit"} {
-		if reason, _ := header(dlq[i], HeaderDLQReason); !strings.Contains(reason, want) {
-			t.Errorf("dead letter %d: reason %q, want it to mention %q", i, reason, want)
+		if reason, _ := header(byOffset[int64(i)], HeaderDLQReason); !strings.Contains(reason, want) {
+			t.Errorf("dead letter of offset %d: reason %q, want it to mention %q", i, reason, want)
 		}
 	}
 }

@@ -146,49 +146,16 @@ func TestStoreOutageStopsRunningHandler(t *testing.T) {
 	}
 }
 
-// newBatchWorker builds a worker whose processBatch the test calls
-// directly with claim-ahead chunks of size chunk, and closes its client at
-// test end.
-func newBatchWorker(t *testing.T, cfg Config, chunk int) *Worker {
-	t.Helper()
-	w, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = w.Run(ctx) // releases the Kafka client without joining the group
-	})
-	w.chunks[0] = chunk
-	return w
-}
-
-// records returns the records of ms as a partition would deliver them.
-func (e *env) records(ms []*jobmsg.Message) []*kgo.Record {
-	recs := make([]*kgo.Record, len(ms))
-	for i, m := range ms {
-		recs[i] = e.record(m)
-		recs[i].Partition, recs[i].Offset, recs[i].Timestamp = 0, int64(i), time.Now()
-	}
-	return recs
-}
-
-type batchResult struct {
-	n   int
-	err error
-}
-
-// In a batch, a handler running when Redis dies is stopped like a single
-// window's, and no window claimed ahead of it starts while Redis is down;
-// once Redis is back every window is done once, the stopped one with a
-// higher token.
-func TestStoreOutageStopsBatch(t *testing.T) {
+// With windows of several jobs running at once, a handler running when
+// Redis dies is stopped like a single window's, and no window arriving
+// while Redis is down starts; once Redis is back every window is done
+// once, the stopped one with a higher token.
+func TestStoreOutageStopsConcurrentWindows(t *testing.T) {
 	const ttl = 2 * time.Second
 	e := newDurableEnv(t, 1, ttl)
 	var ms []*jobmsg.Message
-	for i := range 8 {
-		ms = append(ms, window("job", "h", i, defaultPolicy))
+	for i := range 16 {
+		ms = append(ms, window(fmt.Sprintf("job-%d", i), "h", 0, defaultPolicy))
 	}
 	b := newBlocker(ms[2].ID)
 	mux := handler.NewMux()
@@ -196,41 +163,24 @@ func TestStoreOutageStopsBatch(t *testing.T) {
 	x := &execs{}
 	cfg := e.config("w1", mux, x)
 	cfg.ClaimExtendInterval = 200 * time.Millisecond
-	w := newBatchWorker(t, cfg, len(ms))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	res := make(chan batchResult, 1)
-	go func() {
-		n, err := w.processBatch(ctx, e.records(ms))
-		res <- batchResult{n, err}
-	}()
+	start(t, cfg)
+	e.publish(ms[:8]...)
+	testenv.Eventually(t, 20*time.Second, func() bool { return x.count(OutcomeDone) == 7 }, "the 7 quick windows done beside the blocked one")
 	killRedis(t, e, b, ttl)
-	// The successes before the stopped window are recorded first, then
-	// the stopped window is claimed again: both wait for Redis.
+	e.publish(ms[8:]...)
 	errs := e.store.errs()
 	testenv.Eventually(t, 20*time.Second, func() bool { return e.store.errs() >= errs+3 }, "worker retries the store while Redis is down")
-	if n := e.store.batchClaims.Load(); n != 1 {
-		t.Fatalf("%d ClaimBatch calls, want 1 (the 8 windows claimed at once)", n)
-	}
 	if got := b.startedWhileDown(); len(got) != 0 {
 		t.Fatalf("handlers started while Redis was down: %v", got)
 	}
-	if n := x.count(OutcomeDone); n != 0 {
-		t.Fatalf("%d windows reported done while Redis is down", n)
-	}
-	for _, m := range ms[3:] {
-		if n := len(b.tokens(m.ID)); n != 0 {
-			t.Fatalf("window %s claimed ahead ran %d times before Redis came back", m.ID, n)
-		}
+	if got, ok := e.committed()[0]; ok && got > 2 {
+		t.Fatalf("committed offset %d while window 2 is not settled, want at most 2", got)
 	}
 
 	b.setDown(false)
 	e.redis.Restart()
-	r := testenv.Recv(t, res, 30*time.Second, "processBatch settles the batch once Redis is back")
-	if r.err != nil || r.n != len(ms) {
-		t.Fatalf("processBatch = %d, %v; want %d, nil", r.n, r.err, len(ms))
-	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return x.count(OutcomeDone) == len(ms) }, "every window done once Redis is back (have %d)", x.count(OutcomeDone))
+	testenv.Eventually(t, 10*time.Second, func() bool { return e.committed()[0] == int64(len(ms)) }, "all windows committed")
 	for i, m := range ms {
 		toks := b.tokens(m.ID)
 		want := 1
@@ -250,17 +200,16 @@ func TestStoreOutageStopsBatch(t *testing.T) {
 	}
 }
 
-// Claims taken ahead are never run on an old proof: when the claim call
-// itself answers later than the claims are proven for, every window is
-// extended (or claimed afresh) before its handler starts, so each handler
-// starts within the claim TTL of the last successful Claim or Extend of
-// its token.
+// Claims are never run on an old proof: when the claim call answers later
+// than the claims are proven for, no handler starts on them; each window is
+// claimed afresh, so each handler starts within the claim TTL of the last
+// successful claim or extend of its token.
 func TestSlowClaimBatchIsNotRunUnproven(t *testing.T) {
 	const ttl = time.Second
 	e := newEnv(t, 1, ttl)
 	var ms []*jobmsg.Message
 	for i := range 8 {
-		ms = append(ms, window("job", "h", i, defaultPolicy))
+		ms = append(ms, window(fmt.Sprintf("job-%d", i), "h", 0, defaultPolicy))
 	}
 	var mu sync.Mutex
 	var stale []string
@@ -277,13 +226,12 @@ func TestSlowClaimBatchIsNotRunUnproven(t *testing.T) {
 		return nil
 	})
 	x := &execs{}
-	w := newBatchWorker(t, e.config("w1", mux, x), len(ms))
 	e.store.claimBatchDelay.Store(int64(ttl + ttl/5))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := w.processBatch(ctx, e.records(ms))
-	if err != nil || n != len(ms) {
-		t.Fatalf("processBatch = %d, %v; want %d, nil", n, err, len(ms))
+	start(t, e.config("w1", mux, x))
+	e.publish(ms...)
+	testenv.Eventually(t, 30*time.Second, func() bool { return x.count(OutcomeDone) == len(ms) }, "every window done (have %d)", x.count(OutcomeDone))
+	if n := x.count(OutcomeSteppedDown); n == 0 {
+		t.Errorf("no attempt stepped down although the first claim call answered %v late", ttl+ttl/5)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -295,22 +243,15 @@ func TestSlowClaimBatchIsNotRunUnproven(t *testing.T) {
 			t.Errorf("window %s ran %d times, want once", m.ID, runs[m.ID])
 		}
 	}
-	if got := x.count(OutcomeDone); got != len(ms) {
-		t.Errorf("%d windows done, want %d", got, len(ms))
-	}
 }
-
-// singleStore hides the batch methods: the worker settles one window per
-// round trip.
-type singleStore struct{ Store }
 
 // A record older than the store's Retention (its done marker may have
 // expired) is not run: it is dead-lettered with the reason and how to
 // redrive it, unless the store still knows the window is done. A record
 // republished later (as kjobctl dlq redrive does) is young again and runs.
 func TestRecordBeyondReplayHorizonIsDeadLettered(t *testing.T) {
-	for _, batched := range []bool{false, true} {
-		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+	for _, concurrency := range []int{1, 100} {
+		t.Run(fmt.Sprintf("concurrency=%d", concurrency), func(t *testing.T) {
 			e := newEnv(t, 1, 5*time.Second)
 			ctx := context.Background()
 			var mu sync.Mutex
@@ -329,11 +270,11 @@ func TestRecordBeyondReplayHorizonIsDeadLettered(t *testing.T) {
 				return m
 			}
 			stale, done, redriven := msg(0), msg(1), msg(2)
-			c, err := e.store.Store.Claim(ctx, done.ID, "earlier")
+			c, err := e.store.Claim(ctx, done.ID, "earlier")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.store.Store.Complete(ctx, done.ID, c.Token); err != nil {
+			if err := e.store.Complete(ctx, done.ID, c.Token); err != nil {
 				t.Fatal(err)
 			}
 			recs := []*kgo.Record{e.record(stale), e.record(done), e.record(redriven)}
@@ -343,9 +284,7 @@ func TestRecordBeyondReplayHorizonIsDeadLettered(t *testing.T) {
 
 			x := &execs{}
 			cfg := e.config("w1", mux, x)
-			if !batched {
-				cfg.Store = singleStore{e.store}
-			}
+			cfg.Concurrency = concurrency
 			_, stop := start(t, cfg)
 			testenv.Eventually(t, 20*time.Second, func() bool { return len(x.all()) >= 3 }, "all three records settled")
 			testenv.Eventually(t, 10*time.Second, func() bool { return e.committed()[0] == 3 }, "all three records committed")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,36 +98,22 @@ func newEnvWith(t *testing.T, partitions int32, claimTTL time.Duration, r *teste
 // recording when each claim was last proven.
 type countingStore struct {
 	*dedupe.Store
-	claimErrs    atomic.Int64
-	completeErrs atomic.Int64 // failed Complete and CompleteBatch calls
-	busy         atomic.Int64
+	claimErrs    atomic.Int64 // failed ClaimBatch calls
+	completeErrs atomic.Int64 // failed Settle calls with a complete in them
+	busy         atomic.Int64 // claims answered Busy
 
 	batchClaims, batchClaimed atomic.Int64 // ClaimBatch calls and windows
-	unclaimed                 atomic.Int64 // windows given back by UnclaimBatch
+	unclaimed                 atomic.Int64 // windows given back by an unclaim
+	settleCalls               atomic.Int64 // Settle calls
+	extendCalls               atomic.Int64 // Settle calls that extend
 	claimBatchDelay           atomic.Int64 // the next ClaimBatch answers this many ns late
 
 	mu     sync.Mutex
-	proofs map[string]time.Time // "id/token": start of the last Claim or Extend that succeeded
+	proofs map[string]time.Time // "id/token": start of the last claim or extend that succeeded
 }
 
-// errs counts the failed Claim, Complete and CompleteBatch calls.
+// errs counts the failed claim and complete calls.
 func (s *countingStore) errs() int64 { return s.claimErrs.Load() + s.completeErrs.Load() }
-
-func (s *countingStore) Complete(ctx context.Context, id string, token int64) error {
-	err := s.Store.Complete(ctx, id, token)
-	if err != nil && !errors.Is(err, dedupe.ErrAlreadyDone) && !errors.Is(err, dedupe.ErrFenced) {
-		s.completeErrs.Add(1)
-	}
-	return err
-}
-
-func (s *countingStore) CompleteBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	errs, err := s.Store.CompleteBatch(ctx, ids, tokens)
-	if err != nil {
-		s.completeErrs.Add(1)
-	}
-	return errs, err
-}
 
 func proofKey(id string, token int64) string { return fmt.Sprintf("%s/%d", id, token) }
 
@@ -143,29 +130,31 @@ func (s *countingStore) proof(id string, token int64) time.Time {
 	return s.proofs[proofKey(id, token)]
 }
 
-func (s *countingStore) Extend(ctx context.Context, id string, token int64) error {
+func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+	s.settleCalls.Add(1)
 	start := time.Now()
-	err := s.Store.Extend(ctx, id, token)
-	if err == nil {
-		s.proved(id, token, start)
-	}
-	return err
-}
-
-func (s *countingStore) ExtendBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	start := time.Now()
-	errs, err := s.Store.ExtendBatch(ctx, ids, tokens)
-	for i := range ids {
-		if err == nil && errs[i] == nil {
-			s.proved(ids[i], tokens[i], start)
+	errs, err := s.Store.Settle(ctx, ss)
+	completes, extends := false, false
+	for i, st := range ss {
+		switch st.Op {
+		case dedupe.OpComplete:
+			completes = true
+		case dedupe.OpUnclaim:
+			s.unclaimed.Add(1)
+		case dedupe.OpExtend:
+			extends = true
+			if err == nil && errs[i] == nil {
+				s.proved(st.ID, st.Token, start)
+			}
 		}
 	}
+	if extends {
+		s.extendCalls.Add(1)
+	}
+	if err != nil && completes {
+		s.completeErrs.Add(1)
+	}
 	return errs, err
-}
-
-func (s *countingStore) UnclaimBatch(ctx context.Context, ids []string, tokens []int64) ([]error, error) {
-	s.unclaimed.Add(int64(len(ids)))
-	return s.Store.UnclaimBatch(ctx, ids, tokens)
 }
 
 func (s *countingStore) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
@@ -173,29 +162,21 @@ func (s *countingStore) ClaimBatch(ctx context.Context, ids []string, owner stri
 	s.batchClaimed.Add(int64(len(ids)))
 	start := time.Now()
 	cs, err := s.Store.ClaimBatch(ctx, ids, owner)
+	if err != nil {
+		s.claimErrs.Add(1)
+	}
 	for _, c := range cs {
-		if c.Outcome == dedupe.Claimed {
+		switch c.Outcome {
+		case dedupe.Claimed:
 			s.proved(c.WindowID, c.Token, start)
+		case dedupe.Busy:
+			s.busy.Add(1)
 		}
 	}
 	if d := time.Duration(s.claimBatchDelay.Swap(0)); d > 0 {
 		time.Sleep(d) // a slow answer: the claims age on the way back
 	}
 	return cs, err
-}
-
-func (s *countingStore) Claim(ctx context.Context, id, owner string) (dedupe.Claim, error) {
-	start := time.Now()
-	c, err := s.Store.Claim(ctx, id, owner)
-	switch {
-	case err != nil:
-		s.claimErrs.Add(1)
-	case c.Outcome == dedupe.Busy:
-		s.busy.Add(1)
-	case c.Outcome == dedupe.Claimed:
-		s.proved(id, c.Token, start)
-	}
-	return c, err
 }
 
 var defaultPolicy = jobmsg.Policy{
@@ -533,6 +514,23 @@ func TestRetriesWithNewAttemptsAndTokens(t *testing.T) {
 	}
 }
 
+// lettersByOffset indexes dead letters by the offset of their original
+// record: windows of different jobs settle concurrently, so their letters
+// are written in the order they were decided, not in offset order.
+func lettersByOffset(t *testing.T, dlq []*kgo.Record) map[int64]*kgo.Record {
+	t.Helper()
+	out := map[int64]*kgo.Record{}
+	for _, d := range dlq {
+		v, _ := header(d, HeaderDLQOffset)
+		off, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("dead letter without a valid %s header: %q", HeaderDLQOffset, v)
+		}
+		out[off] = d
+	}
+	return out
+}
+
 func header(r *kgo.Record, key string) (string, bool) {
 	for _, h := range r.Headers {
 		if h.Key == key {
@@ -571,7 +569,8 @@ func TestDeadLetters(t *testing.T) {
 
 	x := &execs{}
 	_, stop := start(t, e.config("w1", mux, x))
-	testenv.Eventually(t, 20*time.Second, func() bool { return len(x.of(ok.ID)) == 1 }, "the valid window after the bad ones runs")
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(x.of(ok.ID)) == 1 }, "the valid window beside the bad ones runs")
+	testenv.Eventually(t, 20*time.Second, func() bool { return e.committed()[0] == 6 }, "all six records settled and committed")
 	stop()
 	if got := outcomes(x.of(ok.ID)); !slices.Equal(got, []string{OutcomeDone}) {
 		t.Errorf("valid window: outcomes %v, want [done]", got)
@@ -579,14 +578,11 @@ func TestDeadLetters(t *testing.T) {
 	if n := flakyCalls.Load(); n != 2 {
 		t.Errorf("flaky handler ran %d times, want MaxAttempts = 2", n)
 	}
-	if got := e.committed()[0]; got != 6 {
-		t.Errorf("committed offset %d, want 6 (all records settled)", got)
-	}
-
 	dlq := testenv.ReadCommitted(t, e.brokers, testDLQ)
 	if len(dlq) != 5 {
 		t.Fatalf("dead-letter topic has %d records, want 5", len(dlq))
 	}
+	byOffset := lettersByOffset(t, dlq)
 	for i, tc := range []struct {
 		src      *kgo.Record
 		reason   string
@@ -598,7 +594,11 @@ func TestDeadLetters(t *testing.T) {
 		{v2, "schema version", "0"},
 		{unknown, "unknown handler", "1"},
 	} {
-		d := dlq[i]
+		d := byOffset[int64(i)]
+		if d == nil {
+			t.Errorf("no dead letter of offset %d", i)
+			continue
+		}
 		if !bytes.Equal(d.Key, tc.src.Key) || !bytes.Equal(d.Value, tc.src.Value) {
 			t.Errorf("dead letter %d: key/value %q/%q, want the original %q/%q", i, d.Key, d.Value, tc.src.Key, tc.src.Value)
 		}
@@ -652,6 +652,7 @@ func TestAbandonsHandlerThatIgnoresCancellation(t *testing.T) {
 	cfg.Grace = 300 * time.Millisecond
 	start(t, cfg)
 	testenv.Eventually(t, 20*time.Second, func() bool { return len(x.of(ok.ID)) == 1 }, "the next window runs")
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(x.of(stuck.ID)) == 2 }, "the stuck window is abandoned and dead-lettered")
 	es := x.of(stuck.ID)
 	if got, want := outcomes(es), []string{OutcomeAbandoned, OutcomeDeadLettered}; !slices.Equal(got, want) {
 		t.Fatalf("stuck window: outcomes %v, want %v", got, want)

@@ -1,0 +1,282 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kjob/kjob/pkg/dedupe"
+)
+
+// mono is the monotonic clock of claim proofs: nanoseconds since the
+// process started. Claim deadlines never use the wall clock.
+var monoBase = time.Now()
+
+func mono() int64 { return int64(time.Since(monoBase)) }
+
+// result is how an attempt ended: what the settle step turns into an
+// outcome.
+type result struct {
+	err error
+	// fenced: the claim was taken over while the handler ran (an extend
+	// said so); its result does not count.
+	fenced bool
+	// unproven: the claim could no longer be proven before it could
+	// expire; the handler was cancelled (or never started) and its result
+	// does not count.
+	unproven bool
+	// abandoned: the handler ignored its cancelled context for Grace.
+	abandoned bool
+	// superseded: a newer window of the job replaced this one.
+	superseded        bool
+	started, finished time.Time
+}
+
+// errAbandoned is the cause recorded for an abandoned attempt.
+var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
+
+// attempt is one handler run under a claim. The loop owns it; the claim's
+// proof (proven, and the step-down timer that watches it) is shared with
+// the extend calls and the timer, which may cancel the handler themselves:
+// stepping down never waits for the loop.
+type attempt struct {
+	l  *loop
+	wn *win
+
+	proven   atomic.Int64 // mono() at the start of the call that last proved the claim
+	fenced   atomic.Bool
+	unproven atomic.Bool
+	mu       sync.Mutex
+	why      error // the cause the handler was cancelled with (fence, step-down)
+
+	cancel      context.CancelCauseFunc
+	stopTimeout context.CancelFunc
+	hctx        context.Context
+	step        *time.Timer // the step-down deadline
+	stopNotify  func() bool // stops the cancellation notice
+	grace       *time.Timer // abandon after Grace once cancelled
+	end         func(error) // Config.OnAttempt's end, if any
+	started     time.Time
+	ended       bool // the loop handled its result
+}
+
+// start runs wn's handler under its claim, proven by the call that started
+// at proven. The handler's context is bounded by the window's timeout and
+// the partition's ownership, and is cancelled with cause ErrClaimUnproven a
+// margin before the claim could expire unless an extend proved it again
+// (w.proof after the start of the last successful claim or extend). If that
+// moment has passed already, the handler does not start.
+func (l *loop) start(wn *win, proven time.Time) {
+	w := l.w
+	a := &attempt{l: l, wn: wn, started: w.cfg.Now()}
+	wn.att, wn.state = a, stRunning
+	l.running[a] = struct{}{}
+	at := mono() - int64(time.Since(proven))
+	a.proven.Store(at)
+	left := time.Duration(at + int64(w.proof) - mono())
+	if left <= 0 {
+		a.ended = true
+		err := fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
+			ErrClaimUnproven, time.Since(proven).Round(time.Millisecond), w.proof)
+		l.attemptEnded(a, result{err: err, unproven: true, started: a.started, finished: a.started})
+		return
+	}
+	cctx, cancel := context.WithCancelCause(l.ctx)
+	hctx, stopTimeout := context.WithTimeout(cctx, time.Duration(wn.msg.Policy.Timeout))
+	a.cancel, a.stopTimeout = cancel, stopTimeout
+	job := l.jobOf(wn)
+	if w.cfg.OnAttempt != nil {
+		hctx, a.end = w.cfg.OnAttempt(hctx, wn.rec, job)
+	}
+	a.hctx = hctx
+	if w.log.Enabled(l.ctx, slog.LevelDebug) {
+		l.logger(wn).Debug("running window", "handler", wn.msg.Handler, "lateness", a.started.Sub(wn.msg.ScheduledAt))
+	}
+	a.step = time.AfterFunc(time.Hour, a.checkProof)
+	a.step.Reset(left) // set after a.step is assigned: checkProof resets it
+	a.stopNotify = context.AfterFunc(hctx, func() { l.inbox.post(func() { l.cancelled(a) }) })
+	w.running.Add(1)
+	w.inFlight.Add(1)
+	go func() {
+		err := w.h.HandleJob(hctx, job)
+		finished := w.cfg.Now()
+		w.running.Add(-1)
+		l.inbox.post(func() { l.returned(a, err, finished) })
+	}()
+}
+
+// prove records that a call started at (mono) renewed the claim.
+func (a *attempt) prove(at int64) {
+	for {
+		old := a.proven.Load()
+		if at <= old || a.proven.CompareAndSwap(old, at) {
+			return
+		}
+	}
+}
+
+// checkProof runs on the step-down timer: if no call proved the claim
+// since, it cancels the handler with ErrClaimUnproven, strictly before the
+// claim can expire; otherwise it waits for the new deadline.
+func (a *attempt) checkProof() {
+	proof := int64(a.l.w.proof)
+	now := mono()
+	if left := a.proven.Load() + proof - now; left > 0 {
+		a.step.Reset(time.Duration(left))
+		return
+	}
+	if !a.unproven.CompareAndSwap(false, true) || a.fenced.Load() {
+		return
+	}
+	ttl := a.l.w.cfg.Store.ClaimTTL()
+	why := fmt.Sprintf("no extend succeeded for %v", time.Duration(now-a.proven.Load()).Round(time.Millisecond))
+	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, ttl-a.l.w.proof)
+	a.setWhy(err)
+	a.l.log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire",
+		"window", a.wn.msg.ID, "token", a.wn.claim.Token, "reason", why, "claim_ttl", ttl)
+	a.cancel(err)
+}
+
+// fence cancels the handler: an extend found the claim taken over.
+func (a *attempt) fence(err error) {
+	if a.unproven.Load() || !a.fenced.CompareAndSwap(false, true) {
+		return
+	}
+	a.l.log.Warn("claim lost while the handler runs; cancelling it", "window", a.wn.msg.ID, "token", a.wn.claim.Token, "err", err)
+	cause := fmt.Errorf("claim lost: %w", err)
+	a.setWhy(cause)
+	a.cancel(cause)
+}
+
+// supersede cancels the handler: a newer window of the job replaced it.
+func (a *attempt) supersede() {
+	a.l.logger(a.wn).Info("cancelling the running window: a newer window of its job replaced it (overlap policy replace)")
+	a.cancel(ErrSuperseded)
+}
+
+func (a *attempt) setWhy(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.why == nil {
+		a.why = err
+	}
+}
+
+func (a *attempt) whyErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.why
+}
+
+// cancelled runs on the loop once the handler's context is done (timeout,
+// fence, step-down, supersede, revoke, loss): the handler gets Grace to
+// return before it is abandoned.
+func (l *loop) cancelled(a *attempt) {
+	if a.ended || a.grace != nil {
+		return
+	}
+	a.grace = time.AfterFunc(l.w.cfg.Grace, func() { l.inbox.post(func() { l.abandon(a) }) })
+}
+
+// returned runs on the loop when the handler returned.
+func (l *loop) returned(a *attempt, err error, finished time.Time) {
+	if a.ended { // abandoned before
+		return
+	}
+	res := result{err: err, started: a.started, finished: finished}
+	l.stopAttempt(a, &res)
+	l.attemptEnded(a, res)
+}
+
+// abandon runs on the loop Grace after the handler's context was done, if
+// the handler has not returned: its goroutine is left running.
+func (l *loop) abandon(a *attempt) {
+	if a.ended {
+		return
+	}
+	res := result{abandoned: true, started: a.started, finished: l.w.cfg.Now()}
+	res.err = fmt.Errorf("%w for %v after %v", errAbandoned, l.w.cfg.Grace, context.Cause(a.hctx))
+	l.stopAttempt(a, &res)
+	l.attemptEnded(a, res)
+}
+
+// stopAttempt ends a's timers and contexts and fills res's flags.
+func (l *loop) stopAttempt(a *attempt, res *result) {
+	a.ended = true
+	a.stopNotify()
+	a.step.Stop()
+	if a.grace != nil {
+		a.grace.Stop()
+	}
+	res.fenced, res.unproven = a.fenced.Load(), a.unproven.Load()
+	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
+	if (res.fenced || res.unproven) && !res.abandoned {
+		res.err = a.whyErr()
+	}
+	a.stopTimeout()
+	a.cancel(nil)
+	if a.end != nil {
+		a.end(res.err)
+	}
+	l.w.inFlight.Add(-1)
+}
+
+// attemptEnded hands an ended attempt's result to the settle step.
+func (l *loop) attemptEnded(a *attempt, res result) {
+	delete(l.running, a)
+	a.wn.att = nil
+	l.putSlot(1)
+	l.settleResult(a.wn, res)
+}
+
+// extendClaims extends the claims of every running attempt of the
+// partition in one store call (one script call on a single server), at
+// most one call in flight. Each success proves its claim again from the
+// call's start; a claim found taken over cancels its handler. Extends are
+// bounded by the store call timeout; the attempts' own step-down timers
+// cancel any handler whose claim goes unproven meanwhile.
+func (l *loop) extendClaims() {
+	if l.extend || len(l.running) == 0 {
+		return
+	}
+	var atts []*attempt
+	var ss []dedupe.Settlement
+	for a := range l.running {
+		if a.fenced.Load() || a.unproven.Load() {
+			continue
+		}
+		atts = append(atts, a)
+		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.Token})
+	}
+	if len(atts) == 0 {
+		return
+	}
+	l.extend = true
+	w := l.w
+	go func() {
+		at := mono()
+		cctx, cancel := context.WithTimeout(l.ctx, storeCallTimeout)
+		errs, err := w.cfg.Store.Settle(cctx, ss)
+		cancel()
+		if err == nil {
+			w.storeUp(l.log)
+		} else if l.ctx.Err() == nil {
+			w.storeFailed(l.log, "extend", err)
+			l.log.Warn("cannot extend the claims of the running windows; retrying until their step-down deadlines", "windows", len(atts), "err", err)
+		}
+		for i, a := range atts {
+			switch {
+			case err != nil:
+			case errs[i] == nil:
+				a.prove(at)
+			case errors.Is(errs[i], dedupe.ErrFenced), errors.Is(errs[i], dedupe.ErrAlreadyDone):
+				a.fence(errs[i])
+			}
+		}
+		l.inbox.post(func() { l.extend = false })
+	}()
+}

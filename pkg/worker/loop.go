@@ -1,0 +1,504 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/partition"
+	"github.com/kjob/kjob/pkg/worker/internal/lanes"
+)
+
+// win is one window record of a partition loop, from its arrival until it
+// is settled (or the loop ends).
+type win struct {
+	rec  *kgo.Record
+	msg  *jobmsg.Message
+	item lanes.Item
+
+	state winState
+	claim dedupe.Claim // the latest claim; Claimed while held
+	att   *attempt     // the running attempt
+	timer *time.Timer  // a wait before claiming or settling again
+	gen   int          // bumped when a wait is cancelled: its wake is stale
+	// superseded, when set, is why a newer window of the job replaced this
+	// one (overlap policy replace): whatever it is doing, it ends as
+	// superseded rather than retried.
+	superseded string
+}
+
+type winState uint8
+
+const (
+	stNew      winState = iota
+	stReady             // waits for a slot (in loop.ready)
+	stClaiming          // holds a slot; its claim is queued or in flight
+	stRunning           // its attempt runs (holds a slot)
+	stSettling          // a store call or a dead letter for it is in flight
+	stWaiting           // a backoff or a busy wait before claiming again
+	stDone              // settled (or left to the partition's next owner)
+)
+
+// loop serves one owned partition: it decodes the partition's records into
+// its jobs' lanes, starts windows as slots free up, runs their attempts,
+// and settles them, until the partition is halted and the work in flight
+// is over, or its context ends. One goroutine (serve) owns all of its
+// state; handlers, store calls, dead letters and timers run elsewhere and
+// report back by posting a function to the inbox, which serve runs.
+type loop struct {
+	w   *Worker
+	o   *partition.Owned
+	ctx context.Context
+	log *slog.Logger
+	n   int32
+
+	lanes *lanes.Lanes
+	slots *lanes.Waiter
+	held  int    // slots taken and not released
+	ready []*win // active windows waiting for a slot, in turn
+
+	claimQ   []*win // windows with a slot, to claim
+	claiming bool   // a claim call is in flight
+	ops      []op   // settlements queued
+	settling bool   // a settle call is in flight
+	extend   bool   // an extend call is in flight
+	letters  []letter
+	writing  bool // a dead letter is being produced
+
+	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
+	timers  map[*time.Timer]struct{}
+
+	halted  bool // start nothing new
+	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
+
+	inbox inbox
+}
+
+// inbox carries functions posted by other goroutines to the loop. Posting
+// never blocks, also after the loop has ended (the functions are then
+// never run).
+type inbox struct {
+	mu   sync.Mutex
+	fs   []func()
+	wake chan struct{}
+}
+
+func (b *inbox) post(f func()) {
+	b.mu.Lock()
+	b.fs = append(b.fs, f)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (b *inbox) take() []func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fs := b.fs
+	b.fs = nil
+	return fs
+}
+
+// serve is the partition.ServeFunc.
+func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
+	l := &loop{
+		w:       w,
+		o:       o,
+		ctx:     ctx,
+		n:       o.Partition(),
+		log:     w.log.With("partition", o.Partition()),
+		lanes:   lanes.New(),
+		slots:   w.slots.Waiter(),
+		running: map[*attempt]struct{}{},
+		timers:  map[*time.Timer]struct{}{},
+		inbox:   inbox{wake: make(chan struct{}, 1)},
+	}
+	l.run()
+}
+
+func (l *loop) run() {
+	defer func() {
+		for t := range l.timers {
+			t.Stop()
+		}
+		l.slots.Close()
+		l.slots.Release(l.held)
+	}()
+	tick := time.NewTicker(l.w.cfg.ClaimExtendInterval)
+	defer tick.Stop()
+	halted, done := l.o.Halted(), l.ctx.Done()
+	for !(l.halted && l.idle()) {
+		select {
+		case <-l.inbox.wake:
+			for _, f := range l.inbox.take() {
+				f()
+			}
+		case <-l.o.Ready():
+			if !l.halted {
+				l.arrive(l.o.Take())
+			}
+		case <-l.slots.C():
+			l.granted(l.slots.Take())
+		case <-tick.C:
+			l.extendClaims()
+		case <-halted:
+			halted = nil
+			l.halt()
+		case <-done:
+			done = nil
+			l.stopped = true
+			l.halt()
+		}
+		l.kick()
+	}
+}
+
+// idle reports whether nothing is in flight: every attempt returned or
+// was abandoned, and no store call or dead letter is under way.
+func (l *loop) idle() bool {
+	return len(l.running) == 0 && !l.claiming && !l.settling && len(l.ops) == 0 && !l.extend && !l.writing && len(l.letters) == 0
+}
+
+// halt stops starting windows: the ones waiting for a slot or a claim
+// stay unsettled for the partition's next owner.
+func (l *loop) halt() {
+	if !l.halted {
+		l.halted = true
+		l.slots.Want(0)
+	}
+	for _, wn := range l.ready {
+		wn.state = stDone
+	}
+	l.ready = nil
+	for _, wn := range l.claimQ {
+		wn.state = stDone
+		l.putSlot(1)
+	}
+	l.claimQ = nil
+	for t := range l.timers {
+		t.Stop()
+		delete(l.timers, t)
+	}
+}
+
+// kick sends the queued claims and settlements, one call of each kind in
+// flight at a time: what queues while one is in flight goes together in
+// the next.
+func (l *loop) kick() {
+	if !l.claiming && len(l.claimQ) > 0 && !l.halted {
+		l.claiming = true
+		batch := l.claimQ
+		l.claimQ = nil
+		ids := make([]string, len(batch))
+		for i, wn := range batch {
+			ids[i] = wn.msg.ID
+		}
+		go func() {
+			cs, proven, err := l.w.claimBatch(l.ctx, ids)
+			l.inbox.post(func() { l.claimed(batch, cs, proven, err) })
+		}()
+	}
+	if !l.writing && len(l.letters) > 0 {
+		l.writing = true
+		lt := l.letters[0]
+		l.letters = l.letters[1:]
+		go func() {
+			err := l.w.deadLetter(l.ctx, lt.rec, lt.reason, lt.attempts)
+			l.inbox.post(func() {
+				l.writing = false
+				lt.then(err)
+			})
+		}()
+	}
+	if !l.settling && len(l.ops) > 0 {
+		l.settling = true
+		batch := l.ops
+		l.ops = nil
+		ss := make([]dedupe.Settlement, len(batch))
+		for i, o := range batch {
+			ss[i] = o.st
+		}
+		go func() {
+			errs, err := l.w.settleBatch(l.ctx, ss)
+			l.inbox.post(func() {
+				l.settling = false
+				for i, o := range batch {
+					e := err
+					if err == nil {
+						e = errs[i]
+					}
+					o.then(e)
+				}
+				l.doneLogged(batch, errs, err)
+			})
+		}()
+	}
+}
+
+// arrive decodes newly fetched records and admits their windows to their
+// jobs' lanes.
+func (l *loop) arrive(recs []*kgo.Record) {
+	for _, rec := range recs {
+		msg, err := l.w.parse(rec)
+		if err != nil {
+			l.poison(rec, err)
+			continue
+		}
+		wn := &win{rec: rec, msg: msg}
+		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
+		l.apply(l.lanes.Arrive(&wn.item))
+	}
+	l.slots.Want(len(l.ready))
+}
+
+// apply carries out a lanes decision.
+func (l *loop) apply(d lanes.Decision) {
+	for _, dr := range d.Drop {
+		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
+		if dr.Superseded {
+			l.settleIdle(wn, dedupe.OpSupersede, fmt.Sprintf("superseded by window %s before it started (overlap policy replace)", by.msg.ID))
+			continue
+		}
+		reason := fmt.Sprintf("window %s of the job was still running (overlap policy skip)", by.msg.ID)
+		if dr.Item.Policy == lanes.Latest {
+			reason = fmt.Sprintf("a newer window %s arrived while it waited (overlap policy latest keeps only the newest)", by.msg.ID)
+		}
+		l.settleIdle(wn, dedupe.OpSkip, reason)
+	}
+	for _, c := range d.Cancel {
+		l.supersede(c.Item.Data.(*win), c.By.Data.(*win))
+	}
+	for _, it := range d.Start {
+		l.toReady(it.Data.(*win))
+	}
+}
+
+// supersede ends the active window wn because by, a newer window of its
+// job, arrived (overlap policy replace): a running attempt is cancelled
+// with cause ErrSuperseded; a window waiting to be claimed is settled as
+// superseded at once; a claim or settlement in flight picks the flag up
+// when it returns.
+func (l *loop) supersede(wn, by *win) {
+	wn.superseded = "superseded by newer window " + by.msg.ID + " (overlap policy replace)"
+	switch wn.state {
+	case stRunning:
+		wn.att.supersede()
+	case stReady:
+		for i, r := range l.ready {
+			if r == wn {
+				l.ready = append(l.ready[:i], l.ready[i+1:]...)
+				break
+			}
+		}
+		l.slots.Want(len(l.ready))
+		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
+	case stWaiting:
+		l.stopWait(wn)
+		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
+	}
+}
+
+// toReady queues an active window for a slot, unless a newer window
+// replaced it meanwhile.
+func (l *loop) toReady(wn *win) {
+	if l.halted {
+		wn.state = stDone
+		return
+	}
+	if wn.superseded != "" {
+		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
+		return
+	}
+	wn.state = stReady
+	l.ready = append(l.ready, wn)
+	l.slots.Want(len(l.ready))
+}
+
+// granted moves windows that got a slot from ready to the claim queue.
+func (l *loop) granted(n int) {
+	l.held += n
+	k := min(n, len(l.ready))
+	for _, wn := range l.ready[:k] {
+		wn.state = stClaiming
+		l.claimQ = append(l.claimQ, wn)
+	}
+	l.ready = l.ready[k:]
+	if n > k {
+		l.putSlot(n - k)
+	}
+	l.slots.Want(len(l.ready))
+}
+
+func (l *loop) putSlot(n int) {
+	l.held -= n
+	l.slots.Release(n)
+}
+
+// claimed handles a claim call's answer for batch.
+func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err error) {
+	l.claiming = false
+	if err != nil {
+		l.putSlot(len(batch))
+		if l.ctx.Err() != nil || l.halted {
+			for _, wn := range batch {
+				wn.state = stDone
+			}
+			return
+		}
+		// A non-retryable store error: the ids are invalid, which a
+		// decoded window's cannot be; dead-letter rather than loop.
+		for _, wn := range batch {
+			l.deadLetter(wn, "store refused the window: "+err.Error(), 0, 0, err)
+		}
+		return
+	}
+	for i, wn := range batch {
+		c := cs[i]
+		wn.claim = c
+		switch {
+		case l.halted:
+			l.putSlot(1)
+			wn.state = stDone
+			if c.Outcome == dedupe.Claimed {
+				// Claimed for a window that will not start here: give it
+				// back, so the next owner runs it at once with the same
+				// attempt number.
+				l.queue(nil, dedupe.Settlement{ID: c.WindowID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
+			}
+		case c.Outcome == dedupe.Claimed && wn.superseded != "":
+			l.putSlot(1)
+			l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
+		case c.Outcome == dedupe.Claimed:
+			if age, old := l.w.beyondHorizon(wn.rec, wn.msg); old {
+				l.putSlot(1)
+				l.tooOld(wn, age)
+				continue
+			}
+			l.start(wn, proven)
+		case c.Outcome == dedupe.AlreadyDone:
+			l.putSlot(1)
+			l.report(wn, OutcomeSkippedDone, nil, nil)
+			l.finish(wn)
+		default: // Busy: another claim is live (or ours, whose reply was lost)
+			l.putSlot(1)
+			l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
+		}
+	}
+}
+
+// wait runs then on the loop after d, unless the wait is stopped first.
+func (l *loop) wait(wn *win, d time.Duration, then func()) {
+	wn.state = stWaiting
+	wn.gen++
+	gen := wn.gen
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		l.inbox.post(func() {
+			delete(l.timers, t)
+			if wn.gen == gen && wn.state == stWaiting {
+				then()
+			}
+		})
+	})
+	wn.timer = t
+	l.timers[t] = struct{}{}
+}
+
+func (l *loop) stopWait(wn *win) {
+	wn.gen++
+	if wn.timer != nil {
+		wn.timer.Stop()
+		delete(l.timers, wn.timer)
+		wn.timer = nil
+	}
+}
+
+// finish ends an active window for good: its record is settled for the
+// partition's commit point, and the next window of its lane may start.
+func (l *loop) finish(wn *win) {
+	wn.state = stDone
+	l.o.Settle(wn.rec)
+	if wn.item.Active() {
+		l.apply(l.lanes.Finish(&wn.item))
+		l.slots.Want(len(l.ready))
+	}
+}
+
+// poison dead-letters a record that is not a valid window.
+func (l *loop) poison(rec *kgo.Record, err error) {
+	reason := "undecodable record: " + err.Error()
+	if errors.Is(err, errUnverified) {
+		reason = err.Error()
+	}
+	l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
+	l.letters = append(l.letters, letter{rec: rec, reason: reason, then: func(derr error) {
+		if derr != nil {
+			return // ctx ended: the next owner dead-letters it
+		}
+		now := l.w.cfg.Now()
+		l.w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
+		l.o.Settle(rec)
+	}})
+}
+
+// letter is a dead letter queued for the partition: they are produced one
+// at a time, in the order they were decided.
+type letter struct {
+	rec      *kgo.Record
+	reason   string
+	attempts int
+	then     func(error) // on the loop, with nil once it is written or ctx's error
+}
+
+// logger returns the window's logger (built only when something is
+// logged).
+func (l *loop) logger(wn *win) *slog.Logger {
+	log := l.log.With("offset", wn.rec.Offset, "window", wn.msg.ID, "job", wn.msg.Job)
+	if wn.claim.Outcome == dedupe.Claimed && wn.claim.Token != 0 {
+		log = log.With("token", wn.claim.Token, "attempt", wn.claim.Attempt)
+	}
+	return log
+}
+
+// execution returns the Execution of wn's current claim.
+func (l *loop) execution(wn *win, outcome string, err error) Execution {
+	e := Execution{WindowID: wn.msg.ID, Job: wn.msg.Job, Partition: wn.rec.Partition, Offset: wn.rec.Offset,
+		ScheduledAt: wn.msg.ScheduledAt, PublishedAt: wn.msg.PublishedAt, Outcome: outcome, Err: err}
+	if wn.claim.Token != 0 {
+		e.Attempt, e.Token = wn.claim.Attempt, wn.claim.Token
+	}
+	return e
+}
+
+// report reports an outcome of wn: of the attempt res describes, or (res
+// nil) of a settlement without an attempt.
+func (l *loop) report(wn *win, outcome string, err error, res *result) {
+	e := l.execution(wn, outcome, err)
+	if res != nil {
+		e.Started, e.Finished = res.started, res.finished
+	} else {
+		now := l.w.cfg.Now()
+		e.Started, e.Finished = now, now
+	}
+	l.w.executed(e)
+}
+
+// policyOf maps a window's overlap policy to its lane policy.
+func policyOf(msg *jobmsg.Message) lanes.Policy {
+	return lanes.Queue
+}
+
+// jobOf returns the job for a handler attempt.
+func (l *loop) jobOf(wn *win) *handler.Job {
+	return handler.NewJob(wn.msg, wn.claim.Attempt, wn.claim.Token, l.w.cfg.WorkerID, wn.rec.Partition, wn.rec.Offset)
+}

@@ -1,0 +1,366 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+)
+
+// op is a settlement queued for the partition's next settle call, and what
+// to do with its answer on the loop (nil, a dedupe sentinel, or the
+// context's error when the store could not be reached before the
+// partition's context ended).
+type op struct {
+	st   dedupe.Settlement
+	wn   *win
+	res  *result // the attempt a complete records
+	then func(error)
+}
+
+// queue adds a settlement of wn (nil for none) to the next settle call.
+func (l *loop) queue(wn *win, st dedupe.Settlement, res *result, then func(error)) {
+	if wn != nil {
+		wn.state = stSettling
+	}
+	l.ops = append(l.ops, op{st: st, wn: wn, res: res, then: then})
+}
+
+// settleResult is the settle step: it turns how an attempt ended into the
+// window's outcome, reports it, and records it in the store.
+func (l *loop) settleResult(wn *win, res result) {
+	c := wn.claim
+	switch {
+	case res.superseded && !res.fenced && !res.unproven:
+		// Replaced by a newer window: whatever the handler returned, the
+		// window ends as superseded, never retried.
+		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, &res)
+
+	case res.fenced:
+		l.logger(wn).Warn("claim taken over while the handler ran; discarding the attempt's result", "err", res.err, "abandoned", res.abandoned)
+		l.report(wn, OutcomeFenced, res.err, &res)
+		l.reclaim(wn) // Claim reports Busy or AlreadyDone now
+
+	case res.unproven && !res.abandoned:
+		// Not completed, not released (the store is unreachable or
+		// slow): claiming again waits for the store, and for this claim
+		// to expire if it still lives.
+		l.logger(wn).Warn("attempt stepped down: its claim could not be proven; discarding its result and claiming the window again once the store answers", "err", res.err)
+		l.report(wn, OutcomeSteppedDown, res.err, &res)
+		l.reclaim(wn)
+
+	case res.abandoned:
+		l.logger(wn).Error("handler ignored cancellation; abandoning it (its goroutine keeps running)", "grace", l.w.cfg.Grace)
+		l.report(wn, OutcomeAbandoned, res.err, &res)
+		if l.stopped {
+			wn.state = stDone // not settled: the next owner re-delivers the window
+			return
+		}
+		l.failed(wn, res.err, false)
+
+	case res.err == nil:
+		r := res
+		l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpComplete, Token: c.Token}, &r, func(err error) {
+			switch {
+			case err == nil:
+				l.report(wn, OutcomeDone, nil, &r)
+				l.finish(wn)
+			case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
+				l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
+				l.report(wn, OutcomeFenced, err, &r)
+				l.reclaim(wn)
+			default:
+				l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", err)
+				l.report(wn, OutcomeFailed, fmt.Errorf("complete: %w", err), &r)
+				wn.state = stDone
+			}
+		})
+
+	default:
+		if l.stopped || l.ctx.Err() != nil {
+			// Revoked past its grace, or lost, mid-attempt: give the window
+			// back so its next owner can claim it at once.
+			l.logger(wn).Warn("attempt interrupted: partition revoked or lost; releasing the window for its next owner", "err", res.err)
+			l.report(wn, OutcomeFailed, res.err, &res)
+			l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: "interrupted: partition revoked or lost: " + res.err.Error()}, nil,
+				func(error) { wn.state = stDone })
+			return
+		}
+		outcome := OutcomeFailed
+		if l.final(wn, res.err) {
+			outcome = OutcomeDeadLettered
+		}
+		l.report(wn, outcome, res.err, &res)
+		l.failed(wn, res.err, true)
+	}
+}
+
+// final reports whether a failure with cause ends the window: a permanent
+// error, or its last attempt.
+func (l *loop) final(wn *win, cause error) bool {
+	return errors.Is(cause, handler.ErrPermanent) || wn.claim.Attempt >= wn.msg.Policy.MaxAttempts
+}
+
+// failed handles a failed (or abandoned) attempt: on a permanent error or
+// the last attempt it dead-letters the window; otherwise it releases the
+// claim and claims again after the backoff, in the window's own lane.
+// reported says whether the dead-lettered outcome was reported already.
+func (l *loop) failed(wn *win, cause error, reported bool) {
+	c := wn.claim
+	log := l.logger(wn)
+	if l.final(wn, cause) {
+		why := "permanent failure"
+		if !errors.Is(cause, handler.ErrPermanent) {
+			why = fmt.Sprintf("attempt %d of %d failed", c.Attempt, wn.msg.Policy.MaxAttempts)
+		}
+		log.Error("dead-lettering window: "+why, "err", cause)
+		var report error
+		if !reported {
+			report = cause
+		}
+		l.deadLetter(wn, cause.Error(), c.Attempt, c.Token, report)
+		return
+	}
+	wait := backoff(wn.msg.Policy, c.Attempt)
+	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)
+	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
+		switch {
+		case err == nil:
+		case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrAlreadyDone):
+			log.Warn("release refused: the window is no longer ours", "err", err)
+		default:
+			log.Warn("cannot release the claim; it expires after the store's claim TTL", "err", err)
+			if l.stopped {
+				wn.state = stDone
+				return
+			}
+		}
+		if wn.superseded != "" {
+			l.toReady(wn) // settles it as superseded
+			return
+		}
+		l.wait(wn, wait, func() { l.toReady(wn) })
+	})
+}
+
+// reclaim claims the window again at once (after a fence or a step-down).
+func (l *loop) reclaim(wn *win) {
+	if l.stopped {
+		wn.state = stDone
+		return
+	}
+	l.toReady(wn)
+}
+
+// tooOld dead-letters a claimed window whose record is beyond the replay
+// horizon, instead of running it: its done marker may have expired, so it
+// may have run already.
+func (l *loop) tooOld(wn *win, age time.Duration) {
+	retention := l.w.cfg.Store.Retention()
+	reason := fmt.Sprintf("published %s ago, more than the replay horizon (the store's retention, worker --retention/KJOB_RETENTION = %s): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run",
+		days(age), days(retention))
+	l.logger(wn).Error("dead-lettering a window older than the replay horizon instead of running it", "age", age.Round(time.Second), "retention", retention)
+	l.deadLetter(wn, reason, wn.claim.Attempt, wn.claim.Token, fmt.Errorf("%w: %s", ErrBeyondHorizon, reason))
+}
+
+// deadLetter writes wn's dead letter, then (with a token) settles the
+// window as dead in the store, and finishes it. report, if not nil, is
+// reported as the dead-lettered outcome's error once the letter is
+// written.
+func (l *loop) deadLetter(wn *win, reason string, attempts int, token int64, report error) {
+	wn.state = stSettling
+	l.letters = append(l.letters, letter{rec: wn.rec, reason: reason, attempts: attempts, then: func(err error) {
+		switch {
+		case err != nil && token != 0:
+			// ctx ended before the letter was written: not settled, the
+			// next owner re-delivers the window.
+			l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: token, Reason: "interrupted before dead-lettering: " + reason}, nil,
+				func(error) { wn.state = stDone })
+			return
+		case err != nil:
+			wn.state = stDone
+			return
+		}
+		if report != nil {
+			l.report(wn, OutcomeDeadLettered, report, nil)
+		}
+		if token == 0 {
+			l.finish(wn)
+			return
+		}
+		l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpDeadLetter, Token: token, Reason: reason}, nil, func(err error) {
+			if err != nil && !errors.Is(err, dedupe.ErrAlreadyDone) {
+				l.logger(wn).Warn("cannot mark the dead-lettered window settled; a redelivered record of it would run again", "err", err)
+			}
+			l.finish(wn)
+		})
+	}})
+}
+
+// settleIdle settles wn, which holds no claim, without running it: skipped
+// (overlap policy skip or latest) or superseded (replace). A live claim on
+// it (another worker runs it, or a claim of ours whose attempt stepped
+// down) is waited out.
+func (l *loop) settleIdle(wn *win, op dedupe.Op, reason string) {
+	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: op, Reason: reason}, nil, func(err error) {
+		switch {
+		case err == nil:
+			l.settledWithout(wn, op, reason, nil)
+		case errors.Is(err, dedupe.ErrAlreadyDone):
+			l.report(wn, OutcomeSkippedDone, nil, nil)
+			l.finish(wn)
+		case errors.Is(err, dedupe.ErrBusy), errors.Is(err, dedupe.ErrFenced):
+			if l.halted {
+				wn.state = stDone
+				return
+			}
+			l.wait(wn, busyMax, func() { l.settleIdle(wn, op, reason) })
+		default:
+			wn.state = stDone // ctx ended: the next owner decides
+		}
+	})
+}
+
+// settleHeld settles wn, under the claim it holds, without completing it:
+// superseded (replace), after an attempt (res) or before one.
+func (l *loop) settleHeld(wn *win, op dedupe.Op, reason string, res *result) {
+	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: op, Token: wn.claim.Token, Reason: reason}, res, func(err error) {
+		switch {
+		case err == nil:
+			l.settledWithout(wn, op, reason, res)
+		case errors.Is(err, dedupe.ErrAlreadyDone):
+			l.report(wn, OutcomeSkippedDone, nil, nil)
+			l.finish(wn)
+		case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrBusy):
+			l.reclaim(wn) // someone else claimed it: settle it once they are done
+		default:
+			wn.state = stDone
+		}
+	})
+}
+
+// settledWithout reports and logs a window settled as skipped or
+// superseded, and finishes it.
+func (l *loop) settledWithout(wn *win, op dedupe.Op, reason string, res *result) {
+	outcome, status := OutcomeSkipped, dedupe.StatusSkipped
+	if op == dedupe.OpSupersede {
+		outcome, status = OutcomeSuperseded, dedupe.StatusSuperseded
+	}
+	l.logger(wn).Info("window skipped", "status", status, "reason", reason)
+	l.report(wn, outcome, errors.New(reason), res)
+	l.finish(wn)
+}
+
+// doneLogged logs the windows a settle call completed: each at debug, and
+// one line at info (the window itself when it was alone).
+func (l *loop) doneLogged(batch []op, errs []error, err error) {
+	if err != nil {
+		return
+	}
+	var first, last *op
+	n := 0
+	debug := l.log.Enabled(l.ctx, slog.LevelDebug)
+	for i := range batch {
+		o := &batch[i]
+		if o.st.Op != dedupe.OpComplete || errs[i] != nil {
+			continue
+		}
+		n++
+		if first == nil {
+			first = o
+		}
+		last = o
+		if debug && o.res != nil {
+			l.logger(o.wn).Debug("window done", "duration", o.res.finished.Sub(o.res.started), "lateness", o.res.started.Sub(o.wn.msg.ScheduledAt))
+		}
+	}
+	switch {
+	case n == 1 && !debug:
+		l.logger(first.wn).Info("window done", "duration", first.res.finished.Sub(first.res.started), "lateness", first.res.started.Sub(first.wn.msg.ScheduledAt))
+	case n > 1:
+		l.log.Info("windows done", "windows", n, "first_window", first.wn.msg.ID, "last_window", last.wn.msg.ID)
+	}
+}
+
+// claimBatch calls ClaimBatch until it answers: store errors (Redis down)
+// are retried with capped exponential backoff, logged once per outage. It
+// returns the claims and when the call that made them started (what a
+// Claimed claim is proven from), ctx.Err() if ctx ends first, or a
+// non-retryable error (dedupe.ErrInvalidID).
+func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, time.Time, error) {
+	delay := retryMin
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, time.Time{}, err
+		}
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		cs, err := w.cfg.Store.ClaimBatch(cctx, ids, w.cfg.WorkerID)
+		cancel()
+		if err == nil {
+			w.storeUp(w.log)
+			return cs, start, nil
+		}
+		if errors.Is(err, dedupe.ErrInvalidID) {
+			return nil, time.Time{}, err
+		}
+		if ctx.Err() != nil {
+			return nil, time.Time{}, ctx.Err()
+		}
+		w.storeFailed(w.log, "claim", err)
+		if err := clock.Sleep(ctx, delay); err != nil {
+			return nil, time.Time{}, err
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// settleBatch calls Store.Settle until it answers. Its first try runs even
+// if ctx is already done (results are worth recording on the way out);
+// retries stop when ctx is done, returning ctx.Err().
+func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+	delay := retryMin
+	for {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+		errs, err := w.cfg.Store.Settle(cctx, ss)
+		cancel()
+		if err == nil {
+			w.storeUp(w.log)
+			return errs, nil
+		}
+		if errors.Is(err, dedupe.ErrInvalidID) {
+			// Cannot happen with decoded windows; answer each as fenced so
+			// nothing loops on it.
+			errs = make([]error, len(ss))
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		w.storeFailed(w.log, "settle", err)
+		if err := clock.Sleep(ctx, delay); err != nil {
+			return nil, err
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+func (w *Worker) storeFailed(log *slog.Logger, op string, err error) {
+	if w.storeDown.CompareAndSwap(false, true) {
+		log.Error("idempotency store unavailable; not running windows nor committing past them until it answers", "op", op, "err", err)
+	}
+}
+
+func (w *Worker) storeUp(log *slog.Logger) {
+	if w.storeDown.CompareAndSwap(true, false) {
+		log.Info("idempotency store answers again")
+	}
+}
