@@ -38,6 +38,7 @@ const (
 	fMaxAttempts
 	fBackoff
 	fMaxBackoff
+	fOverlap
 )
 
 // Field names of each object the fast decoder reads, for the
@@ -45,7 +46,7 @@ const (
 var (
 	topFields    = []string{"v", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
 	windowFields = []string{"start", "end"}
-	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff"}
+	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
 )
 
 type scanner struct {
@@ -110,6 +111,11 @@ func (w *wire) decodeFast(value []byte) bool {
 					return s.once(seen, fBackoff) && s.duration(&p.Backoff)
 				case "max_backoff":
 					return s.once(seen, fMaxBackoff) && s.duration(&p.MaxBackoff)
+				case "overlap":
+					var o string
+					ok := s.once(seen, fOverlap) && s.str(&o)
+					p.Overlap = Overlap(o)
+					return ok
 				}
 				return s.unknown(key, policyFields)
 			})
