@@ -112,10 +112,7 @@ func (w *wire) decodeFast(value []byte) bool {
 				case "max_backoff":
 					return s.once(seen, fMaxBackoff) && s.duration(&p.MaxBackoff)
 				case "overlap":
-					var o string
-					ok := s.once(seen, fOverlap) && s.str(&o)
-					p.Overlap = Overlap(o)
-					return ok
+					return s.once(seen, fOverlap) && s.overlap(&p.Overlap)
 				}
 				return s.unknown(key, policyFields)
 			})
@@ -271,6 +268,30 @@ func (s *scanner) str(dst *string) bool {
 		*dst = string(v)
 	}
 	return ok
+}
+
+// overlap reads an Overlap string; the five known values cost no
+// allocation.
+func (s *scanner) overlap(dst *Overlap) bool {
+	v, ok := s.plain()
+	if !ok {
+		return false
+	}
+	switch string(v) {
+	case string(OverlapQueue):
+		*dst = OverlapQueue
+	case string(OverlapSkip):
+		*dst = OverlapSkip
+	case string(OverlapLatest):
+		*dst = OverlapLatest
+	case string(OverlapReplace):
+		*dst = OverlapReplace
+	case string(OverlapAllow):
+		*dst = OverlapAllow
+	default:
+		*dst = Overlap(v)
+	}
+	return true
 }
 
 // int reads a number without fraction or exponent that fits an int.
