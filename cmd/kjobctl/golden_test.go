@@ -51,11 +51,18 @@ func TestGoldenStatus(t *testing.T) {
 			{ClientID: "worker-2", Host: "127.0.0.1:50002", Partitions: []int32{2}},
 		}},
 		Jobs: []inspect.JobStatus{
-			{Name: "nightly-report", Schedule: "30 2 * * *", Timezone: "Europe/Berlin", Enabled: true, InFile: true, Partition: 2,
+			{Name: "nightly-report", Schedule: "30 2 * * *", Timezone: "Europe/Berlin", Overlap: "queue", Enabled: true, InFile: true, Partition: 2,
 				Next: []time.Time{t0.Add(15*time.Hour + 30*time.Minute), t0.Add(39*time.Hour + 30*time.Minute)},
 				Last: &inspect.WindowStatus{ID: "nightly-report@2026-11-22T01:30:00Z", Outcome: "done", Token: 41, Attempts: 1}},
-			{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Enabled: true, Paused: true, InFile: true, Partition: 0, Next: []time.Time{t0.Add(10 * time.Second)},
+			{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Overlap: "queue", Enabled: true, Paused: true, InFile: true, Partition: 0, Next: []time.Time{t0.Add(10 * time.Second)},
 				Last: &inspect.WindowStatus{ID: "sync@2026-11-22T09:59:50Z", Outcome: "failed", Token: 9, Attempts: 3}},
+			// Settled without completing because of the overlap policy:
+			// the reason follows the outcome.
+			{Name: "digest", Schedule: "@every 1m", Timezone: "UTC", Overlap: "skip", Enabled: true, InFile: true, Partition: 1, Next: []time.Time{t0.Add(time.Minute)},
+				Last: &inspect.WindowStatus{ID: "digest@2026-11-22T10:00:00Z", Outcome: "skipped", LastError: "overlap skip: digest@2026-11-22T09:59:00Z still running"}},
+			{Name: "export", Schedule: "@every 5m", Timezone: "UTC", Overlap: "replace", Enabled: true, InFile: true, Partition: 0, Next: []time.Time{t0.Add(5 * time.Minute)},
+				Last: &inspect.WindowStatus{ID: "export@2026-11-22T09:55:00Z", Outcome: "superseded", Token: 12, Attempts: 1,
+					LastError: "overlap replace: cancelled for\nexport@2026-11-22T10:00:00Z"}},
 			{Name: "old-job", Partition: 1, Last: &inspect.WindowStatus{ID: "old-job@2026-11-01T00:00:00Z", Outcome: "pending"}},
 		},
 		DeadLetters: 3,
@@ -71,7 +78,7 @@ func TestGoldenStatus(t *testing.T) {
 		LeaderError: "lease: get kjob:{kjob}:producer-lease: dial tcp 127.0.0.1:6379: connect: connection refused",
 		GroupError:  "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
 		JobsError:   "state topic: unable to dial; partitions: unable to dial; pauses: dial tcp 127.0.0.1:6379: connect: connection refused",
-		Jobs: []inspect.JobStatus{{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Enabled: true, InFile: true,
+		Jobs: []inspect.JobStatus{{Name: "sync", Schedule: "@every 10s", Timezone: "UTC", Overlap: "latest", Enabled: true, InFile: true,
 			PartitionUnknown: true, PausedUnknown: true, LastUnknown: true, Next: []time.Time{t0.Add(10 * time.Second)}}},
 		DeadLettersError: "unable to dial: dial tcp 127.0.0.1:9092: connect: connection refused",
 	}
@@ -204,6 +211,7 @@ func TestGoldenScheduleCheck(t *testing.T) {
     schedule: "30 1 * * *"
     timezone: America/New_York
     handler: log
+    overlap: latest
   - name: tick
     schedule: "@every 10s"
     handler: log

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,23 @@ func TestScheduleCheck(t *testing.T) {
 	want := bad + `:5: jobs[0].timezone: "Mars/Olympus": unknown time zone; use an IANA name such as "Europe/Berlin"`
 	if code != exitError || !strings.Contains(stderr, want) {
 		t.Fatalf("code %d stderr %q\nwant it to contain %q", code, stderr, want)
+	}
+
+	// An overlap policy is checked as the producer checks it, and shown.
+	badOverlap := filepath.Join(dir, "overlap.yaml")
+	os.WriteFile(badOverlap, []byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    overlap: forbid\n"), 0o644)
+	code, _, stderr = runCmd(t, "schedule", "check", badOverlap)
+	want = badOverlap + `:5: jobs[0].overlap: "forbid": want one of queue (the default: one window at a time, in order), skip`
+	if code != exitError || !strings.Contains(stderr, want) {
+		t.Fatalf("code %d stderr %q\nwant it to contain %q", code, stderr, want)
+	}
+	os.WriteFile(badOverlap, []byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    overlap: replace\n  - name: b\n    schedule: \"@every 1s\"\n    handler: log\n"), 0o644)
+	code, out, stderr = runCmd(t, "schedule", "check", "-o", "json", badOverlap)
+	var res struct {
+		Jobs []struct{ Name, Overlap string }
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || len(res.Jobs) != 2 || res.Jobs[0].Overlap != "replace" || res.Jobs[1].Overlap != "queue" {
+		t.Fatalf("json: code %d\n%s%s", code, out, stderr)
 	}
 
 	code, _, stderr = runCmd(t, "schedule", "check")

@@ -63,10 +63,7 @@ func message(j *schedule.Job, id string, start time.Time, trigger jobmsg.Trigger
 		ID: id, Job: j.Name, Handler: j.Handler,
 		Window:      jobmsg.Window{Start: start.UTC(), End: end.UTC()},
 		ScheduledAt: start.UTC(), PublishedAt: now.UTC(), Trigger: trigger, Payload: payload,
-		Policy: jobmsg.Policy{
-			Timeout: jobmsg.Duration(j.Timeout), MaxAttempts: j.Retries.MaxAttempts,
-			Backoff: jobmsg.Duration(j.Retries.Backoff), MaxBackoff: jobmsg.Duration(j.Retries.MaxBackoff),
-		},
+		Policy: j.Policy(), // as the producer's windows: timeout, retries, overlap
 	}
 }
 

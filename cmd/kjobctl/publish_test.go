@@ -12,6 +12,7 @@ import (
 
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -175,7 +176,7 @@ func TestTriggerWarns(t *testing.T) {
 		t.Fatalf("trigger of a paused job: exit %d\n%s%s", code, out, stderr)
 	}
 	sched := filepath.Join(t.TempDir(), "off.yaml")
-	if err := os.WriteFile(sched, []byte("jobs:\n  - name: off\n    schedule: \"@every 1h\"\n    handler: ok\n    enabled: false\n"), 0o644); err != nil {
+	if err := os.WriteFile(sched, []byte("jobs:\n  - name: off\n    schedule: \"@every 1h\"\n    handler: ok\n    enabled: false\n    overlap: skip\n    timeout: 2h\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	flags := append([]string{"trigger", "off"}, e.flags...)
@@ -184,5 +185,50 @@ func TestTriggerWarns(t *testing.T) {
 	want := "kjobctl: warning: job off is disabled in " + sched + "; this manual window runs anyway\n"
 	if code != exitOK || !strings.HasPrefix(out, "off@") || stderr != want {
 		t.Fatalf("trigger of a disabled job: exit %d\n%s%q\nwant %q", code, out, stderr, want)
+	}
+	// The manual window carries the job's policy, overlap included, as
+	// the producer's windows do.
+	found := false
+	for _, r := range testenv.ReadCommitted(t, e.brokers, "kjob.windows") {
+		m, err := jobmsg.FromRecord(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Job == "off" {
+			found = true
+			if m.Policy.Overlap != jobmsg.OverlapSkip || time.Duration(m.Policy.Timeout) != 2*time.Hour {
+				t.Errorf("manual window of off: policy %+v, want overlap skip and timeout 2h", m.Policy)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("manual window of off not in the topic")
+	}
+}
+
+// Every window kjobctl builds (trigger, backfill, resume --catchup all go
+// through message) carries the job's whole policy, as the producer's do.
+func TestWindowMessageCarriesJobPolicy(t *testing.T) {
+	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@every 1m\"\n    handler: log\n"+
+		"    timeout: 5m\n    retries: {max_attempts: 7, backoff: 3s, max_backoff: 2m}\n    overlap: latest\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := f.Jobs[0]
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := jobmsg.Policy{Timeout: jobmsg.Duration(5 * time.Minute), MaxAttempts: 7, Backoff: jobmsg.Duration(3 * time.Second),
+		MaxBackoff: jobmsg.Duration(2 * time.Minute), Overlap: jobmsg.OverlapLatest}
+	for _, trig := range []jobmsg.Trigger{jobmsg.TriggerManual, jobmsg.TriggerBackfill, jobmsg.TriggerCatchup} {
+		m := message(j, jobmsg.BackfillID("a", start), start, trig, nil, start)
+		if m.Policy != want || m.Policy != j.Policy() {
+			t.Errorf("%s: policy %+v, want %+v", trig, m.Policy, want)
+		}
+		r, err := jobmsg.Record("kjob.windows", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(r.Value), `"overlap":"latest"`) {
+			t.Errorf("%s: record lacks the overlap: %s", trig, r.Value)
+		}
 	}
 }

@@ -65,6 +65,7 @@ func scheduleCmd(args []string, stdout, stderr io.Writer) error {
 		Schedule string `json:"schedule"`
 		Timezone string `json:"timezone"`
 		Handler  string `json:"handler"`
+		Overlap  string `json:"overlap"`
 		Enabled  bool   `json:"enabled"`
 		Next     []fire `json:"next"`
 	}
@@ -74,7 +75,7 @@ func scheduleCmd(args []string, stdout, stderr io.Writer) error {
 		if tz == "" {
 			tz = "UTC"
 		}
-		jo := jobOut{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Enabled: j.Enabled, Next: []fire{}}
+		jo := jobOut{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Overlap: string(j.Overlap), Enabled: j.Enabled, Next: []fire{}}
 		t := now
 		for range n {
 			if t = j.Next(t); t.IsZero() {
@@ -88,17 +89,17 @@ func scheduleCmd(args []string, stdout, stderr io.Writer) error {
 		return writeJSON(stdout, map[string]any{"file": file.Path, "valid": true, "jobs": jobs})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tHANDLER\tNEXT (LOCAL)\tNEXT (UTC)\tDST")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tHANDLER\tOVERLAP\tNEXT (LOCAL)\tNEXT (UTC)\tDST")
 	for _, j := range jobs {
-		name, spec, tz, h := j.Name, j.Schedule, j.Timezone, j.Handler
+		name, spec, tz, h, ov := j.Name, j.Schedule, j.Timezone, j.Handler, j.Overlap
 		if !j.Enabled {
 			h += " (disabled)"
 		}
 		for i, fr := range j.Next {
 			if i > 0 {
-				name, spec, tz, h = "", "", "", ""
+				name, spec, tz, h, ov = "", "", "", "", ""
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, spec, tz, h, fr.Local, fr.UTC, fr.DST)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, spec, tz, h, ov, fr.Local, fr.UTC, fr.DST)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -20,7 +20,7 @@ import (
 )
 
 const statusUsage = `kjobctl status: the producer leader, the workers and their partitions, and
-per job its schedule, next fire times (in the job's time zone and in UTC)
+per job its schedule, overlap policy, next fire times (in the job's time zone and in UTC)
 and last window with its outcome.
 
 A part that cannot be read (Kafka or Redis down) is shown as "unknown
@@ -124,7 +124,7 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tSTATE\tPART\tNEXT (JOB'S ZONE)\tNEXT (UTC)\tLAST WINDOW\tOUTCOME")
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tTIME ZONE\tSTATE\tOVERLAP\tPART\tNEXT (JOB'S ZONE)\tNEXT (UTC)\tLAST WINDOW\tOUTCOME")
 	for _, j := range s.Jobs {
 		state := "enabled"
 		switch {
@@ -148,24 +148,30 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 			if j.Last.Token > 0 {
 				outcome += fmt.Sprintf(" (token %d, attempt %d)", j.Last.Token, j.Last.Attempts)
 			}
+			if settledByOverlap(j.Last.Outcome) && j.Last.OutcomeError == "" && j.Last.LastError != "" {
+				outcome += ": " + oneLine(j.Last.LastError, 80)
+			}
 		case j.LastUnknown:
 			last, outcome = "?", "unknown"
 		}
-		sched, tz := j.Schedule, j.Timezone
+		sched, tz, overlap := j.Schedule, j.Timezone, j.Overlap
 		if sched == "" {
 			sched, tz = "?", "?"
+		}
+		if overlap == "" {
+			overlap = "?"
 		}
 		part := fmt.Sprint(j.Partition)
 		if j.PartitionUnknown {
 			part = "?"
 		}
 		local, utc := nextTimes(j)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, tz, state, part, local[0], utc[0], last, outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, tz, state, overlap, part, local[0], utc[0], last, outcome)
 		for i := 1; i < len(local); i++ {
 			// As many cells as a job's row, so the columns after NEXT
 			// stay aligned across the rows (tabwriter aligns a column
 			// over consecutive lines that have it).
-			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\t\t\n", local[i], utc[i])
+			fmt.Fprintf(tw, "\t\t\t\t\t\t%s\t%s\t\t\n", local[i], utc[i])
 		}
 	}
 	tw.Flush()
@@ -178,6 +184,14 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 		fmt.Fprintf(w, "\nDead letters: %d\n", s.DeadLetters)
 	}
 	return nil
+}
+
+// settledByOverlap reports whether outcome is a window the workers settled
+// without running it to completion because of its job's overlap policy:
+// skipped (skip, latest) or superseded (replace). Its reason follows it in
+// the table.
+func settledByOverlap(outcome string) bool {
+	return outcome == "skipped" || outcome == "superseded"
 }
 
 // nextTimes formats a job's next fire times in its zone and in UTC, one

@@ -41,9 +41,10 @@ func TestStatusDown(t *testing.T) {
 				line = l
 			}
 		}
-		// ... STATE PART NEXT(date time zone) NEXT(UTC) LAST OUTCOME
-		if f := strings.Fields(line); len(f) < 11 || f[len(f)-8] != "unknown" || f[len(f)-7] != "?" || f[len(f)-2] != "?" || f[len(f)-1] != "unknown" {
-			t.Errorf("job %s row %q: want STATE unknown, PART ?, LAST WINDOW ?, OUTCOME unknown", job, line)
+		// ... STATE OVERLAP PART NEXT(date time zone) NEXT(UTC) LAST OUTCOME
+		// (the overlap policy comes from the file, so it is known)
+		if f := strings.Fields(line); len(f) < 12 || f[len(f)-9] != "unknown" || f[len(f)-8] != "queue" || f[len(f)-7] != "?" || f[len(f)-2] != "?" || f[len(f)-1] != "unknown" {
+			t.Errorf("job %s row %q: want STATE unknown, OVERLAP queue, PART ?, LAST WINDOW ?, OUTCOME unknown", job, line)
 		}
 	}
 

@@ -1,10 +1,10 @@
 // Package chaos judges a chaos run of kjob: Check is a pure function over
 // what a run left behind (the test's independent ledger of handler
 // invocations, the windows topic read-committed, the workers' reported
-// completions and the idempotency store's final state) that lists every
-// breach of kjob's guarantees. It holds no I/O, so hand-made histories test
-// it (check_test.go) and the multi-process chaos test in test/ feeds it
-// real ones.
+// completions and skips, and the idempotency store's final state) that
+// lists every breach of kjob's guarantees. It holds no I/O, so hand-made
+// histories test it (check_test.go) and the multi-process chaos test in
+// test/ feeds it real ones.
 //
 // The rules, as numbered in the project's chaos issue:
 //
@@ -17,18 +17,55 @@
 //	    never go back within a partition) and a zombie worker's completion
 //	    is rejected (only the window's latest token completes it);
 //	(e) once faults stop, the group's lag is 0 and every published window
-//	    is settled: done (or dead-lettered), no claim left running.
+//	    is settled: done (or dead-lettered), no claim left running; or,
+//	    for a job whose overlap policy allows it, skipped (skip, latest)
+//	    or superseded (replace), which needs no handler invocation. A
+//	    window skipped or superseded under any other policy is not
+//	    settled.
+//
+// and, per job, by its overlap policy (Job.Overlap):
+//
+//	(f) queue: a job's window k+1 never starts before window k is
+//	    settled. The job's published windows are ordered by start; a
+//	    window is settled when the attempt whose token settled it ended:
+//	    the ledger attempt with the store's token of a done window (its
+//	    completing attempt), or of a dead-lettered window (else the latest
+//	    End of its attempts). Every attempt of a later window (any
+//	    worker, any token, zombies included) must start at or after the
+//	    settling of every earlier window, and none may start while an
+//	    earlier window was never settled (a skipped or superseded window
+//	    counts as settled here; rules (e) and (g) judge it). A zombie
+//	    attempt of window k itself may still run after that: only the
+//	    settling attempt counts.
+//	(g) skip and latest: each window is completed at most once or
+//	    recorded as skipped exactly once, with its reason: a window whose
+//	    store status is "skipped" has no completion, a non-empty reason
+//	    and exactly one Skip reported for it, and (skip) an earlier or
+//	    (latest) a newer window of the job exists that it was skipped
+//	    for; a Skip reported for a window whose final status is not
+//	    "skipped" is two outcomes; a superseded window is not theirs. A
+//	    window of a queue or allow job is never skipped or superseded.
+//	(h) replace: a superseded window is never completed after its
+//	    successor started: the attempt that completed a done window
+//	    ended at or before the first attempt of every later window of
+//	    the job began; a window whose store status is "superseded" has
+//	    no completion, a non-empty reason, exactly one Skip (status
+//	    "superseded") reported for it and a newer window of the job that
+//	    superseded it. A replace job's windows are never "skipped".
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
-// unknown final lag, ... make it return an error wrapping ErrIncomplete that
-// names what is missing, so a run that collected nothing cannot pass
-// vacuously.
+// unknown final lag, a job whose overlap policy is not one of the five, a
+// published window of a job not in History.Jobs, skipped windows in the
+// store but no skip collected, ... make it return an error wrapping
+// ErrIncomplete that names what is missing, so a run that collected
+// nothing cannot pass vacuously.
 package chaos
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -43,6 +80,33 @@ var ErrIncomplete = errors.New("chaos: incomplete history")
 // absent or not: a missing entry means its state was not read.
 const StatusAbsent = "absent"
 
+// Store statuses Check gives a meaning to; any other status (such as
+// "running" or "failed") is a window not settled.
+const (
+	// StatusDone is a completed window.
+	StatusDone = "done"
+	// StatusDeadLettered is a window the workers dead-lettered; rule (e)
+	// wants its record in the dead-letter topic too (History.DeadLettered).
+	StatusDeadLettered = "dead"
+	// StatusSkipped is a window the workers settled without running it
+	// because of its job's overlap policy: skip (the previous window still
+	// ran) or latest (a newer window was waiting too).
+	StatusSkipped = "skipped"
+	// StatusSuperseded is a window of a replace job that a newer window
+	// cancelled, or dropped before it started.
+	StatusSuperseded = "superseded"
+)
+
+// The overlap policies a Job may have (Job.Overlap); "" means
+// OverlapQueue. They are the schedules file's values.
+const (
+	OverlapQueue   = "queue"
+	OverlapSkip    = "skip"
+	OverlapLatest  = "latest"
+	OverlapReplace = "replace"
+	OverlapAllow   = "allow"
+)
+
 // Job describes one scheduled job of the run: an interval schedule.
 type Job struct {
 	// Name is the job name.
@@ -52,6 +116,38 @@ type Job struct {
 	// Catchup is the job's catch-up limit: a window that fell due while no
 	// leader was live is published late only if it is younger than this.
 	Catchup time.Duration
+	// Overlap is the job's overlap policy: "queue" (the default when
+	// empty), "skip", "latest", "replace" or "allow".
+	Overlap string
+}
+
+// policy returns j's overlap policy, OverlapQueue when unset.
+func (j Job) policy() string {
+	if j.Overlap == "" {
+		return OverlapQueue
+	}
+	return j.Overlap
+}
+
+// validOverlap reports whether o is a Job.Overlap Check knows.
+func validOverlap(o string) bool {
+	switch o {
+	case "", OverlapQueue, OverlapSkip, OverlapLatest, OverlapReplace, OverlapAllow:
+		return true
+	}
+	return false
+}
+
+// settledStatus is the store status a job's policy may settle a window
+// with instead of running it ("" for queue and allow: none).
+func settledStatus(policy string) string {
+	switch policy {
+	case OverlapSkip, OverlapLatest:
+		return StatusSkipped
+	case OverlapReplace:
+		return StatusSuperseded
+	}
+	return ""
 }
 
 // Record is one window record read from the windows topic (read-committed).
@@ -101,13 +197,31 @@ type Completion struct {
 
 // State is a window's final record in the idempotency store.
 type State struct {
-	// Status is "done", "running", "failed", another store status, or
-	// StatusAbsent if the store has no record of the window.
+	// Status is "done", "running", "failed", "dead", "skipped",
+	// "superseded", another store status, or StatusAbsent if the store has
+	// no record of the window.
 	Status string
 	// Token is the latest token that claimed the window.
 	Token int64
 	// ClaimLive reports whether a claim on it is still live.
 	ClaimLive bool
+	// Reason is the store's reason for a window settled without running
+	// (StatusSkipped, StatusSuperseded): the store's last error.
+	Reason string
+}
+
+// Skip is a window a worker reported settling without completing it,
+// because of its job's overlap policy (the worker's "window skipped" log
+// line).
+type Skip struct {
+	// Window is the window id.
+	Window string
+	// Worker is the worker that settled it.
+	Worker string
+	// Status is StatusSkipped or StatusSuperseded.
+	Status string
+	// Reason is the reason the worker gave.
+	Reason string
 }
 
 // History is everything Check looks at.
@@ -132,6 +246,9 @@ type History struct {
 	Attempts []Attempt
 	// Completions are the completions workers reported.
 	Completions []Completion
+	// Skips are the windows workers reported settling as skipped or
+	// superseded.
+	Skips []Skip
 	// States is the store's final state of every published window
 	// (StatusAbsent for one it has no record of) and of any other window
 	// the caller read.
@@ -143,7 +260,7 @@ type History struct {
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "e".
+	// Rule is "a" to "h".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -158,7 +275,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (e) in h, ordered by rule
+// Check returns every violation of rules (a) to (h) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -174,6 +291,7 @@ func Check(h History) ([]Violation, error) {
 	checkRuns(h, add)
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
+	checkOverlap(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
@@ -191,9 +309,31 @@ func complete(h History) error {
 	if len(h.Jobs) == 0 {
 		miss("no jobs: the checker needs the run's jobs and their intervals")
 	}
+	jobs := map[string]bool{}
 	for _, j := range h.Jobs {
+		jobs[j.Name] = true
 		if j.Every <= 0 {
 			miss("job %q: Every = %v; the checker needs the job's interval", j.Name, j.Every)
+		}
+		if !validOverlap(j.Overlap) {
+			miss("job %q: Overlap = %q; the checker needs the job's overlap policy: queue (or empty), skip, latest, replace or allow", j.Name, j.Overlap)
+		}
+	}
+	if len(h.Jobs) > 0 {
+		var unknown []string
+		for _, r := range h.Published {
+			if !jobs[r.Job] && !slices.Contains(unknown, r.Job) {
+				unknown = append(unknown, r.Job)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			miss("published windows of jobs not in Jobs (%s): the checker needs every published job's overlap policy", strings.Join(unknown, ", "))
+		}
+	}
+	for _, sk := range h.Skips {
+		if sk.Status != StatusSkipped && sk.Status != StatusSuperseded {
+			miss("skip reported for %s by %s has Status %q; want %q or %q", sk.Window, sk.Worker, sk.Status, StatusSkipped, StatusSuperseded)
 		}
 	}
 	if h.DueUntil.IsZero() {
@@ -240,12 +380,23 @@ func complete(h History) error {
 	if len(h.Completions) == 0 {
 		done := 0
 		for _, st := range h.States {
-			if st.Status == "done" {
+			if st.Status == StatusDone {
 				done++
 			}
 		}
 		if done > 0 {
 			miss("no completion reported although the store has %d done windows: the workers' completions were not collected", done)
+		}
+	}
+	if len(h.Skips) == 0 {
+		n := 0
+		for _, st := range h.States {
+			if st.Status == StatusSkipped || st.Status == StatusSuperseded {
+				n++
+			}
+		}
+		if n > 0 {
+			miss("no skip reported although the store has %d skipped or superseded windows: the workers' skips were not collected", n)
 		}
 	}
 	if h.FinalLag < 0 {
@@ -364,7 +515,7 @@ func checkRuns(h History, add addFunc) {
 		for _, c := range completions[id] {
 			completed[c.Token] = c.Worker
 		}
-		if st, ok := h.States[id]; ok && st.Status == "done" {
+		if st, ok := h.States[id]; ok && st.Status == StatusDone {
 			if _, ok := completed[st.Token]; !ok {
 				completed[st.Token] = "the store"
 			}
@@ -428,6 +579,7 @@ func checkSettled(h History, add addFunc) {
 			okTokens[a.Window][a.Token] = true
 		}
 	}
+	policies := policies(h)
 	seen := map[string]bool{}
 	for _, r := range h.Published {
 		if seen[r.Window] {
@@ -438,10 +590,17 @@ func checkSettled(h History, add addFunc) {
 			continue
 		}
 		st := h.States[r.Window]
+		policy := policies[r.Job]
 		switch {
 		case st.Status == StatusAbsent:
 			add("e", r.Window, "published but never claimed")
-		case st.Status != "done":
+		case st.Status == StatusSkipped || st.Status == StatusSuperseded:
+			// Settled without running, if the job's policy does that;
+			// no invocation needed.
+			if settledStatus(policy) != st.Status {
+				add("e", r.Window, "settled as %q, which overlap policy %s never does: the window was not run", st.Status, policy)
+			}
+		case st.Status != StatusDone:
 			add("e", r.Window, "stuck: status %q, token %d, claim live %v after faults stopped", st.Status, st.Token, st.ClaimLive)
 		case !okTokens[r.Window][st.Token]:
 			add("e", r.Window, "done by token %d but the ledger has no successful invocation with that token", st.Token)

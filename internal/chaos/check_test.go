@@ -54,12 +54,13 @@ func TestCleanHistoryHasNoViolation(t *testing.T) {
 }
 
 // A worker killed mid-handler: its attempt never ended, the window re-ran
-// with a higher token on another worker and completed there. Legal.
+// with a higher token on another worker and completed there, before the
+// job's next window started. Legal.
 func TestCrashedAttemptThenRerunIsLegal(t *testing.T) {
 	h := clean(3)
 	id := wid("tick", 1)
 	h.Attempts[1].End, h.Attempts[1].OK = time.Time{}, false
-	h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "tick", Token: 10, Worker: "w2", Start: t0.Add(9 * time.Second), End: t0.Add(10 * time.Second), OK: true})
+	h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "tick", Token: 10, Worker: "w2", Start: t0.Add(1500 * time.Millisecond), End: t0.Add(1900 * time.Millisecond), OK: true})
 	h.Completions[1] = Completion{Window: id, Token: 10, Worker: "w2"}
 	h.States[id] = State{Status: "done", Token: 10}
 	if v := check(t, h); len(v) != 0 {
@@ -238,6 +239,327 @@ func TestIncompleteHistoryIsRefused(t *testing.T) {
 			}
 			if vs != nil {
 				t.Errorf("violations %v returned with the error; an incomplete history must not be judged", vs)
+			}
+		})
+	}
+}
+
+// cleanJob is clean(n) for one job named name with overlap policy overlap.
+func cleanJob(name, overlap string, n int) History {
+	h := clean(n)
+	h.Jobs[0].Name, h.Jobs[0].Overlap = name, overlap
+	states := map[string]State{}
+	for i := range h.Published {
+		h.Published[i].Job, h.Published[i].Window = name, wid(name, i)
+		h.Attempts[i].Job, h.Attempts[i].Window = name, wid(name, i)
+		h.Completions[i].Window = wid(name, i)
+		states[wid(name, i)] = h.States[wid("tick", i)]
+	}
+	h.States = states
+	return h
+}
+
+// settleWithout makes window i of h's only job one the workers settled as
+// status (skipped, superseded) instead of running it: no attempt and no
+// completion of it, the store's status with reason, one Skip reported.
+func settleWithout(h *History, i int, status, reason string) {
+	id := h.Published[i].Window
+	var as []Attempt
+	for _, a := range h.Attempts {
+		if a.Window != id {
+			as = append(as, a)
+		}
+	}
+	h.Attempts = as
+	var cs []Completion
+	for _, c := range h.Completions {
+		if c.Window != id {
+			cs = append(cs, c)
+		}
+	}
+	h.Completions = cs
+	h.States[id] = State{Status: status, Reason: reason}
+	h.Skips = append(h.Skips, Skip{Window: id, Worker: "w1", Status: status, Reason: reason})
+}
+
+// attemptOf returns a pointer to the (first) ledger attempt of window i.
+func attemptOf(t *testing.T, h *History, i int) *Attempt {
+	t.Helper()
+	for k := range h.Attempts {
+		if h.Attempts[k].Window == h.Published[i].Window {
+			return &h.Attempts[k]
+		}
+	}
+	t.Fatalf("no attempt of window %d", i)
+	return nil
+}
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// Legal histories under queue, next to the violations of rule (f).
+func TestQueueLegal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(t *testing.T, h *History)
+	}{
+		{"zombie of k still running after k+1 started", func(t *testing.T, h *History) {
+			// Token 2 of window 1 stalled on w1 (a zombie); token 10 on
+			// w2 re-ran and completed it by 1.9s; window 2 started at
+			// 2.01s while the zombie ran on until 3s. Only the settling
+			// attempt counts.
+			z := attemptOf(t, h, 1)
+			z.End, z.OK = at(3000), false
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("tick", 1), Job: "tick", Token: 10, Worker: "w2", Start: at(1500), End: at(1900), OK: true})
+			h.Completions[1] = Completion{Window: wid("tick", 1), Token: 10, Worker: "w2"}
+			h.States[wid("tick", 1)] = State{Status: "done", Token: 10}
+		}},
+		{"retried window, next one after the retry", func(t *testing.T, h *History) {
+			a := attemptOf(t, h, 1)
+			a.OK = false // the first attempt failed at 1.02s
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("tick", 1), Job: "tick", Token: 9, Worker: "w1", Start: at(1500), End: at(2000), OK: true})
+			h.Completions[1] = Completion{Window: wid("tick", 1), Token: 9, Worker: "w1"}
+			h.States[wid("tick", 1)] = State{Status: "done", Token: 9}
+		}},
+		{"dead-lettered window, next one after its last attempt", func(t *testing.T, h *History) {
+			a := attemptOf(t, h, 1)
+			a.OK, a.End = false, at(1990)
+			h.States[wid("tick", 1)] = State{Status: "dead", Token: a.Token}
+			h.DeadLettered = map[string]bool{wid("tick", 1): true}
+			h.Completions = append(h.Completions[:1], h.Completions[2:]...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := clean(5)
+			tc.mutate(t, &h)
+			if v := check(t, h); len(v) != 0 {
+				t.Fatalf("violations: %v", v)
+			}
+		})
+	}
+}
+
+// The late re-run that breaks queue order is legal under allow: the
+// windows of an allow job run concurrently.
+func TestAllowRunsConcurrently(t *testing.T) {
+	h := cleanJob("par", OverlapAllow, 3)
+	id := wid("par", 1)
+	attemptOf(t, &h, 1).End, attemptOf(t, &h, 1).OK = time.Time{}, false
+	h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "par", Token: 10, Worker: "w2", Start: at(9000), End: at(10000), OK: true})
+	h.Completions[1] = Completion{Window: id, Token: 10, Worker: "w2"}
+	h.States[id] = State{Status: "done", Token: 10}
+	if v := check(t, h); len(v) != 0 {
+		t.Fatalf("violations under allow: %v", v)
+	}
+	h.Jobs[0].Overlap = OverlapQueue
+	expect(t, check(t, h), "f", wid("par", 2), "before the earlier window "+id+" was settled")
+}
+
+// Legal histories under skip, latest and replace.
+func TestOverlapPoliciesLegal(t *testing.T) {
+	for _, tc := range []struct {
+		name, overlap string
+		mutate        func(t *testing.T, h *History)
+	}{
+		{"skip: window 1 skipped while window 0 runs", OverlapSkip, func(t *testing.T, h *History) {
+			attemptOf(t, h, 0).End = at(1500)
+			settleWithout(h, 1, StatusSkipped, "overlap skip: "+wid("job", 0)+" still running")
+		}},
+		{"latest: window 1 dropped for window 2 while window 0 runs", OverlapLatest, func(t *testing.T, h *History) {
+			attemptOf(t, h, 0).End = at(2500)
+			settleWithout(h, 1, StatusSkipped, "overlap latest: newer window "+wid("job", 2)+" waiting")
+			a := attemptOf(t, h, 2)
+			a.Start, a.End = at(2510), at(2600)
+		}},
+		{"replace: window 1 cancelled for window 2", OverlapReplace, func(t *testing.T, h *History) {
+			// Window 1's attempt was cancelled when window 2 came up; it
+			// returned at 2.02s, unsuccessful, and window 2 ran after.
+			a := attemptOf(t, h, 1)
+			a.End, a.OK = at(2020), false
+			tok := a.Token
+			settleWithout(h, 1, StatusSuperseded, "overlap replace: superseded by "+wid("job", 2))
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("job", 1), Job: "job", Token: tok, Worker: "w1", Start: at(1010), End: at(2020)})
+			h.States[wid("job", 1)] = State{Status: StatusSuperseded, Token: tok, Reason: "overlap replace: superseded by " + wid("job", 2)}
+			b := attemptOf(t, h, 2)
+			b.Start, b.End = at(2030), at(2050)
+		}},
+		{"replace: a window done before its successor started", OverlapReplace, func(t *testing.T, h *History) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanJob("job", tc.overlap, 5)
+			tc.mutate(t, &h)
+			if v := check(t, h); len(v) != 0 {
+				t.Fatalf("violations: %v", v)
+			}
+		})
+	}
+}
+
+// Each hand-made history breaks one of the overlap rules (f), (g), (h)
+// (or rule (e) for a window a policy may not settle); the checker must
+// name it.
+func TestOverlapViolations(t *testing.T) {
+	skipped := func(i int) func(t *testing.T, h *History) {
+		return func(t *testing.T, h *History) {
+			settleWithout(h, i, StatusSkipped, "overlap skip: previous window still running")
+		}
+	}
+	for _, tc := range []struct {
+		name, overlap, rule, window, text string
+		mutate                            func(t *testing.T, h *History)
+	}{
+		// (f) queue
+		{"queue: k+1 starts before k's settling attempt ended", OverlapQueue, "f", wid("job", 2), "before the earlier window " + wid("job", 1) + " was settled", func(t *testing.T, h *History) {
+			a := attemptOf(t, h, 1)
+			a.End, a.OK = time.Time{}, false
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("job", 1), Job: "job", Token: 10, Worker: "w2", Start: at(9000), End: at(10000), OK: true})
+			h.Completions[1] = Completion{Window: wid("job", 1), Token: 10, Worker: "w2"}
+			h.States[wid("job", 1)] = State{Status: "done", Token: 10}
+		}},
+		{"queue: k+1 overlaps k by a millisecond", OverlapQueue, "f", wid("job", 3), "ended at 2026-11-23T02:00:02.5Z", func(t *testing.T, h *History) {
+			attemptOf(t, h, 2).End = at(2500)
+			attemptOf(t, h, 3).Start = at(2499)
+		}},
+		{"queue: k+1 runs although k was never settled", OverlapQueue, "f", wid("job", 2), "was never settled (status \"running\")", func(t *testing.T, h *History) {
+			attemptOf(t, h, 1).End, attemptOf(t, h, 1).OK = time.Time{}, false
+			h.States[wid("job", 1)] = State{Status: "running", Token: 2, ClaimLive: true}
+			h.Completions = append(h.Completions[:1], h.Completions[2:]...)
+		}},
+		{"queue: k+2 starts before k settled, k+1 dead-lettered without running", OverlapQueue, "f", wid("job", 3), "before the earlier window " + wid("job", 1), func(t *testing.T, h *History) {
+			attemptOf(t, h, 1).End = at(3500)
+			h.Attempts = slicesDelete(h.Attempts, wid("job", 2))
+			h.States[wid("job", 2)] = State{Status: "dead", Token: 3}
+			h.DeadLettered = map[string]bool{wid("job", 2): true}
+			h.Completions = append(h.Completions[:2], h.Completions[3:]...)
+		}},
+		{"queue: k+1 starts before dead-lettered k's last attempt ended", OverlapQueue, "f", wid("job", 2), "before the earlier window " + wid("job", 1), func(t *testing.T, h *History) {
+			a := attemptOf(t, h, 1)
+			a.OK, a.End = false, at(2200)
+			h.States[wid("job", 1)] = State{Status: "dead", Token: a.Token}
+			h.DeadLettered = map[string]bool{wid("job", 1): true}
+			h.Completions = append(h.Completions[:1], h.Completions[2:]...)
+		}},
+
+		// (g) skip and latest
+		{"skip: skipped and completed", OverlapSkip, "g", wid("job", 2), "two outcomes", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSkipped, "overlap skip: previous window still running")
+			h.Completions = append(h.Completions, Completion{Window: wid("job", 2), Token: 3, Worker: "w2"})
+		}},
+		{"skip: skipped without a reason", OverlapSkip, "g", wid("job", 2), "without a reason", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSkipped, "")
+		}},
+		{"skip: skipped but never reported", OverlapSkip, "g", wid("job", 2), "reported skipped 0 times", func(t *testing.T, h *History) {
+			skipped(2)(t, h)
+			skipped(3)(t, h)
+			h.Skips = h.Skips[1:] // window 3's report keeps the collection complete
+		}},
+		{"latest: skipped twice", OverlapLatest, "g", wid("job", 2), "reported skipped 2 times", func(t *testing.T, h *History) {
+			skipped(2)(t, h)
+			h.Skips = append(h.Skips, Skip{Window: wid("job", 2), Worker: "w2", Status: StatusSkipped, Reason: "again"})
+		}},
+		{"skip: reported skipped but done", OverlapSkip, "g", wid("job", 2), `reported skipped by w2 (overlap skip: previous window still running), but its final status is "done": two outcomes`, func(t *testing.T, h *History) {
+			h.Skips = append(h.Skips, Skip{Window: wid("job", 2), Worker: "w2", Status: StatusSkipped, Reason: "overlap skip: previous window still running"})
+		}},
+		{"skip: superseded", OverlapSkip, "g", wid("job", 2), "overlap policy skip never does", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSuperseded, "superseded")
+		}},
+		{"skip: first window skipped", OverlapSkip, "g", wid("job", 0), "no earlier window", skipped(0)},
+		{"latest: newest window skipped", OverlapLatest, "g", wid("job", 4), "no newer window", skipped(4)},
+		{"queue: a window skipped", OverlapQueue, "g", wid("job", 2), "overlap policy queue runs every window", skipped(2)},
+		{"queue: a skipped window is not settled", OverlapQueue, "e", wid("job", 2), "which overlap policy queue never does", skipped(2)},
+		{"allow: a skip reported for a done window", OverlapAllow, "g", wid("job", 1), "reported superseded by w1", func(t *testing.T, h *History) {
+			h.Skips = append(h.Skips, Skip{Window: wid("job", 1), Worker: "w1", Status: StatusSuperseded, Reason: "x"})
+		}},
+		{"skip: a skip of a window never published", OverlapSkip, "g", wid("job", 9), "never published", func(t *testing.T, h *History) {
+			h.Skips = append(h.Skips, Skip{Window: wid("job", 9), Worker: "w1", Status: StatusSkipped, Reason: "x"})
+		}},
+
+		// (h) replace
+		{"replace: k completed after k+1 started", OverlapReplace, "h", wid("job", 1), "after its successor " + wid("job", 2) + " had started", func(t *testing.T, h *History) {
+			attemptOf(t, h, 1).End = at(2500)
+		}},
+		{"replace: k completed after k+2 started, k+1 superseded unstarted", OverlapReplace, "h", wid("job", 1), "after its successor " + wid("job", 3) + " had started", func(t *testing.T, h *History) {
+			attemptOf(t, h, 1).End = at(3500)
+			settleWithout(h, 2, StatusSuperseded, "overlap replace: superseded by "+wid("job", 3))
+		}},
+		{"replace: superseded and completed", OverlapReplace, "h", wid("job", 2), "two outcomes", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSuperseded, "overlap replace: superseded by "+wid("job", 3))
+			h.Completions = append(h.Completions, Completion{Window: wid("job", 2), Token: 3, Worker: "w1"})
+		}},
+		{"replace: superseded without a reason", OverlapReplace, "h", wid("job", 2), "superseded in the store without a reason", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSuperseded, "")
+		}},
+		{"replace: superseded, reported as skipped", OverlapReplace, "h", wid("job", 2), "reported superseded 0 times", func(t *testing.T, h *History) {
+			settleWithout(h, 2, StatusSuperseded, "overlap replace: superseded by "+wid("job", 3))
+			h.Skips[0].Status = StatusSkipped
+		}},
+		{"replace: newest window superseded", OverlapReplace, "h", wid("job", 4), "no newer window", func(t *testing.T, h *History) {
+			settleWithout(h, 4, StatusSuperseded, "overlap replace: superseded")
+		}},
+		{"replace: a window skipped", OverlapReplace, "h", wid("job", 2), "overlap policy replace never does", skipped(2)},
+		{"replace: a skipped window is not settled", OverlapReplace, "e", wid("job", 2), "which overlap policy replace never does", skipped(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanJob("job", tc.overlap, 5)
+			tc.mutate(t, &h)
+			vs := check(t, h)
+			if testing.Verbose() {
+				for _, v := range vs {
+					t.Log(v)
+				}
+			}
+			expect(t, vs, tc.rule, tc.window, tc.text)
+		})
+	}
+}
+
+// slicesDelete drops the attempts of window id.
+func slicesDelete(as []Attempt, id string) []Attempt {
+	var out []Attempt
+	for _, a := range as {
+		if a.Window != id {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// A window settled as its policy allows needs no handler invocation, and
+// is not stuck.
+func TestSkippedWindowIsSettled(t *testing.T) {
+	h := cleanJob("job", OverlapSkip, 3)
+	settleWithout(&h, 1, StatusSkipped, "overlap skip: previous window still running")
+	for _, v := range check(t, h) {
+		t.Errorf("violation: %v", v)
+	}
+}
+
+// The overlap rules' input is checked like the rest.
+func TestIncompleteOverlapHistoryIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		mutate     func(h *History)
+	}{
+		{"unknown overlap", `job "job": Overlap = "forbid"`, func(h *History) { h.Jobs[0].Overlap = "forbid" }},
+		{"published job not in Jobs", "published windows of jobs not in Jobs (other)", func(h *History) {
+			r := h.Published[0]
+			r.Job, r.Window, r.Offset = "other", wid("other", 0), 5
+			h.Published = append(h.Published, r)
+			h.States[r.Window] = State{Status: StatusAbsent}
+		}},
+		{"skip with an unknown status", `has Status "dropped"`, func(h *History) {
+			h.Skips = append(h.Skips, Skip{Window: wid("job", 1), Worker: "w1", Status: "dropped"})
+		}},
+		{"skips not collected", "no skip reported although the store has 1 skipped or superseded windows", func(h *History) {
+			settleWithout(h, 1, StatusSkipped, "r")
+			h.Skips = nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := cleanJob("job", OverlapSkip, 5)
+			tc.mutate(&h)
+			vs, err := Check(h)
+			if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("Check = %v, %v; want an error wrapping ErrIncomplete mentioning %q", vs, err, tc.text)
 			}
 		})
 	}

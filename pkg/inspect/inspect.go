@@ -244,13 +244,16 @@ type PartitionLag struct {
 
 // JobStatus is one job's schedule and latest window.
 type JobStatus struct {
-	Name     string      `json:"name"`
-	Schedule string      `json:"schedule,omitempty"`
-	Timezone string      `json:"timezone,omitempty"`
-	Handler  string      `json:"handler,omitempty"`
-	Enabled  bool        `json:"enabled"`
-	Paused   bool        `json:"paused"`
-	Next     []time.Time `json:"next"`
+	Name     string `json:"name"`
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Handler  string `json:"handler,omitempty"`
+	// Overlap is the job's overlap policy from the schedules file (queue,
+	// skip, latest, replace or allow); "" for a job not in the file.
+	Overlap string      `json:"overlap,omitempty"`
+	Enabled bool        `json:"enabled"`
+	Paused  bool        `json:"paused"`
+	Next    []time.Time `json:"next"`
 	// Partition is the windows-topic partition of the job's records.
 	Partition int32 `json:"partition"`
 	// Last is the last window the producer published; nil if none.
@@ -273,11 +276,14 @@ type WindowStatus struct {
 	ID          string    `json:"id"`
 	Start       time.Time `json:"start"`
 	PublishedAt time.Time `json:"published_at"`
-	// Outcome is done, failed, running, dead (dead-lettered), pending
-	// (published, not claimed yet, or its record expired), "skipped
-	// (paused)" (the window has no record and the job is paused, or was
-	// paused when it fell due: the producer skipped it) or unknown (no
-	// Redis, or Redis could not be read: see OutcomeError).
+	// Outcome is done, failed, running, dead (dead-lettered), skipped
+	// (not run because of the job's overlap policy skip or latest; the
+	// reason is in LastError), superseded (cancelled or dropped for a
+	// newer window under overlap policy replace; the reason is in
+	// LastError), pending (published, not claimed yet, or its record
+	// expired), "skipped (paused)" (the window has no record and the job
+	// is paused, or was paused when it fell due: the producer skipped it)
+	// or unknown (no Redis, or Redis could not be read: see OutcomeError).
 	Outcome   string `json:"outcome"`
 	Token     int64  `json:"token,omitempty"`
 	Attempts  int    `json:"attempts,omitempty"`
@@ -557,7 +563,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		if tz == "" {
 			tz = "UTC"
 		}
-		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
+		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Overlap: string(j.Policy().Overlap), Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
 		// A paused job fires nothing until it is resumed.
 		if j.Enabled && !paused[j.Name] {
 			t := now

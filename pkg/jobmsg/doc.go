@@ -14,8 +14,14 @@
 //	  "published_at": "2026-11-22T10:00:00.002Z",
 //	  "trigger": "schedule",
 //	  "payload": {"url": "http://127.0.0.1:8080/hook"},
-//	  "policy": {"timeout": "30s", "max_attempts": 3, "backoff": "1s", "max_backoff": "1m"}
+//	  "policy": {"timeout": "30s", "max_attempts": 3, "backoff": "1s", "max_backoff": "1m", "overlap": "queue"}
 //	}
+//
+// The policy is bounded (MaxTimeout, MaxAttempts, MaxBackoffLimit): a record
+// is not trusted to hold a worker's lane for longer than a schedules file
+// could. "overlap" says how the job's windows may overlap (see Overlap); a
+// record without it, as kjob wrote before overlap policies, decodes as
+// OverlapQueue.
 //
 // Two headers describe the value: "kjob-schema" (the schema version, "1") and
 // "content-type" ("application/json"). Decoding validates every field and

@@ -38,6 +38,7 @@ const (
 	fMaxAttempts
 	fBackoff
 	fMaxBackoff
+	fOverlap
 )
 
 // Field names of each object the fast decoder reads, for the
@@ -45,7 +46,7 @@ const (
 var (
 	topFields    = []string{"v", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
 	windowFields = []string{"start", "end"}
-	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff"}
+	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
 )
 
 type scanner struct {
@@ -110,6 +111,8 @@ func (w *wire) decodeFast(value []byte) bool {
 					return s.once(seen, fBackoff) && s.duration(&p.Backoff)
 				case "max_backoff":
 					return s.once(seen, fMaxBackoff) && s.duration(&p.MaxBackoff)
+				case "overlap":
+					return s.once(seen, fOverlap) && s.overlap(&p.Overlap)
 				}
 				return s.unknown(key, policyFields)
 			})
@@ -265,6 +268,30 @@ func (s *scanner) str(dst *string) bool {
 		*dst = string(v)
 	}
 	return ok
+}
+
+// overlap reads an Overlap string; the five known values cost no
+// allocation.
+func (s *scanner) overlap(dst *Overlap) bool {
+	v, ok := s.plain()
+	if !ok {
+		return false
+	}
+	switch string(v) {
+	case string(OverlapQueue):
+		*dst = OverlapQueue
+	case string(OverlapSkip):
+		*dst = OverlapSkip
+	case string(OverlapLatest):
+		*dst = OverlapLatest
+	case string(OverlapReplace):
+		*dst = OverlapReplace
+	case string(OverlapAllow):
+		*dst = OverlapAllow
+	default:
+		*dst = Overlap(v)
+	}
+	return true
 }
 
 // int reads a number without fraction or exponent that fits an int.

@@ -16,6 +16,13 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		t.Fatal(err)
 	}
 	v := string(valid)
+	// rep is v with old replaced by new; old must occur in v.
+	rep := func(old, new string) []byte {
+		if !strings.Contains(v, old) {
+			t.Fatalf("seed: %s not in %s", old, v)
+		}
+		return []byte(strings.Replace(v, old, new, 1))
+	}
 	taken = [][]byte{
 		valid,
 		[]byte(" \n\t" + v + "\r\n "),
@@ -25,6 +32,12 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		[]byte(strings.Replace(v, `"v":1`, `"v":2`, 1)),                           // fast, then explained as unsupported
 		[]byte(strings.Replace(v, `"trigger":"schedule"`, `"trigger":"cron"`, 1)), // fast, then invalid
 		[]byte(strings.Replace(v, `"payload":{"url":"http://127.0.0.1:1/hook"}`, `"payload":[1]`, 1)),
+		rep(`,"overlap":"queue"`, ``),                         // written before overlap policies
+		rep(`"overlap":"queue"`, `"overlap":"replace"`),       // another policy
+		rep(`"overlap":"queue"`, `"overlap":"never"`),         // fast, then invalid
+		rep(`"overlap":"queue"`, `"overlap":"queue","x":"y"`), // unknown policy field
+		rep(`"max_attempts":3`, `"max_attempts":1000000000`),  // fast, then beyond the bound
+		rep(`"timeout":"30s"`, `"timeout":"100000h"`),         // fast, then beyond the bound
 	}
 	left = [][]byte{
 		[]byte(strings.Replace(v, `"job"`, `"JOB"`, 1)),
@@ -40,6 +53,11 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		[]byte(strings.Replace(v, `"start"`, `"Start"`, 1)),
 		[]byte(strings.Replace(v, `"report"`, "\"rep\xffrt\"", 1)),
 		[]byte(strings.Replace(v, `"timeout"`, `"ti\u006deout"`, 1)),
+		rep(`"overlap":"queue"`, `"overlap":null`),
+		rep(`"overlap":"queue"`, `"overlap":"qu\u0065ue"`),
+		rep(`"overlap":"queue"`, `"Overlap":"skip"`),
+		rep(`"overlap":"queue"`, `"overlap":"skip","overlap":"allow"`),
+		rep(`"overlap":"queue"`, `"overlap":7`),
 		[]byte(v + "x"),
 		[]byte(v[:len(v)-1]),
 		[]byte(`{"v":1,"job":"a","k\u212a":1}`),

@@ -60,6 +60,90 @@ type Window struct {
 	End time.Time `json:"end"`
 }
 
+// Overlap is a job's overlap policy: what the worker does with a window of
+// the job while an earlier window of the same job is still running or
+// waiting. Windows of different jobs never wait for each other; the policy
+// orders the windows of one job (the record key). The values follow
+// Temporal's schedule overlap policies and Kubernetes' CronJob
+// concurrencyPolicy.
+type Overlap string
+
+// The overlap policies.
+const (
+	// OverlapQueue runs the job's windows one at a time, in window order:
+	// a window starts only after the previous one is settled (done or
+	// dead-lettered). Temporal BUFFER_ALL. The default.
+	OverlapQueue Overlap = "queue"
+	// OverlapSkip does not run a window that comes up while the job's
+	// previous window still runs: it is settled as skipped, with its
+	// reason. Temporal SKIP, Kubernetes Forbid.
+	OverlapSkip Overlap = "skip"
+	// OverlapLatest keeps, while one window runs, only the newest waiting
+	// window; older waiting windows are settled as skipped, with their
+	// reason. Temporal BUFFER_ONE.
+	OverlapLatest Overlap = "latest"
+	// OverlapReplace cancels the running window when a newer one comes up
+	// (its context's cause is the worker's ErrSuperseded); the cancelled
+	// window is settled as superseded and not retried, and the newer one
+	// runs once the cancelled one has returned. Temporal CANCEL_OTHER,
+	// Kubernetes Replace.
+	OverlapReplace Overlap = "replace"
+	// OverlapAllow runs the job's windows concurrently, each exactly once.
+	// Temporal ALLOW_ALL, Kubernetes Allow.
+	OverlapAllow Overlap = "allow"
+)
+
+// Overlaps lists the overlap policies, the default first.
+var Overlaps = []Overlap{OverlapQueue, OverlapSkip, OverlapLatest, OverlapReplace, OverlapAllow}
+
+// overlapHelp lists the valid overlap values for error messages.
+const overlapHelp = "want one of queue (the default), skip, latest, replace, allow"
+
+// Valid reports whether o is one of the five overlap policies. The empty
+// value is not valid here, although a record without "overlap" decodes as
+// OverlapQueue (see Policy.Overlap).
+func (o Overlap) Valid() bool {
+	switch o {
+	case OverlapQueue, OverlapSkip, OverlapLatest, OverlapReplace, OverlapAllow:
+		return true
+	}
+	return false
+}
+
+// Bounds on the policy a record may carry. Anyone who can write to the
+// windows topic can set a record's policy, so the worker does not trust it
+// blindly: Validate (and so every decode) rejects a policy beyond these
+// bounds, and the worker dead-letters such a record with the reason. The
+// schedules file parser (pkg/schedule) enforces the same constants, so a
+// window the producer publishes is always within them.
+//
+// The values leave room for every realistic schedule while keeping the
+// time one window can occupy its job bounded:
+//   - MaxTimeout: a window is one cron tick of a job, and a tick whose
+//     handler needs more than a day should start that work asynchronously
+//     and return. Kubernetes and Temporal leave the deadline unbounded,
+//     asynq defaults to 30 minutes and River to 1 minute; a day covers
+//     every nightly batch while a record saying 100000h is refused.
+//   - MaxAttempts: River and asynq default to 25 attempts, a Kubernetes
+//     Job to 7 (backoffLimit 6). 100 is four times the peers' default;
+//     with MaxBackoffLimit that is still months of retrying, which is
+//     enough for any outage worth waiting out. (Schedules files accepted
+//     up to 1000 before this bound existed.)
+//   - MaxBackoffLimit: backoff and max_backoff are at most a day. It must
+//     stay well below the idempotency store's record retention (7 days
+//     by default, pkg/dedupe), which counts a window's attempts across
+//     its retries: a longer wait could outlive the record and restart the
+//     count. Kubernetes caps its own Job backoff at 6 minutes.
+const (
+	// MaxTimeout bounds Policy.Timeout (the schedules file's timeout).
+	MaxTimeout = 24 * time.Hour
+	// MaxAttempts bounds Policy.MaxAttempts (retries.max_attempts).
+	MaxAttempts = 100
+	// MaxBackoffLimit bounds Policy.Backoff and Policy.MaxBackoff
+	// (retries.backoff and retries.max_backoff).
+	MaxBackoffLimit = 24 * time.Hour
+)
+
 // Policy carries the job's execution settings from the schedules file to the
 // worker, so workers need no copy of that file.
 type Policy struct {
@@ -73,6 +157,13 @@ type Policy struct {
 	Backoff Duration `json:"backoff"`
 	// MaxBackoff caps the delay between attempts.
 	MaxBackoff Duration `json:"max_backoff"`
+	// Overlap is the job's overlap policy. It is written only when set;
+	// a record without it (every record of kjob versions before overlap
+	// policies) means OverlapQueue. Unmarshal and FromRecord normalise
+	// the absent value: a decoded message's Overlap is always one of the
+	// five policies, never "". Validate accepts "" (as OverlapQueue) and
+	// rejects any other value outside the five.
+	Overlap Overlap `json:"overlap,omitempty"`
 }
 
 // Message is one job window on the wire.
@@ -218,7 +309,13 @@ func versionError(field string, v int) error {
 	return &DecodeError{Field: field, Value: strconv.Itoa(v), Reason: fmt.Sprintf("this kjob reads schema version %d; upgrade the worker to read newer versions", Version), Err: ErrUnsupportedVersion}
 }
 
-// Validate checks that m is a well-formed version-1 message.
+// beyond is the reason for a policy value above its bound.
+func beyond(name, bound string) string {
+	return "must be at most " + bound + " (jobmsg." + name + ", the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file"
+}
+
+// Validate checks that m is a well-formed version-1 message whose policy is
+// within the bounds MaxTimeout, MaxAttempts and MaxBackoffLimit.
 func (m *Message) Validate() error {
 	switch {
 	case m.V != Version:
@@ -243,10 +340,18 @@ func (m *Message) Validate() error {
 		return invalid("trigger", string(m.Trigger), "want one of schedule, catchup, manual, backfill")
 	case m.Policy.Timeout <= 0:
 		return invalid("policy.timeout", time.Duration(m.Policy.Timeout).String(), "must be positive")
+	case m.Policy.Timeout > Duration(MaxTimeout):
+		return invalid("policy.timeout", time.Duration(m.Policy.Timeout).String(), beyond("MaxTimeout", MaxTimeout.String()))
 	case m.Policy.MaxAttempts < 1:
 		return invalid("policy.max_attempts", strconv.Itoa(m.Policy.MaxAttempts), "must be at least 1")
+	case m.Policy.MaxAttempts > MaxAttempts:
+		return invalid("policy.max_attempts", strconv.Itoa(m.Policy.MaxAttempts), beyond("MaxAttempts", strconv.Itoa(MaxAttempts)))
 	case m.Policy.Backoff < 0 || m.Policy.MaxBackoff < m.Policy.Backoff:
 		return invalid("policy.backoff", time.Duration(m.Policy.Backoff).String(), "must be >= 0 and <= policy.max_backoff "+time.Duration(m.Policy.MaxBackoff).String())
+	case m.Policy.MaxBackoff > Duration(MaxBackoffLimit):
+		return invalid("policy.max_backoff", time.Duration(m.Policy.MaxBackoff).String(), beyond("MaxBackoffLimit", MaxBackoffLimit.String()))
+	case m.Policy.Overlap != "" && !m.Policy.Overlap.Valid():
+		return invalid("policy.overlap", string(m.Policy.Overlap), overlapHelp)
 	}
 	if job, ok := JobOfID(m.ID); !ok || job != m.Job {
 		return invalid("id", m.ID, fmt.Sprintf("must start with the job name and '@' (%q)", m.Job+"@"))
@@ -386,6 +491,9 @@ func (w *wire) finish() (*Message, error) {
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
+	}
+	if m.Policy.Overlap == "" {
+		m.Policy.Overlap = OverlapQueue // written before overlap policies existed
 	}
 	return &m, nil
 }

@@ -21,7 +21,7 @@ func sample() *Message {
 		PublishedAt: start.Add(2 * time.Millisecond),
 		Trigger:     TriggerSchedule,
 		Payload:     json.RawMessage(`{"url":"http://127.0.0.1:1/hook"}`),
-		Policy:      Policy{Timeout: Duration(30 * time.Second), MaxAttempts: 3, Backoff: Duration(time.Second), MaxBackoff: Duration(time.Minute)},
+		Policy:      Policy{Timeout: Duration(30 * time.Second), MaxAttempts: 3, Backoff: Duration(time.Second), MaxBackoff: Duration(time.Minute), Overlap: OverlapQueue},
 	}
 }
 
@@ -108,6 +108,25 @@ func TestDecodeErrors(t *testing.T) {
 		{"id of other job", edit(func(m map[string]any) { m["id"] = "other@2026-11-22T10:00:00Z" }), `jobmsg: id: "other@2026-11-22T10:00:00Z": must start with the job name and '@' ("report@")`, false},
 		{"zero attempts", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_attempts"] = 0 }), `jobmsg: policy.max_attempts: "0": must be at least 1`, false},
 		{"bad timeout", edit(func(m map[string]any) { m["policy"].(map[string]any)["timeout"] = "soon" }), `jobmsg: value: want a duration string such as "30s": time: invalid duration "soon"`, false},
+		{"unknown overlap", edit(func(m map[string]any) { m["policy"].(map[string]any)["overlap"] = "sometimes" }),
+			`jobmsg: policy.overlap: "sometimes": want one of queue (the default), skip, latest, replace, allow`, false},
+		{"overlap in capitals", edit(func(m map[string]any) { m["policy"].(map[string]any)["overlap"] = "QUEUE" }),
+			`jobmsg: policy.overlap: "QUEUE": want one of queue (the default), skip, latest, replace, allow`, false},
+		{"overlap not a string", edit(func(m map[string]any) { m["policy"].(map[string]any)["overlap"] = 1 }),
+			`jobmsg: policy.overlap: number: want jobmsg.Overlap`, false},
+		// The bounds on a record's policy (issue 14): a record asking for
+		// more than a schedules file may is refused, naming field, value
+		// and bound.
+		{"timeout beyond MaxTimeout", edit(func(m map[string]any) { m["policy"].(map[string]any)["timeout"] = "100000h" }),
+			`jobmsg: policy.timeout: "100000h0m0s": must be at most 24h0m0s (jobmsg.MaxTimeout, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
+		{"attempts beyond MaxAttempts", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_attempts"] = 1000000000 }),
+			`jobmsg: policy.max_attempts: "1000000000": must be at most 100 (jobmsg.MaxAttempts, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
+		{"max_backoff beyond MaxBackoffLimit", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_backoff"] = "24h0m1s" }),
+			`jobmsg: policy.max_backoff: "24h0m1s": must be at most 24h0m0s (jobmsg.MaxBackoffLimit, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
+		{"backoff beyond MaxBackoffLimit", edit(func(m map[string]any) {
+			m["policy"].(map[string]any)["backoff"] = "48h"
+			m["policy"].(map[string]any)["max_backoff"] = "48h"
+		}), `jobmsg: policy.max_backoff: "48h0m0s": must be at most 24h0m0s (jobmsg.MaxBackoffLimit, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
 		{"too large", []byte(`{"v":1,"payload":"` + strings.Repeat("x", MaxValueBytes) + `"}`), `jobmsg: value: 262164 bytes: exceeds the limit of 262144 bytes`, false},
 	}
 	for _, tt := range tests {
@@ -130,6 +149,76 @@ func TestDecodeErrors(t *testing.T) {
 				t.Errorf("not a *DecodeError: %T", err)
 			}
 		})
+	}
+}
+
+// A record without "overlap" (every record kjob wrote before overlap
+// policies) decodes as OverlapQueue; each policy survives a round trip.
+func TestOverlap(t *testing.T) {
+	m := sample()
+	m.Policy.Overlap = ""
+	b, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "overlap") {
+		t.Fatalf("an empty overlap is written: %s", b)
+	}
+	got, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Policy.Overlap != OverlapQueue {
+		t.Fatalf("absent overlap decoded as %q, want %q", got.Policy.Overlap, OverlapQueue)
+	}
+	if len(Overlaps) != 5 || Overlaps[0] != OverlapQueue {
+		t.Fatalf("Overlaps = %v", Overlaps)
+	}
+	for _, o := range Overlaps {
+		if !o.Valid() {
+			t.Errorf("%q not Valid", o)
+		}
+		m := sample()
+		m.Policy.Overlap = o
+		r, err := Record("jobs", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(r.Value), `"overlap":"`+string(o)+`"`) {
+			t.Errorf("value lacks the overlap: %s", r.Value)
+		}
+		got, err := FromRecord(r)
+		if err != nil || got.Policy != m.Policy {
+			t.Errorf("%s: round trip = %+v, %v", o, got, err)
+		}
+	}
+	for _, o := range []Overlap{"", "Queue", "forbid", "concurrent"} {
+		if o.Valid() {
+			t.Errorf("%q Valid", o)
+		}
+	}
+	m = sample()
+	m.Policy.Overlap = "forbid"
+	if _, err := Marshal(m); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "policy.overlap") {
+		t.Errorf("Marshal with overlap forbid: %v", err)
+	}
+}
+
+// The bounds are inclusive: a policy at every bound is accepted.
+func TestPolicyAtBounds(t *testing.T) {
+	m := sample()
+	m.Policy = Policy{Timeout: Duration(MaxTimeout), MaxAttempts: MaxAttempts, Backoff: Duration(MaxBackoffLimit), MaxBackoff: Duration(MaxBackoffLimit), Overlap: OverlapAllow}
+	r, err := Record("jobs", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	m.Policy.MaxAttempts++
+	var de *DecodeError
+	if err := m.Validate(); !errors.As(err, &de) || de.Field != "policy.max_attempts" {
+		t.Fatalf("Validate = %v", err)
 	}
 }
 

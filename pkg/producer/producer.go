@@ -547,12 +547,7 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			PublishedAt: now.UTC(),
 			Trigger:     w.trigger,
 			Payload:     w.job.Payload,
-			Policy: jobmsg.Policy{
-				Timeout:     jobmsg.Duration(w.job.Timeout),
-				MaxAttempts: w.job.Retries.MaxAttempts,
-				Backoff:     jobmsg.Duration(w.job.Retries.Backoff),
-				MaxBackoff:  jobmsg.Duration(w.job.Retries.MaxBackoff),
-			},
+			Policy:      w.job.Policy(),
 		}
 		rec, err := jobmsg.Record(p.cfg.Topic, msg)
 		if err != nil {

@@ -53,6 +53,7 @@ const everyTen = `jobs:
     schedule: "@every 10s"
     handler: log
     payload: {x: 1}
+    overlap: replace
 `
 
 type run struct {
@@ -164,6 +165,10 @@ func TestPublishesEachWindowAtItsStart(t *testing.T) {
 		}
 		if m.Job == "b" && string(m.Payload) != `{"x":1}` {
 			t.Errorf("payload of b = %s", m.Payload)
+		}
+		// Each window carries its job's overlap policy from the file.
+		if want := map[string]jobmsg.Overlap{"a": jobmsg.OverlapQueue, "b": jobmsg.OverlapReplace}[m.Job]; m.Policy.Overlap != want {
+			t.Errorf("overlap of %s = %q, want %q", m.ID, m.Policy.Overlap, want)
 		}
 	}
 	// The state topic holds the last window of each job.

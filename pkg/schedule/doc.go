@@ -12,10 +12,19 @@
 //	    timezone: Europe/Berlin     # IANA name; default UTC
 //	    handler: http               # worker handler name
 //	    payload: {url: "http://127.0.0.1:8080/hook"}  # mapping, passed as JSON
-//	    timeout: 30s                # per attempt; default 1m
+//	    timeout: 30s                # per attempt; default 1m, at most 24h
 //	    catchup: 10m                # publish windows missed in an outage up to this old; default 0 (only the producer's 10s misfire grace)
-//	    retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}  # defaults 3, 1s, 1m
+//	    retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}  # defaults 3, 1s, 1m; at most 100, 24h, 24h
+//	    overlap: queue              # queue (default), skip, latest, replace or allow
 //	    enabled: true               # default true
+//
+// The upper bounds on timeout and retries are the constants
+// jobmsg.MaxTimeout, jobmsg.MaxAttempts and jobmsg.MaxBackoffLimit, which
+// workers also enforce on every record. overlap says what the workers do
+// with a window of the job while an earlier one of the same job still runs
+// or waits (see jobmsg.Overlap): run them one at a time in order (queue),
+// skip the newer one (skip), keep only the newest waiting one (latest),
+// cancel the running one (replace), or run them concurrently (allow).
 //
 // Durations are Go duration strings ("90s", "1h30m"). Unknown keys, a key
 // given twice, duplicate job names and an empty list are errors. Anchors,

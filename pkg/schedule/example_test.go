@@ -97,3 +97,24 @@ func ExampleJob_Windows() {
 	// 2026-11-22T10:00:20Z
 	// 2026-11-22T10:00:30Z
 }
+
+// A job's policy is what every window of it carries to the workers: its
+// timeout, retries and overlap policy (here: skip a window that comes up
+// while the previous one still runs).
+func ExampleJob_Policy() {
+	f, err := schedule.Parse("schedules.yaml", []byte(`jobs:
+  - name: export
+    schedule: "*/5 * * * *"
+    handler: http
+    timeout: 30m
+    overlap: skip
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p := f.Jobs[0].Policy()
+	fmt.Println(time.Duration(p.Timeout), p.MaxAttempts, p.Overlap)
+	// Output:
+	// 30m0s 3 skip
+}

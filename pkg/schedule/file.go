@@ -16,6 +16,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/kjob/kjob/pkg/jobmsg"
+
 	// Embed the time zone database so that a schedule means the same on a
 	// host (or container image) without /usr/share/zoneinfo. The host's
 	// database is still preferred when present.
@@ -325,9 +327,13 @@ var (
 )
 
 var (
-	jobKeys   = []string{"name", "schedule", "timezone", "handler", "payload", "timeout", "catchup", "retries", "enabled"}
+	jobKeys   = []string{"name", "schedule", "timezone", "handler", "payload", "timeout", "catchup", "retries", "overlap", "enabled"}
 	retryKeys = []string{"max_attempts", "backoff", "max_backoff"}
 )
+
+// overlapHelp lists the overlap policies for an error message.
+const overlapHelp = `want one of queue (the default: one window at a time, in order), skip (do not run a window while the previous one runs), ` +
+	`latest (keep only the newest waiting window), replace (cancel the running window for the newer one), allow (run windows concurrently)`
 
 const specHelp = `want 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, ` +
 	`or one of @every D, @hourly, @daily, @midnight, @weekly, @monthly, @yearly, @annually`
@@ -388,7 +394,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 	}
 	j = &Job{
 		File: p.path, Line: n.Line, Location: time.UTC,
-		Payload: json.RawMessage("{}"), Timeout: DefaultTimeout, Enabled: true,
+		Payload: json.RawMessage("{}"), Timeout: DefaultTimeout, Enabled: true, Overlap: jobmsg.OverlapQueue,
 		Retries: RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 	}
 	fields := map[string]*yaml.Node{}
@@ -467,9 +473,12 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 
 	if s, v, ok := scalar("timeout"); ok {
 		if d, okd := p.duration(v, at("timeout"), s); okd {
-			if d <= 0 {
+			switch {
+			case d <= 0:
 				p.fail(v, at("timeout"), s, "must be positive: it bounds each attempt")
-			} else {
+			case d > jobmsg.MaxTimeout:
+				p.fail(v, at("timeout"), s, fmt.Sprintf("must be at most %v (workers refuse a longer timeout); a handler that needs longer should start the work asynchronously and return", jobmsg.MaxTimeout))
+			default:
 				j.Timeout = d
 			}
 		}
@@ -481,6 +490,13 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 			} else {
 				j.Catchup = d
 			}
+		}
+	}
+	if s, v, ok := scalar("overlap"); ok {
+		if o := jobmsg.Overlap(s); o.Valid() {
+			j.Overlap = o
+		} else {
+			p.fail(v, at("overlap"), s, overlapHelp)
 		}
 	}
 	if s, v, ok := scalar("enabled"); ok {
@@ -535,8 +551,8 @@ func (p *fileParser) retries(n *yaml.Node, at string, r *RetryPolicy) {
 		switch e.key.Value {
 		case "max_attempts":
 			a, err := strconv.Atoi(v.Value)
-			if err != nil || a < 1 || a > 1000 {
-				p.fail(v, field, v.Value, "want a whole number from 1 to 1000")
+			if err != nil || a < 1 || a > jobmsg.MaxAttempts {
+				p.fail(v, field, v.Value, fmt.Sprintf("want a whole number from 1 to %d", jobmsg.MaxAttempts))
 				bad = true
 				continue
 			}
@@ -549,6 +565,11 @@ func (p *fileParser) retries(n *yaml.Node, at string, r *RetryPolicy) {
 			}
 			if d <= 0 {
 				p.fail(v, field, v.Value, `must be positive, such as "1s"`)
+				bad = true
+				continue
+			}
+			if d > jobmsg.MaxBackoffLimit {
+				p.fail(v, field, v.Value, fmt.Sprintf("must be at most %v (workers refuse a longer wait between attempts)", jobmsg.MaxBackoffLimit))
 				bad = true
 				continue
 			}

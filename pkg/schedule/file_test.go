@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
 const validFile = `# kjob schedules
@@ -21,6 +23,7 @@ jobs:
     timeout: 30s
     catchup: 10m
     retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}
+    overlap: skip
     enabled: true
   - name: tick
     schedule: "@every 10s"
@@ -46,7 +49,7 @@ func TestParseValid(t *testing.T) {
 	if r.Name != "report" || r.Spec != "30 2 * * *" || r.Timezone != "Europe/Berlin" || r.Location.String() != berlin.String() ||
 		r.Handler != "http" || r.Timeout != 30*time.Second || r.Catchup != 10*time.Minute ||
 		r.Retries != (RetryPolicy{MaxAttempts: 5, Backoff: 2 * time.Second, MaxBackoff: time.Minute}) ||
-		!r.Enabled || r.File != "s.yaml" || r.Line != 3 {
+		r.Overlap != jobmsg.OverlapSkip || !r.Enabled || r.File != "s.yaml" || r.Line != 3 {
 		t.Errorf("report = %+v", r)
 	}
 	// Key order as written, no HTML escaping, YAML types mapped to JSON,
@@ -65,7 +68,7 @@ func TestParseValid(t *testing.T) {
 	// Defaults.
 	if tk.Timezone != "" || tk.Location != time.UTC || tk.Timeout != DefaultTimeout || tk.Catchup != 0 ||
 		tk.Retries != (RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff}) ||
-		!tk.Enabled || string(tk.Payload) != "{}" || tk.Line != 12 {
+		!tk.Enabled || string(tk.Payload) != "{}" || tk.Line != 13 || tk.Overlap != jobmsg.OverlapQueue {
 		t.Errorf("tick = %+v", tk)
 	}
 	if tk.Retries != (RetryPolicy{3, time.Second, time.Minute}) || DefaultTimeout != time.Minute {
@@ -75,7 +78,7 @@ func TestParseValid(t *testing.T) {
 		t.Errorf("tick.Next = %v", got)
 	}
 
-	if p.Name != "paused" || p.Enabled || p.Timezone != "" || p.Location != time.UTC || p.Line != 15 {
+	if p.Name != "paused" || p.Enabled || p.Timezone != "" || p.Location != time.UTC || p.Line != 16 {
 		t.Errorf("paused = %+v", p)
 	}
 }
@@ -86,14 +89,16 @@ func TestParseAnchorsAndMergeKeys(t *testing.T) {
   timeout: 30s
   payload: {url: "http://127.0.0.1:1/"}
 x-retry: &retry {retries: {max_attempts: 7}}
+x-latest: &latest {overlap: latest}
 jobs:
   - name: a
     schedule: "@hourly"
-    <<: [*defaults, *retry]
+    <<: [*defaults, *retry, *latest]
   - name: b
     schedule: "@daily"
-    <<: *defaults
+    <<: [*defaults, *latest]
     timeout: 5s
+    overlap: replace
   - &c
     name: c
     schedule: "@every 1m"
@@ -109,13 +114,14 @@ jobs:
 		t.Fatal(err)
 	}
 	a, b, c, d := f.Jobs[0], f.Jobs[1], f.Jobs[2], f.Jobs[3]
-	if a.Handler != "http" || a.Timeout != 30*time.Second || a.Retries.MaxAttempts != 7 || string(a.Payload) != `{"url":"http://127.0.0.1:1/"}` {
+	if a.Handler != "http" || a.Timeout != 30*time.Second || a.Retries.MaxAttempts != 7 || string(a.Payload) != `{"url":"http://127.0.0.1:1/"}` ||
+		a.Overlap != jobmsg.OverlapLatest {
 		t.Errorf("a = %+v", a)
 	}
-	if b.Handler != "http" || b.Timeout != 5*time.Second || b.Retries.MaxAttempts != 3 {
+	if b.Handler != "http" || b.Timeout != 5*time.Second || b.Retries.MaxAttempts != 3 || b.Overlap != jobmsg.OverlapReplace {
 		t.Errorf("b = %+v (an explicit key must win over a merged one)", b)
 	}
-	if c.Name != "c" || string(c.Payload) != `{"k":"v"}` || string(d.Payload) != `{"k":"v"}` {
+	if c.Name != "c" || string(c.Payload) != `{"k":"v"}` || string(d.Payload) != `{"k":"v"}` || c.Overlap != jobmsg.OverlapQueue {
 		t.Errorf("c = %+v, d = %+v", c, d)
 	}
 }
@@ -201,20 +207,39 @@ func TestParseErrors(t *testing.T) {
 		{"timeout without unit", job("    timeout: 30\n"), `f.yaml:5: jobs[0].timeout: "30": want a duration such as "30s", "5m" or "1h30m"`},
 		{"zero timeout", job("    timeout: 0s\n"), `f.yaml:5: jobs[0].timeout: "0s": must be positive: it bounds each attempt`},
 		{"negative timeout", job("    timeout: -1s\n"), `f.yaml:5: jobs[0].timeout: "-1s": must be positive: it bounds each attempt`},
+		{"timeout beyond the bound", job("    timeout: 100000h\n"),
+			`f.yaml:5: jobs[0].timeout: "100000h": must be at most 24h0m0s (workers refuse a longer timeout); a handler that needs longer should start the work asynchronously and return`},
+		{"timeout just beyond the bound", job("    timeout: 24h0m1s\n"),
+			`f.yaml:5: jobs[0].timeout: "24h0m1s": must be at most 24h0m0s (workers refuse a longer timeout); a handler that needs longer should start the work asynchronously and return`},
 		{"negative catchup", job("    catchup: -1m\n"), `f.yaml:5: jobs[0].catchup: "-1m": must not be negative (0 means never catch up)`},
 		{"bad catchup", job("    catchup: forever\n"), `f.yaml:5: jobs[0].catchup: "forever": want a duration such as "30s", "5m" or "1h30m"`},
 
 		// retries
 		{"retries not a mapping", job("    retries: 3\n"),
 			`f.yaml:5: jobs[0].retries: "3": want a mapping such as {max_attempts: 5, backoff: 2s, max_backoff: 1m}`},
-		{"zero attempts", job("    retries: {max_attempts: 0}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "0": want a whole number from 1 to 1000`},
-		{"attempts not a number", job("    retries: {max_attempts: many}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "many": want a whole number from 1 to 1000`},
+		{"zero attempts", job("    retries: {max_attempts: 0}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "0": want a whole number from 1 to 100`},
+		{"attempts not a number", job("    retries: {max_attempts: many}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "many": want a whole number from 1 to 100`},
+		{"attempts beyond the bound", job("    retries: {max_attempts: 101}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "101": want a whole number from 1 to 100`},
+		{"attempts far beyond the bound", job("    retries: {max_attempts: 1000000000}\n"), `f.yaml:5: jobs[0].retries.max_attempts: "1000000000": want a whole number from 1 to 100`},
+		{"backoff beyond the bound", job("    retries: {backoff: 25h, max_backoff: 25h}\n"),
+			"f.yaml:5: jobs[0].retries.backoff: \"25h\": must be at most 24h0m0s (workers refuse a longer wait between attempts)\n" +
+				`f.yaml:5: jobs[0].retries.max_backoff: "25h": must be at most 24h0m0s (workers refuse a longer wait between attempts)`},
+		{"max_backoff beyond the bound", job("    retries:\n      max_backoff: 1000h\n"),
+			`f.yaml:6: jobs[0].retries.max_backoff: "1000h": must be at most 24h0m0s (workers refuse a longer wait between attempts)`},
 		{"zero backoff", job("    retries: {backoff: 0s}\n"), `f.yaml:5: jobs[0].retries.backoff: "0s": must be positive, such as "1s"`},
 		{"bad max_backoff", job("    retries: {max_backoff: later}\n"), `f.yaml:5: jobs[0].retries.max_backoff: "later": want a duration such as "30s", "5m" or "1h30m"`},
 		{"max_backoff below backoff", job("    retries:\n      backoff: 2m\n"),
 			`f.yaml:6: jobs[0].retries.max_backoff: "1m0s": must be at least backoff (2m0s); raise max_backoff or lower backoff`},
 		{"retries unknown key", job("    retries: {tries: 3}\n"),
 			`f.yaml:5: jobs[0].retries.tries: unknown key; valid keys: max_attempts, backoff, max_backoff`},
+
+		// overlap
+		{"unknown overlap", job("    overlap: forbid\n"), `f.yaml:5: jobs[0].overlap: "forbid": ` + overlapHelp},
+		{"overlap in capitals", job("    overlap: Queue\n"), `f.yaml:5: jobs[0].overlap: "Queue": ` + overlapHelp},
+		{"empty overlap", job("    overlap: \"\"\n"), `f.yaml:5: jobs[0].overlap: ` + overlapHelp},
+		{"overlap a list", job("    overlap: [skip]\n"), `f.yaml:5: jobs[0].overlap: want a single value, not a list`},
+		{"unknown overlap through an anchor", "x-d: &d {overlap: sometimes}\njobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    <<: *d\n",
+			`f.yaml:1: jobs[0].overlap: "sometimes": ` + overlapHelp},
 
 		// enabled
 		{"enabled a quoted string", job("    enabled: \"true\"\n"), `f.yaml:5: jobs[0].enabled: "true": want true or false`},
@@ -223,7 +248,7 @@ func TestParseErrors(t *testing.T) {
 
 		// keys
 		{"unknown key", job("    cron: x\n"),
-			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, enabled`},
+			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, overlap, enabled`},
 		{"key given twice", job("    handler: http\n"), `f.yaml:5: jobs[0].handler: key given twice (first at line 4); remove one`},
 		{"merge of a scalar", job("    <<: 3\n"), `f.yaml:5: jobs[0].<<: "3": a merge key takes a mapping or a list of mappings, such as <<: *defaults`},
 	}
@@ -343,6 +368,7 @@ func TestLoad(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(validFile))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    overlap: latest\n    timeout: 24h\n    retries: {max_attempts: 100, backoff: 24h, max_backoff: 24h}\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"30 2 * * *\"\n    timezone: America/New_York\n    handler: log\n    payload: {a: [1, {b: null}]}\n"))
 	f.Add([]byte("x-d: &d {handler: log, retries: {max_attempts: 2}}\njobs:\n  - name: a\n    schedule: \"*/5 * * * * *\"\n    <<: *d\n"))
 	f.Add([]byte("jobs: {a: 1}"))
@@ -367,8 +393,17 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, j := range file.Jobs {
 			if !nameRE.MatchString(j.Name) || j.Handler == "" || j.Location == nil || j.Timeout <= 0 || j.Catchup < 0 ||
-				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff {
+				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff || !j.Overlap.Valid() {
 				t.Fatalf("invalid job accepted: %+v", j)
+			}
+			// Whatever the file accepts, a worker accepts: the bounds
+			// are one set of constants.
+			msg := &jobmsg.Message{ID: jobmsg.WindowID(j.Name, utc("2026-10-24T23:00:00Z")), Job: j.Name, Handler: j.Handler,
+				Window:      jobmsg.Window{Start: utc("2026-10-24T23:00:00Z"), End: utc("2026-10-24T23:00:01Z")},
+				ScheduledAt: utc("2026-10-24T23:00:00Z"), PublishedAt: utc("2026-10-24T23:00:00Z"), Trigger: jobmsg.TriggerSchedule,
+				Payload: j.Payload, Policy: j.Policy()}
+			if _, err := jobmsg.Marshal(msg); err != nil {
+				t.Fatalf("job accepted by the file but its window refused by jobmsg: %v\n%+v", err, j)
 			}
 			var m map[string]any
 			if err := json.Unmarshal(j.Payload, &m); err != nil || m == nil {

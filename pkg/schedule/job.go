@@ -3,6 +3,8 @@ package schedule
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
 // Defaults applied to fields a job leaves out.
@@ -34,7 +36,8 @@ type Job struct {
 	Handler string
 	// Payload is the job's payload as a JSON object; "{}" when absent.
 	Payload json.RawMessage
-	// Timeout bounds one attempt (default 1m); always > 0.
+	// Timeout bounds one attempt (default 1m); always > 0 and at most
+	// jobmsg.MaxTimeout.
 	Timeout time.Duration
 	// Catchup is how old a window missed while no producer led may be and
 	// still be published (with trigger "catchup") when a leader takes
@@ -45,6 +48,9 @@ type Job struct {
 	Catchup time.Duration
 	// Retries is the job's retry policy.
 	Retries RetryPolicy
+	// Overlap is the job's overlap policy: how its windows may overlap
+	// (default jobmsg.OverlapQueue: one at a time, in window order).
+	Overlap jobmsg.Overlap
 	// Enabled reports whether the producer publishes the job (default true).
 	Enabled bool
 	// File is the schedules file the job came from.
@@ -58,12 +64,33 @@ type Job struct {
 // RetryPolicy says how often and how fast a failing window is retried.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts in all, the first included
-	// (default 3, at least 1).
+	// (default 3, from 1 to jobmsg.MaxAttempts).
 	MaxAttempts int
-	// Backoff is the delay before the second attempt (default 1s, > 0).
+	// Backoff is the delay before the second attempt (default 1s, > 0,
+	// at most jobmsg.MaxBackoffLimit).
 	Backoff time.Duration
-	// MaxBackoff caps the delay between attempts (default 1m, >= Backoff).
+	// MaxBackoff caps the delay between attempts (default 1m, >= Backoff,
+	// at most jobmsg.MaxBackoffLimit).
 	MaxBackoff time.Duration
+}
+
+// Policy returns the execution policy every window of the job carries to
+// the workers: timeout, retries and overlap. The producer and kjobctl (for
+// trigger, backfill and catch-up) both build a window's policy with it, so
+// a window means the same whoever published it. A Job that did not come
+// from Parse and has no Overlap gets jobmsg.OverlapQueue.
+func (j *Job) Policy() jobmsg.Policy {
+	o := j.Overlap
+	if o == "" {
+		o = jobmsg.OverlapQueue
+	}
+	return jobmsg.Policy{
+		Timeout:     jobmsg.Duration(j.Timeout),
+		MaxAttempts: j.Retries.MaxAttempts,
+		Backoff:     jobmsg.Duration(j.Retries.Backoff),
+		MaxBackoff:  jobmsg.Duration(j.Retries.MaxBackoff),
+		Overlap:     o,
+	}
 }
 
 // Schedule returns the job's parsed schedule. For a Job that did not come
