@@ -493,8 +493,19 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 	l.w.executed(e)
 }
 
-// policyOf maps a window's overlap policy to its lane policy.
+// policyOf maps a window's overlap policy to its lane policy (decoding
+// makes an absent one queue).
 func policyOf(msg *jobmsg.Message) lanes.Policy {
+	switch msg.Policy.Overlap {
+	case jobmsg.OverlapSkip:
+		return lanes.Skip
+	case jobmsg.OverlapLatest:
+		return lanes.Latest
+	case jobmsg.OverlapReplace:
+		return lanes.Replace
+	case jobmsg.OverlapAllow:
+		return lanes.Allow
+	}
 	return lanes.Queue
 }
 

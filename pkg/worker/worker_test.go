@@ -834,3 +834,15 @@ func TestRevokedAttemptIsReleasedForTheNextOwner(t *testing.T) {
 		t.Errorf("second execution %+v (busy answers %d); want done as attempt 2 without waiting for the old claim", second, e.store.busy.Load())
 	}
 }
+
+// partitionOf is the partition of the windows topic job's windows go to:
+// the producer's partitioner (murmur2 of the key, as Kafka's Java client).
+func (e *env) partitionOf(job string) int32 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := kadm.NewClient(e.prod).ListTopics(ctx, testTopic)
+	if err != nil || td[testTopic].Err != nil {
+		e.t.Fatalf("describe %s: %v %v", testTopic, err, td[testTopic].Err)
+	}
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(testTopic).Partition(&kgo.Record{Key: []byte(job)}, len(td[testTopic].Partitions)))
+}
