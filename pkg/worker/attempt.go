@@ -225,11 +225,16 @@ func (l *loop) stopAttempt(a *attempt, res *result) {
 	l.w.inFlight.Add(-1)
 }
 
-// attemptEnded hands an ended attempt's result to the settle step.
+// attemptEnded hands an ended attempt's result to the settle step. After
+// a success, the attempt's slot goes to the next window of its lane,
+// claimed ahead (claimAhead), if there is one.
 func (l *loop) attemptEnded(a *attempt, res result) {
 	delete(l.running, a)
 	a.wn.att = nil
-	l.putSlot(1)
+	clean := res.err == nil && !res.fenced && !res.unproven && !res.abandoned && !res.superseded
+	if !clean || !l.claimAhead(a.wn) {
+		l.putSlot(1)
+	}
 	l.settleResult(a.wn, res)
 }
 

@@ -20,16 +20,48 @@ import (
 )
 
 // BenchmarkBacklog measures the worker's hot path in process: b.N windows
-// already in a 4-partition topic, a no-op handler, the embedded broker and
-// a real redis-server; ns/op is per window, from Run to the last window
-// done (commits excluded; test/perf's BenchmarkBurst includes them).
+// of 100 jobs already in a 1- or 4-partition topic, a no-op handler, the
+// embedded broker and a real redis-server; ns/op is per window, from Run to
+// the last window done (commits excluded; test/perf's BenchmarkBurst
+// includes them). It also reports how many windows each claim and settle
+// call carried.
 func BenchmarkBacklog(b *testing.B) {
+	for _, partitions := range []int32{1, 4} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) { benchBacklog(b, partitions) })
+	}
+}
+
+// callCounter counts a store's calls and the windows they carry.
+type callCounter struct {
+	Store
+	claims, claimed, settles, settled atomic.Int64
+	claimNS, settleNS                 atomic.Int64
+}
+
+func (c *callCounter) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
+	c.claims.Add(1)
+	c.claimed.Add(int64(len(ids)))
+	t := time.Now()
+	defer func() { c.claimNS.Add(int64(time.Since(t))) }()
+	return c.Store.ClaimBatch(ctx, ids, owner)
+}
+
+func (c *callCounter) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+	c.settles.Add(1)
+	c.settled.Add(int64(len(ss)))
+	t := time.Now()
+	defer func() { c.settleNS.Add(int64(time.Since(t))) }()
+	return c.Store.Settle(ctx, ss)
+}
+
+func benchBacklog(b *testing.B, partitions int32) {
 	brokers := testenv.Brokers(b, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	r := testenv.NewRedis(b)
-	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "bench"})
+	ds, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
+	store := &callCounter{Store: ds}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		b.Fatal(err)
@@ -37,7 +69,7 @@ func BenchmarkBacklog(b *testing.B) {
 	defer cl.Close()
 	ctx := context.Background()
 	topic := fmt.Sprintf("backlog-%d", b.N)
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, topic); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
 		b.Fatal(err)
 	}
 	recs := make([]*kgo.Record, 0, b.N)
@@ -84,4 +116,8 @@ func BenchmarkBacklog(b *testing.B) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(store.claimed.Load())/float64(max(1, store.claims.Load())), "windows/claim-call")
+	b.ReportMetric(float64(store.settled.Load())/float64(max(1, store.settles.Load())), "windows/settle-call")
+	b.ReportMetric(float64(store.claimNS.Load())/float64(max(1, store.claims.Load()))/1e3, "µs/claim-call")
+	b.ReportMetric(float64(store.settleNS.Load())/float64(max(1, store.settles.Load()))/1e3, "µs/settle-call")
 }

@@ -492,3 +492,58 @@ func TestSeekWithWindowsInFlight(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool { return e.committed()[0] == 6 }, "all committed after the replay")
 }
+
+// While a window's completion is recorded, the next window of its queue
+// lane is claimed ahead on the same slot; if the completion is refused
+// (another attempt took the window over), that claim is given back and the
+// next window waits until the first is settled, then runs as attempt 1.
+func TestRefusedCompletionGivesTheClaimAheadBack(t *testing.T) {
+	e := newEnv(t, 1, 30*time.Second)
+	ctx := context.Background()
+	first, second := window("j", "h", 0, defaultPolicy), window("j", "h", 1, defaultPolicy)
+	var mu sync.Mutex
+	var order []string
+	var other dedupe.Claim
+	mux := handler.NewMux()
+	mux.HandleFunc("h", func(_ context.Context, j *handler.Job) error {
+		mu.Lock()
+		order = append(order, fmt.Sprintf("%s/%d", j.ID(), j.Attempt()))
+		n := len(order)
+		mu.Unlock()
+		if n == 1 {
+			// Taken over while it runs (no extend happens in between):
+			// its completion is refused.
+			if err := e.store.Forget(ctx, j.ID()); err != nil {
+				return err
+			}
+			var err error
+			if other, err = e.store.Claim(ctx, j.ID(), "other-worker"); err != nil || other.Outcome != dedupe.Claimed {
+				return fmt.Errorf("takeover: %+v %v", other, err)
+			}
+		}
+		return nil
+	})
+	x := &execs{}
+	cfg := e.config("w1", mux, x)
+	cfg.ClaimExtendInterval = 5 * time.Second
+	start(t, cfg)
+	e.publish(first, second)
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(x.of(first.ID)) == 1 }, "the first window's completion is refused")
+	if got := x.of(first.ID)[0].Outcome; got != OutcomeFenced {
+		t.Fatalf("first window: %s, want fenced", got)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return e.store.unclaimed.Load() == 1 }, "the claim taken ahead for the second window is given back")
+	if n := len(x.of(second.ID)); n != 0 {
+		t.Fatalf("the second window settled (%v) before the first", x.of(second.ID))
+	}
+	if err := e.store.Release(ctx, first.ID, other.Token, "other worker gave up"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool { return x.count(OutcomeDone) == 2 }, "both windows done")
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{first.ID + "/1", first.ID + "/2", second.ID + "/1"}
+	if !slices.Equal(order, want) {
+		t.Errorf("runs %v, want %v (the second after the first's re-run, as attempt 1)", order, want)
+	}
+}

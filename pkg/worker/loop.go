@@ -33,6 +33,15 @@ type win struct {
 	// one (overlap policy replace): whatever it is doing, it ends as
 	// superseded rather than retried.
 	superseded string
+
+	// Claiming ahead (queue lanes): while a window's completion is being
+	// recorded, the next window of its job is claimed with the slot the
+	// first one ran on, so it starts the moment the first is settled.
+	ahead     bool      // claimed (or being claimed) ahead of its turn
+	held      bool      // ahead, and its claim is in hand (state stHeld)
+	proven    time.Time // when the call that took the held claim started
+	aheadDone bool      // the claim ahead found it done: skip it in its turn
+	next      *win      // the window claimed ahead on this one's behalf
 }
 
 type winState uint8
@@ -44,6 +53,7 @@ const (
 	stRunning           // its attempt runs (holds a slot)
 	stSettling          // a store call or a dead letter for it is in flight
 	stWaiting           // a backoff or a busy wait before claiming again
+	stHeld              // claimed ahead of its turn, holding a slot
 	stDone              // settled (or left to the partition's next owner)
 )
 
@@ -61,9 +71,9 @@ type loop struct {
 	n   int32
 
 	lanes *lanes.Lanes
-	slots *lanes.Waiter
-	held  int    // slots taken and not released
-	ready []*win // active windows waiting for a slot, in turn
+	slots     *lanes.Waiter
+	slotsHeld int    // slots taken and not released
+	ready     []*win // active windows waiting for a slot, in turn
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming bool   // a claim call is in flight
@@ -75,6 +85,7 @@ type loop struct {
 
 	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
 	timers  map[*time.Timer]struct{}
+	held    map[*win]struct{} // windows claimed ahead, claim in hand
 
 	halted  bool // start nothing new
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
@@ -121,6 +132,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		slots:   w.slots.Waiter(),
 		running: map[*attempt]struct{}{},
 		timers:  map[*time.Timer]struct{}{},
+		held:    map[*win]struct{}{},
 		inbox:   inbox{wake: make(chan struct{}, 1)},
 	}
 	l.run()
@@ -132,7 +144,7 @@ func (l *loop) run() {
 			t.Stop()
 		}
 		l.slots.Close()
-		l.slots.Release(l.held)
+		l.slots.Release(l.slotsHeld)
 	}()
 	tick := time.NewTicker(l.w.cfg.ClaimExtendInterval)
 	defer tick.Stop()
@@ -159,7 +171,29 @@ func (l *loop) run() {
 			l.stopped = true
 			l.halt()
 		}
+		l.drain()
 		l.kick()
+	}
+}
+
+// drain handles whatever else is ready without waiting, so that the calls
+// kick sends carry everything that queued meanwhile.
+func (l *loop) drain() {
+	for {
+		select {
+		case <-l.inbox.wake:
+			for _, f := range l.inbox.take() {
+				f()
+			}
+		case <-l.slots.C():
+			l.granted(l.slots.Take())
+		case <-l.o.Ready():
+			if !l.halted {
+				l.arrive(l.o.Take())
+			}
+		default:
+			return
+		}
 	}
 }
 
@@ -188,6 +222,67 @@ func (l *loop) halt() {
 	for t := range l.timers {
 		t.Stop()
 		delete(l.timers, t)
+	}
+	for wn := range l.held {
+		l.giveBack(wn)
+		wn.state = stDone
+	}
+}
+
+// giveBack returns the claim a window holds ahead of its turn, and its
+// slot: the window waits in its lane as if never claimed.
+func (l *loop) giveBack(wn *win) {
+	delete(l.held, wn)
+	wn.ahead, wn.held = false, false
+	wn.state = stNew
+	l.putSlot(1)
+	l.queue(nil, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpUnclaim, Token: wn.claim.Token}, nil, func(error) {})
+}
+
+// claimAhead claims, with the slot of wn's finished attempt, the window
+// that starts in wn's lane once wn is settled; it reports whether it did
+// (then the slot passed to that window).
+func (l *loop) claimAhead(wn *win) bool {
+	if l.halted {
+		return false
+	}
+	it := l.lanes.Next(&wn.item)
+	if it == nil {
+		return false
+	}
+	n := it.Data.(*win)
+	if n.state != stNew || n.ahead || n.aheadDone || n.superseded != "" {
+		return false
+	}
+	n.ahead, n.state = true, stClaiming
+	l.claimQ = append(l.claimQ, n)
+	wn.next = n
+	return true
+}
+
+// dropAhead undoes claimAhead when wn turns out not to be settled (its
+// completion was refused): the window claimed ahead gives its claim and
+// slot back, now or when its claim call returns.
+func (l *loop) dropAhead(wn *win) {
+	n := wn.next
+	wn.next = nil
+	if n == nil || !n.ahead || n.item.Active() {
+		return
+	}
+	switch n.state {
+	case stHeld:
+		l.giveBack(n)
+	case stClaiming:
+		n.ahead = false
+		for i, q := range l.claimQ {
+			if q == n { // not sent yet
+				l.claimQ = append(l.claimQ[:i], l.claimQ[i+1:]...)
+				n.state = stNew
+				l.putSlot(1)
+				break
+			}
+		}
+		// in flight: claimed gives it back
 	}
 }
 
@@ -265,6 +360,13 @@ func (l *loop) arrive(recs []*kgo.Record) {
 func (l *loop) apply(d lanes.Decision) {
 	for _, dr := range d.Drop {
 		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
+		if wn.ahead { // a policy changed mid-lane: give the claim back first
+			if wn.held {
+				l.giveBack(wn)
+			} else {
+				wn.ahead = false // in flight: claimed gives it back
+			}
+		}
 		if dr.Superseded {
 			l.settleIdle(wn, dedupe.OpSupersede, fmt.Sprintf("superseded by window %s before it started (overlap policy replace)", by.msg.ID))
 			continue
@@ -315,8 +417,27 @@ func (l *loop) toReady(wn *win) {
 		wn.state = stDone
 		return
 	}
-	if wn.superseded != "" {
+	switch {
+	case wn.held && wn.superseded != "":
+		delete(l.held, wn)
+		wn.held, wn.ahead = false, false
+		l.putSlot(1)
+		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
+		return
+	case wn.superseded != "":
 		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
+		return
+	case wn.held: // claimed ahead: it starts now, on the slot it holds
+		delete(l.held, wn)
+		wn.held, wn.ahead = false, false
+		l.start(wn, wn.proven)
+		return
+	case wn.ahead && wn.state == stClaiming:
+		return // its claim call is in flight: claimed starts it
+	case wn.aheadDone:
+		wn.aheadDone = false
+		l.report(wn, OutcomeSkippedDone, nil, nil)
+		l.finish(wn)
 		return
 	}
 	wn.state = stReady
@@ -326,7 +447,7 @@ func (l *loop) toReady(wn *win) {
 
 // granted moves windows that got a slot from ready to the claim queue.
 func (l *loop) granted(n int) {
-	l.held += n
+	l.slotsHeld += n
 	k := min(n, len(l.ready))
 	for _, wn := range l.ready[:k] {
 		wn.state = stClaiming
@@ -340,7 +461,7 @@ func (l *loop) granted(n int) {
 }
 
 func (l *loop) putSlot(n int) {
-	l.held -= n
+	l.slotsHeld -= n
 	l.slots.Release(n)
 }
 
@@ -365,6 +486,11 @@ func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err er
 	for i, wn := range batch {
 		c := cs[i]
 		wn.claim = c
+		if !wn.item.Active() && !l.halted { // claimed ahead of its turn
+			l.claimedAhead(wn, c, proven)
+			continue
+		}
+		wn.ahead = false
 		switch {
 		case l.halted:
 			l.putSlot(1)
@@ -393,6 +519,34 @@ func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err er
 			l.putSlot(1)
 			l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
 		}
+	}
+}
+
+// claimedAhead handles the claim of a window claimed ahead of its turn
+// (claimAhead): it holds a Claimed claim and its slot until its turn;
+// anything else gives the slot back, and the window is claimed normally in
+// its turn (or skipped, if the claim found it done).
+func (l *loop) claimedAhead(wn *win, c dedupe.Claim, proven time.Time) {
+	if !wn.ahead { // dropped meanwhile (dropAhead, or its lane dropped it)
+		l.putSlot(1)
+		if c.Outcome == dedupe.Claimed {
+			l.queue(nil, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
+		}
+		if wn.state == stClaiming {
+			wn.state = stNew
+		}
+		return
+	}
+	switch c.Outcome {
+	case dedupe.Claimed:
+		wn.held, wn.proven, wn.state = true, proven, stHeld
+		l.held[wn] = struct{}{}
+	case dedupe.AlreadyDone:
+		l.putSlot(1)
+		wn.ahead, wn.aheadDone, wn.state = false, true, stNew
+	default:
+		l.putSlot(1)
+		wn.ahead, wn.state = false, stNew
 	}
 }
 

@@ -68,13 +68,19 @@ func (l *loop) settleResult(wn *win, res result) {
 		l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpComplete, Token: c.Token}, &r, func(err error) {
 			switch {
 			case err == nil:
+				wn.next = nil
+				if l.w.log.Enabled(l.ctx, slog.LevelDebug) {
+					l.logger(wn).Debug("window done", "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(wn.msg.ScheduledAt))
+				}
 				l.report(wn, OutcomeDone, nil, &r)
 				l.finish(wn)
 			case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
+				l.dropAhead(wn)
 				l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
 				l.report(wn, OutcomeFenced, err, &r)
 				l.reclaim(wn)
 			default:
+				l.dropAhead(wn)
 				l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", err)
 				l.report(wn, OutcomeFailed, fmt.Errorf("complete: %w", err), &r)
 				wn.state = stDone
@@ -256,15 +262,16 @@ func (l *loop) settledWithout(wn *win, op dedupe.Op, reason string, res *result)
 	l.finish(wn)
 }
 
-// doneLogged logs the windows a settle call completed: each at debug, and
-// one line at info (the window itself when it was alone).
+// doneLogged logs the windows a settle call completed in one line at info
+// (the window itself when it was alone); each was logged at debug as it
+// was settled.
 func (l *loop) doneLogged(batch []op, errs []error, err error) {
 	if err != nil {
 		return
 	}
 	var first, last *op
 	n := 0
-	debug := l.log.Enabled(l.ctx, slog.LevelDebug)
+	debug := l.w.log.Enabled(l.ctx, slog.LevelDebug)
 	for i := range batch {
 		o := &batch[i]
 		if o.st.Op != dedupe.OpComplete || errs[i] != nil {
@@ -275,9 +282,6 @@ func (l *loop) doneLogged(batch []op, errs []error, err error) {
 			first = o
 		}
 		last = o
-		if debug && o.res != nil {
-			l.logger(o.wn).Debug("window done", "duration", o.res.finished.Sub(o.res.started), "lateness", o.res.started.Sub(o.wn.msg.ScheduledAt))
-		}
 	}
 	switch {
 	case n == 1 && !debug:

@@ -194,6 +194,18 @@ func (l *Lanes) Finish(it *Item) Decision {
 	return d
 }
 
+// Next returns the item Finish(it) would start: the first waiting item of
+// it's lane, if it is a Queue item and it is the lane's only active item;
+// nil otherwise. The worker claims it ahead while it's completion is
+// recorded, so it starts the moment it settles.
+func (l *Lanes) Next(it *Item) *Item {
+	ln := l.lanes[it.Key]
+	if ln == nil || !it.active || len(ln.active) != 1 || len(ln.waiting) == 0 || ln.waiting[0].Policy != Queue {
+		return nil
+	}
+	return ln.waiting[0]
+}
+
 // Cancelled reports whether the item was cancelled by a newer window
 // (Replace).
 func (it *Item) Cancelled() bool { return it.cancelled }

@@ -92,6 +92,25 @@ func TestQueueRunsOneAtATimeInOrder(t *testing.T) {
 	}
 }
 
+// Next names the window a queue lane starts when its active one finishes.
+func TestNextOfAQueueLane(t *testing.T) {
+	s := newSim(t)
+	s.arrive("j#1", Queue)
+	if n := s.l.Next(s.items["j#1"]); n != nil {
+		t.Fatalf("Next of a lane with nothing waiting = %v", n.Data)
+	}
+	s.arrive("j#2", Queue)
+	s.arrive("j#3", Queue)
+	if n := s.l.Next(s.items["j#1"]); n == nil || n.Data != "j#2" {
+		t.Fatalf("Next = %v, want j#2", n)
+	}
+	s.arrive("k#1", Latest)
+	s.arrive("k#2", Latest)
+	if n := s.l.Next(s.items["k#1"]); n != nil {
+		t.Fatalf("Next of a latest lane = %v, want nil (its waiting window may still be dropped)", n.Data)
+	}
+}
+
 func TestSkipDropsArrivalsWhileActive(t *testing.T) {
 	s := newSim(t)
 	s.arrive("j#1", Skip)

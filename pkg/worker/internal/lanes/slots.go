@@ -32,14 +32,14 @@ func (s *Slots) Waiter() *Waiter { return &Waiter{s: s, c: make(chan struct{}, 1
 // C receives a value when slots were granted: call Take.
 func (w *Waiter) C() <-chan struct{} { return w.c }
 
-// Want sets how many more slots the partition wants (beyond those granted
-// and not taken): free slots are granted at once, the rest as they free up,
-// in turn with the other partitions.
+// Want sets how many slots the partition wants to take now, counting
+// those granted and not yet taken: free slots are granted at once, the
+// rest as they free up, in turn with the other partitions.
 func (w *Waiter) Want(n int) {
 	s := w.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w.want = max(n, 0)
+	w.want = max(n-w.granted, 0)
 	if w.want > 0 && s.free > 0 && !w.queued {
 		k := min(w.want, s.free)
 		s.free -= k
