@@ -70,7 +70,7 @@ type loop struct {
 	log *slog.Logger
 	n   int32
 
-	lanes *lanes.Lanes
+	lanes     *lanes.Lanes
 	slots     *lanes.Waiter
 	slotsHeld int    // slots taken and not released
 	ready     []*win // active windows waiting for a slot, in turn
