@@ -29,6 +29,7 @@ import (
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -51,7 +52,7 @@ type config struct {
 	brokers, topic, group, dlq, namespace, id, httpAddr, logFormat, logLevel string
 	redis                                                                    cli.RedisOptions
 	claimTTL, retention, grace, sessionTimeout, heartbeat, extend            time.Duration
-	rf                                                                       int
+	rf, concurrency, maxUncommitted                                          int
 	kafkaSec                                                                 cli.KafkaSecurity
 	signing                                                                  cli.SigningOptions
 	checkACLs, metricsJobLabel                                               bool
@@ -79,7 +80,9 @@ func run(ctx context.Context, args []string) error {
 		"Trade-off: a running handler whose claim cannot be extended (Redis unreachable) is cancelled before the claim can expire, after claim-ttl - max(claim-extend, claim-ttl/5) without a successful extend (4s by default), and re-runs once Redis is back; raise it if Redis outages (e.g. a Sentinel failover) last longer than that")
 	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended; must be less than claim-ttl/2 (default claim-ttl/3)")
 	f.Duration(&c.retention, "retention", "KJOB_RETENTION", 7*24*time.Hour, "how long done markers are kept: the replay horizon")
-	f.Duration(&c.grace, "grace", "KJOB_GRACE", 10*time.Second, "on shutdown or revoke, how long an in-flight handler may finish; also how long a handler that ignores cancellation is waited for")
+	f.Duration(&c.grace, "grace", "KJOB_GRACE", 10*time.Second, "on shutdown or revoke, how long in-flight handlers may finish; also how long a handler that ignores cancellation is waited for")
+	f.IntRange(&c.concurrency, "concurrency", "KJOB_CONCURRENCY", worker.DefaultConcurrency, 1, 1_000_000, "how many windows run at once across the partitions this worker owns; windows of one job follow its overlap policy (1 runs one window at a time)")
+	f.IntRange(&c.maxUncommitted, "max-uncommitted", "KJOB_MAX_UNCOMMITTED", partition.DefaultMaxUncommitted, 1, 10_000_000, "per partition, how many records may be fetched and not yet committed (from the first unsettled one on) before fetching pauses: bounds memory and what a crash re-delivers")
 	f.Duration(&c.sessionTimeout, "session-timeout", "KJOB_SESSION_TIMEOUT", 6*time.Second, "consumer group session timeout (real Kafka brokers refuse less than 6s by default)")
 	f.Duration(&c.heartbeat, "heartbeat", "KJOB_HEARTBEAT", time.Second, "consumer group heartbeat interval")
 	f.String(&c.httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
@@ -176,6 +179,8 @@ func run(ctx context.Context, args []string) error {
 		Handler:             mux,
 		WorkerID:            c.id,
 		Grace:               c.grace,
+		Concurrency:         c.concurrency,
+		MaxUncommitted:      c.maxUncommitted,
 		ClaimExtendInterval: c.extend,
 		SessionTimeout:      c.sessionTimeout,
 		HeartbeatInterval:   c.heartbeat,
@@ -187,6 +192,7 @@ func run(ctx context.Context, args []string) error {
 		return f.Explain(err, map[string]string{
 			"Config.Brokers": "brokers", "Config.Topic": "topic", "Config.Group": "group", "Config.DeadLetterTopic": "dlq-topic",
 			"Config.WorkerID": "id", "Config.Grace": "grace", "Config.ClaimExtendInterval": "claim-extend",
+			"Config.Concurrency": "concurrency", "Config.MaxUncommitted": "max-uncommitted",
 			"Config.SessionTimeout": "session-timeout", "Config.HeartbeatInterval": "heartbeat",
 		})
 	}

@@ -39,8 +39,10 @@
 //	    settling attempt counts.
 //	(g) skip and latest: each window is completed at most once or
 //	    recorded as skipped exactly once, with its reason: a window whose
-//	    store status is "skipped" has no completion, a non-empty reason
-//	    and exactly one Skip reported for it, and (skip) an earlier or
+//	    store status is "skipped" (terminal: recorded once) has no
+//	    completion, a non-empty reason and at most one Skip reported for
+//	    it (a worker killed between its store write and its log line
+//	    reports none; one reporting twice is a violation), and (skip) an earlier or
 //	    (latest) a newer window of the job exists that it was skipped
 //	    for; a Skip reported for a window whose final status is not
 //	    "skipped" is two outcomes; a superseded window is not theirs. A
@@ -49,8 +51,8 @@
 //	    successor started: the attempt that completed a done window
 //	    ended at or before the first attempt of every later window of
 //	    the job began; a window whose store status is "superseded" has
-//	    no completion, a non-empty reason, exactly one Skip (status
-//	    "superseded") reported for it and a newer window of the job that
+//	    no completion, a non-empty reason, at most one Skip (status
+//	    "superseded", none of another status) reported for it and a newer window of the job that
 //	    superseded it. A replace job's windows are never "skipped".
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
