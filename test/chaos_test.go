@@ -35,6 +35,12 @@ const (
 	chaosMaxSleep = 3 * time.Second
 )
 
+// chaosSchedules mixes what a worker running windows concurrently must
+// keep apart: fast jobs every second, a slow job (seconds per window), a
+// failing job whose attempts are retried, and a job under each overlap
+// policy whose windows often outlast the next tick. Workers run them with
+// the default concurrency (100), so windows of different jobs overlap on
+// every partition.
 const chaosSchedules = `jobs:
   - name: steady
     schedule: "@every 1s"
@@ -50,19 +56,63 @@ const chaosSchedules = `jobs:
     timeout: 10s
     catchup: 1m
     retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
-  - name: drowsy
+  - name: slow
+    schedule: "@every 5s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 20s
+    catchup: 1m
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: flaky
     schedule: "@every 1s"
     handler: http
     payload: {url: "LEDGER"}
     timeout: 10s
     catchup: 1m
+    retries: {max_attempts: 50, backoff: 100ms, max_backoff: 1s}
+  - name: skipper
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    overlap: skip
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: newest
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    overlap: latest
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: replacer
+    schedule: "@every 2s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    overlap: replace
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: parallel
+    schedule: "@every 1s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    overlap: allow
     retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
 `
 
 var chaosJobs = []chaos.Job{
-	{Name: "steady", Every: time.Second, Catchup: time.Minute},
-	{Name: "sleepy", Every: time.Second, Catchup: time.Minute},
-	{Name: "drowsy", Every: time.Second, Catchup: time.Minute},
+	{Name: "steady", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
+	{Name: "sleepy", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
+	{Name: "slow", Every: 5 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
+	{Name: "flaky", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
+	{Name: "skipper", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapSkip},
+	{Name: "newest", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapLatest},
+	{Name: "replacer", Every: 2 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapReplace},
+	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow},
 }
 
 // Fault kinds, as reported in the run's summary.
@@ -91,6 +141,9 @@ type chaosRun struct {
 	// kinds are the fault kinds this run's profile must inject, in the
 	// order of its fault functions.
 	kinds []string
+	// verdict is the run's summary line (seed, figures, checker verdict),
+	// printed again as the test's last output when it fails.
+	verdict string
 }
 
 // chaosFault is one kind of fault a profile injects: inject returns
@@ -179,6 +232,22 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	r := &chaosRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,
 		stopped: map[*process]bool{}, faults: map[string]int{}, proxies: map[*process]*tcpProxy{}}
+	// Registered before any process starts, so it runs after their
+	// cleanups (which print their last log lines on failure): a failed
+	// run ends with its seed and the checker's verdict, enough to replay
+	// it.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		v := r.verdict
+		if v == "" {
+			v = "the run did not reach the checker"
+		}
+		msg := fmt.Sprintf("chaos %s FAILED: seed %d (replay: KJOB_CHAOS_SEED=%d); %s", t.Name(), seed, seed, v)
+		t.Log(msg)
+		fmt.Fprintln(os.Stderr, msg)
+	})
 	r.c = newClusterWith(t, chaosSchedules, chaosPartitions, testenv.NewDurableRedis(t), broker)
 	// Producers log at info. Workers keep the cluster's debug level: a
 	// worker completing windows in a batch logs each one's "window done"
@@ -187,6 +256,7 @@ func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	r.c.env = append(r.c.env, "KJOB_LOG_LEVEL=info")
 	r.c.ledger.mu.Lock()
 	r.c.ledger.delay = r.sleepOf
+	r.c.ledger.fail = r.failOf
 	r.c.ledger.mu.Unlock()
 	for range chaosProducers {
 		r.startProducer()
@@ -297,19 +367,39 @@ func (r *chaosRun) kafkaErrors(on *atomic.Bool, hits *atomic.Int64, kind string)
 	}
 }
 
-// sleepOf is the ledger's run time for an invocation: none for "steady",
-// 0..3s for the others, fixed by the seed, the window and the token. The
-// draw is skewed to short runs (3s * u^3, mean 0.75s): a job's windows run
-// in order on one partition, so a mean above the 1s cadence would build a
-// backlog that never drains.
-func (r *chaosRun) sleepOf(e ledgerEntry) time.Duration {
-	if e.Job == "steady" {
-		return 0
-	}
+// draw is a number in [0, 1) fixed by the seed, the invocation and what.
+func (r *chaosRun) draw(e ledgerEntry, what string) float64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%s/%d", r.seed, e.WindowID, e.FencingToken)
-	u := float64(h.Sum64()%1_000_000) / 1_000_000
+	fmt.Fprintf(h, "%d/%s/%d/%s", r.seed, e.WindowID, e.FencingToken, what)
+	return float64(h.Sum64()%1_000_000) / 1_000_000
+}
+
+// sleepOf is the ledger's run time for an invocation, fixed by the seed,
+// the window and the token: none for "steady" and "flaky"; 0..3s skewed to
+// short runs (3s * u^3, mean 0.75s) for "sleepy" (a queue job at a 1s
+// cadence, so its mean stays below the cadence or its backlog never
+// drains); 2..6s for "slow" (every 5s); 0.4..2.4s for the skip, latest and
+// allow jobs, so a window often still runs at the next tick; 0.5..3.5s for
+// "replacer" (every 2s), so some windows are replaced while they run.
+func (r *chaosRun) sleepOf(e ledgerEntry) time.Duration {
+	u := r.draw(e, "sleep")
+	switch e.Job {
+	case "steady", "flaky":
+		return 0
+	case "slow":
+		return 2*time.Second + time.Duration(u*float64(4*time.Second))
+	case "skipper", "newest", "parallel":
+		return 400*time.Millisecond + time.Duration(u*float64(2*time.Second))
+	case "replacer":
+		return 500*time.Millisecond + time.Duration(u*float64(3*time.Second))
+	}
 	return time.Duration(u * u * u * float64(chaosMaxSleep))
+}
+
+// failOf fails half of the "flaky" job's attempts (fixed by the seed, the
+// window and the token): they are retried with higher tokens.
+func (r *chaosRun) failOf(e ledgerEntry) bool {
+	return e.Job == "flaky" && r.draw(e, "fail") < 0.5
 }
 
 func (r *chaosRun) startProducer() *process {
@@ -514,7 +604,10 @@ func (r *chaosRun) drain(timeout time.Duration) int64 {
 	}
 }
 
-var doneLine = regexp.MustCompile(`msg="window done".* window=(\S+) .*token=(\d+)`)
+var (
+	doneLine = regexp.MustCompile(`msg="window done".* window=(\S+) .*token=(\d+)`)
+	skipLine = regexp.MustCompile(`msg="window skipped".* window=(\S+) .*status=(\S+) reason=("(?:[^"\\]|\\.)*"|\S+)`)
+)
 
 // history gathers the run's history for the checker: the topic
 // read-committed, the dead letters, the ledger, the completions the workers
@@ -550,6 +643,13 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 				tok, _ := strconv.ParseInt(m[2], 10, 64)
 				h.Completions = append(h.Completions, chaos.Completion{Window: m[1], Token: tok, Worker: w.name})
 			}
+			if m := skipLine.FindStringSubmatch(l); m != nil {
+				reason := m[3]
+				if u, err := strconv.Unquote(reason); err == nil {
+					reason = u
+				}
+				h.Skips = append(h.Skips, chaos.Skip{Window: m[1], Worker: w.name, Status: m[2], Reason: reason})
+			}
 		}
 		w.mu.Unlock()
 	}
@@ -565,7 +665,7 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 		case err != nil:
 			t.Fatalf("state of %s: %v", p.Window, err)
 		default:
-			h.States[p.Window] = chaos.State{Status: st.Status, Token: st.Token, ClaimLive: st.ClaimTTL > 0}
+			h.States[p.Window] = chaos.State{Status: st.Status, Token: st.Token, ClaimLive: st.ClaimTTL > 0, Reason: st.LastError}
 		}
 	}
 	return h
@@ -597,10 +697,34 @@ func (r *chaosRun) report(h chaos.History, violations []chaos.Violation, checkEr
 	case checkErr != nil:
 		verdict = "checker REFUSED the history: " + checkErr.Error()
 	case len(violations) > 0:
-		verdict = fmt.Sprintf("checker: %d VIOLATIONS", len(violations))
+		var vs []string
+		for _, v := range violations {
+			vs = append(vs, v.String())
+		}
+		verdict = fmt.Sprintf("checker: %d VIOLATIONS: %s", len(violations), strings.Join(vs, "; "))
 	}
-	msg := fmt.Sprintf("chaos %s seed %d: %d windows published, %d handler invocations (%d re-runs), %d completions, %d dead-lettered; %d faults; %s\nfaults injected per type:\n  %s",
-		r.t.Name(), r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, verdict, strings.Join(kinds, "\n  "))
+	// Windows settled without running, per job (and so per policy).
+	settled := map[string]int{}
+	for id, st := range h.States {
+		if st.Status == chaos.StatusSkipped || st.Status == chaos.StatusSuperseded {
+			job, _, _ := strings.Cut(id, "@")
+			settled[job+" "+st.Status]++
+		}
+	}
+	var perPolicy []string
+	for _, j := range h.Jobs {
+		for _, status := range []string{chaos.StatusSkipped, chaos.StatusSuperseded} {
+			if n := settled[j.Name+" "+status]; n > 0 {
+				perPolicy = append(perPolicy, fmt.Sprintf("%s (%s): %d %s", j.Name, j.Overlap, n, status))
+			}
+		}
+	}
+	if len(perPolicy) == 0 {
+		perPolicy = append(perPolicy, "none")
+	}
+	r.verdict = fmt.Sprintf("%d windows, %d re-runs, %d skipped or superseded; %s", len(windows), reruns, len(h.Skips), verdict)
+	msg := fmt.Sprintf("chaos %s seed %d: %d windows published, %d handler invocations (%d re-runs), %d completions, %d dead-lettered; %d faults; %s\nsettled without running, per job: %s\nfaults injected per type:\n  %s",
+		r.t.Name(), r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, verdict, strings.Join(perPolicy, ", "), strings.Join(kinds, "\n  "))
 	r.t.Log(msg)
 	fmt.Fprintln(os.Stderr, "chaos:", msg)
 }

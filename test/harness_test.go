@@ -210,7 +210,8 @@ type ledgerEntry struct {
 	// while the request is in flight.
 	Ended time.Time `json:"-"`
 	// Answered reports whether the ledger answered 200 (the handler could
-	// succeed); false if the caller went away first.
+	// succeed); false if the caller went away first or the ledger failed
+	// the attempt (ledger.fail).
 	Answered bool `json:"-"`
 }
 
@@ -227,6 +228,10 @@ type ledger struct {
 	// delay, when set, is how long the ledger takes to answer a request:
 	// the handler's run time.
 	delay func(ledgerEntry) time.Duration
+	// fail, when set, says which requests the ledger answers 503 (after
+	// their delay): the http handler fails that attempt, and it is
+	// retried.
+	fail func(ledgerEntry) bool
 }
 
 func newLedger(t testing.TB) *ledger {
@@ -241,7 +246,7 @@ func newLedger(t testing.TB) *ledger {
 		l.mu.Lock()
 		i := len(l.entries)
 		l.entries = append(l.entries, e)
-		h, delay := l.hold[e.Job], l.delay
+		h, delay, fail := l.hold[e.Job], l.delay, l.fail
 		l.mu.Unlock()
 		select {
 		case l.arrived <- e:
@@ -265,6 +270,10 @@ func newLedger(t testing.TB) *ledger {
 				}
 				t.Stop()
 			}
+		}
+		if answered && fail != nil && fail(e) {
+			answered = false
+			http.Error(w, "ledger: this attempt fails (chaos: a failing job)", http.StatusServiceUnavailable)
 		}
 		l.mu.Lock()
 		l.entries[i].Ended, l.entries[i].Answered = time.Now(), answered
