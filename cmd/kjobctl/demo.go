@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,7 +58,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.String(&c.dir, "dir", "", "", "working directory for data and logs (default: a new temp dir)")
 	f.Int(&c.producers, "producers", "", 2, "producer replicas")
 	f.Int(&c.workers, "workers", "", 3, "worker replicas")
-	f.Int(&c.partitions, "partitions", "", 3, "partitions of the windows topic")
+	f.Int(&c.partitions, "partitions", "", 1, "partitions of the windows topic")
 	f.Duration(&c.duration, "duration", "", 0, "stop after this long (0: run until Ctrl-C)")
 	f.Duration(&c.handoverAfter, "handover-after", "", 0, "if set, SIGTERM the leading producer after this long to show a handover")
 	f.Bool(&c.verbose, "verbose", "", false, "print every log line of every process")
@@ -90,11 +93,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, c.duration)
 		defer cancel()
 	}
-	d := &demoRun{cfg: c, out: stdout, seen: map[string][]execution{}}
+	d := &demoRun{cfg: c, out: stdout, seen: map[string][]execution{}, settled: map[string]int{}}
 	return d.run(ctx)
 }
 
 type execution struct {
+	Job     string
 	Worker  string
 	Trigger string
 	Token   int64
@@ -106,10 +110,11 @@ type demoRun struct {
 	out io.Writer
 
 	outMu  sync.Mutex
-	mu     sync.Mutex
-	seen   map[string][]execution
-	procs  []*proc
-	leader string
+	mu      sync.Mutex
+	seen    map[string][]execution
+	settled map[string]int // "job status": windows settled without running (overlap policies)
+	procs   []*proc
+	leader  string
 }
 
 type proc struct {
@@ -189,11 +194,13 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	ledgerURL := "http://" + ln.Addr().String() + "/ledger"
 
 	schedules := filepath.Join(d.cfg.dir, "schedules.yaml")
-	if err := os.WriteFile(schedules, []byte(fmt.Sprintf(demoSchedules, ledgerURL, ledgerURL)), 0o644); err != nil {
+	if err := os.WriteFile(schedules, []byte(strings.ReplaceAll(demoSchedules, "LEDGER", ledgerURL)), 0o644); err != nil {
 		return err
 	}
-	d.say("demo: schedules file %s (jobs: heartbeat every 2s and report every 5s call the ledger; export every 7s sleeps 1.5s)", schedules)
-	d.say("demo: windows of one partition run in order: with 3 partitions each job has its own; with fewer, a job sharing one with export waits behind it (see the lateness p99)")
+	d.say("demo: schedules file %s: heartbeat (every 2s) and report (every 5s) call the ledger at once; export (every 10s) holds for 8s; "+
+		"digest (skip), sync (latest), refresh (replace) and fanout (allow) call a ledger that answers after a few seconds, so their windows overlap", schedules)
+	d.say("demo: %d partition(s): a worker runs windows of different jobs at once (--concurrency, default 100), so heartbeat runs on time beside export; "+
+		"windows of one job follow its overlap policy (see the summary and kjobctl status)", d.cfg.partitions)
 
 	env := []string{
 		"KJOB_BROKERS=" + broker,
@@ -257,37 +264,63 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	}
 }
 
-// demoSchedules are the demo's jobs. With the default 3 partitions the
-// three job names hash (Kafka's murmur2 key partitioner) to partitions 2
-// (heartbeat), 1 (report) and 0 (export), so the slow job holds no other
-// job's windows up.
-const demoSchedules = `# kjob demo schedules: heartbeat and report call the demo's ledger through the
-# http handler; export stands for a slow job (sleeps 1.5 s).
+// demoSchedules are the demo's jobs (LEDGER is replaced by the ledger's
+// URL). They all share the default single partition: export holds for 8 s
+// every 10 s beside heartbeat, which still runs on time, and one job per
+// overlap policy has windows that outlast its cadence.
+const demoSchedules = `# kjob demo schedules. heartbeat and report call the demo's ledger through the
+# http handler; export stands for a slow job; the ledger answers the other
+# jobs after ?sleep=, so their windows overlap and their overlap policies show.
 jobs:
   - name: heartbeat
     schedule: "@every 2s"
     handler: http
-    payload: {url: "%s"}
+    payload: {url: "LEDGER"}
     timeout: 5s
     catchup: 1m
   - name: report
     schedule: "*/5 * * * * *"   # seconds field: every 5 s
     timezone: Europe/Berlin
     handler: http
-    payload: {url: "%s"}
+    payload: {url: "LEDGER"}
     timeout: 5s
     catchup: 1m
   - name: export
-    schedule: "@every 7s"
+    schedule: "@every 10s"
     handler: sleep
-    payload: {duration: 1500ms}
-    timeout: 5s
+    payload: {duration: 8s}
+    timeout: 20s
     catchup: 1m
+  - name: digest               # skip: a window due while the last one runs is skipped
+    schedule: "@every 3s"
+    handler: http
+    payload: {url: "LEDGER?sleep=5s"}
+    timeout: 20s
+    overlap: skip
+  - name: sync                 # latest: only the newest waiting window runs next
+    schedule: "@every 2s"
+    handler: http
+    payload: {url: "LEDGER?sleep=5s"}
+    timeout: 20s
+    overlap: latest
+  - name: refresh              # replace: a new window cancels the running one
+    schedule: "@every 4s"
+    handler: http
+    payload: {url: "LEDGER?sleep=6s"}
+    timeout: 20s
+    overlap: replace
+  - name: fanout               # allow: windows run side by side
+    schedule: "@every 2s"
+    handler: http
+    payload: {url: "LEDGER?sleep=3s"}
+    timeout: 20s
+    overlap: allow
 `
 
 func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		WindowID     string    `json:"window_id"`
+		Job          string    `json:"job"`
 		Trigger      string    `json:"trigger"`
 		Worker       string    `json:"worker"`
 		FencingToken int64     `json:"fencing_token"`
@@ -299,7 +332,7 @@ func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
 	}
 	late := time.Since(b.WindowStart)
 	d.mu.Lock()
-	d.seen[b.WindowID] = append(d.seen[b.WindowID], execution{Worker: b.Worker, Trigger: b.Trigger, Token: b.FencingToken, Late: late})
+	d.seen[b.WindowID] = append(d.seen[b.WindowID], execution{Job: b.Job, Worker: b.Worker, Trigger: b.Trigger, Token: b.FencingToken, Late: late})
 	n := len(d.seen[b.WindowID])
 	d.mu.Unlock()
 	mark := "executed once"
@@ -307,12 +340,22 @@ func (d *demoRun) ledger(w http.ResponseWriter, r *http.Request) {
 		mark = fmt.Sprintf("EXECUTED %d TIMES", n)
 	}
 	d.say("ledger: %-40s by %-9s token %-4d %s (%.1f ms after window start)", b.WindowID, b.Worker, b.FencingToken, mark, float64(late.Microseconds())/1000)
+	// A job's run time: the ledger answers after ?sleep= (the handler's
+	// context cancels the request early under overlap replace).
+	if sleep, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil && sleep > 0 {
+		t := time.NewTimer(sleep)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+	}
 }
 
 func (d *demoRun) summary(final bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var lates []time.Duration
+	var lates, fast []time.Duration
 	dups := 0
 	for _, ex := range d.seen {
 		if len(ex) > 1 {
@@ -324,21 +367,34 @@ func (d *demoRun) summary(final bool) {
 		// lateness.
 		if ex[0].Trigger == "schedule" {
 			lates = append(lates, ex[0].Late)
+			if ex[0].Job == "heartbeat" {
+				fast = append(fast, ex[0].Late)
+			}
 		}
 	}
-	sort.Slice(lates, func(i, j int) bool { return lates[i] < lates[j] })
-	q := func(p float64) string {
-		if len(lates) == 0 {
+	q := func(ds []time.Duration, p float64) string {
+		if len(ds) == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.1f ms", float64(lates[int(p*float64(len(lates)-1))].Microseconds())/1000)
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return fmt.Sprintf("%.1f ms", float64(ds[int(p*float64(len(ds)-1))].Microseconds())/1000)
 	}
 	label := "summary"
 	if final {
 		label = "final summary"
 	}
 	d.say("demo %s: %d windows executed via the ledger, %d executed more than once (kjobctl replay --rerun and dlq redrive run windows again on purpose); lateness of trigger=schedule windows (start -> handler; catch-up, backfill and manual windows left out) p50 %s, p99 %s, max %s",
-		label, len(d.seen), dups, q(0.5), q(0.99), q(1))
+		label, len(d.seen), dups, q(lates, 0.5), q(lates, 0.99), q(lates, 1))
+	d.say("demo %s: heartbeat, the fast job beside the slow export on the same partition: %d windows, lateness p50 %s, p99 %s, max %s",
+		label, len(fast), q(fast, 0.5), q(fast, 0.99), q(fast, 1))
+	var settled []string
+	for _, k := range slices.Sorted(maps.Keys(d.settled)) {
+		settled = append(settled, fmt.Sprintf("%s %d", k, d.settled[k]))
+	}
+	if len(settled) == 0 {
+		settled = append(settled, "none yet")
+	}
+	d.say("demo %s: settled without running by their overlap policy: %s", label, strings.Join(settled, ", "))
 }
 
 // handover stops the producer that currently leads (the one whose log last
@@ -418,7 +474,12 @@ func (d *demoRun) startEnv(name string, env []string, bin string, args ...string
 var interesting = []string{
 	"lease acquired", "lease lost", "lease released", "acquired", "publishing as leader", "published",
 	"assigned", "revoked", "lost", "dead-letter", "level=WARN", "level=ERROR", "listening", "skipping",
+	"window skipped", "replaced it",
 }
+
+// skippedLine matches a worker's log line for a window settled without
+// running (job, status).
+var skippedLine = regexp.MustCompile(`msg="window skipped".* job=(\S+) .*status=(\S+)`)
 
 func (d *demoRun) relay(name string, r io.Reader) {
 	sc := bufio.NewScanner(r)
@@ -428,6 +489,11 @@ func (d *demoRun) relay(name string, r io.Reader) {
 		if strings.Contains(line, "publishing as leader") {
 			d.mu.Lock()
 			d.leader = name
+			d.mu.Unlock()
+		}
+		if m := skippedLine.FindStringSubmatch(line); m != nil {
+			d.mu.Lock()
+			d.settled[m[1]+" "+m[2]]++
 			d.mu.Unlock()
 		}
 		show := d.cfg.verbose
