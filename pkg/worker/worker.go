@@ -419,7 +419,7 @@ func (w *Worker) decode(ctx context.Context, rec *kgo.Record) (msg *jobmsg.Messa
 		reason = err.Error()
 	}
 	w.log.Error("dead-lettering a record that is not a valid window", "partition", rec.Partition, "offset", rec.Offset, "err", err)
-	if err := w.deadLetter(ctx, rec, reason, 0); err != nil {
+	if err := w.deadLetter(ctx, rec, reason, 0); err != nil && !errors.Is(err, errLetterRefused) {
 		return nil, false, err
 	}
 	now := w.cfg.Now()
@@ -462,7 +462,7 @@ func (w *Worker) window(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 			}
 			// A non-retryable store error (invalid id): cannot ever run.
 			log.Error("dead-lettering a window the store refuses", "err", err)
-			if err := w.deadLetter(ctx, rec, "store refused the window: "+err.Error(), 0); err != nil {
+			if err := w.deadLetter(ctx, rec, "store refused the window: "+err.Error(), 0); err != nil && !errors.Is(err, errLetterRefused) {
 				return err
 			}
 			e := base
@@ -597,7 +597,7 @@ func (w *Worker) failed(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 			why = fmt.Sprintf("attempt %d of %d failed", c.Attempt, msg.Policy.MaxAttempts)
 		}
 		log.Error("dead-lettering window: "+why, "err", cause)
-		if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil {
+		if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil && !errors.Is(err, errLetterRefused) {
 			w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
 			return true, err
 		}
@@ -912,7 +912,7 @@ func (w *Worker) tooOld(ctx context.Context, rec *kgo.Record, msg *jobmsg.Messag
 	reason := fmt.Sprintf("published %s ago, more than the replay horizon (the store's retention, worker --retention/KJOB_RETENTION = %s): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run",
 		days(age), days(retention))
 	log.Error("dead-lettering a window older than the replay horizon instead of running it", "age", age.Round(time.Second), "retention", retention)
-	if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil {
+	if err := w.deadLetter(ctx, rec, reason, c.Attempt); err != nil && !errors.Is(err, errLetterRefused) {
 		w.release(ctx, msg.ID, c.Token, "interrupted before dead-lettering: "+reason, log)
 		return err
 	}
