@@ -18,10 +18,6 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
-		fmt.Println("healthcheck", buildinfo.Version())
-		return
-	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "healthcheck:", err)
 		if errors.Is(err, errUsage) {
@@ -34,6 +30,10 @@ func main() {
 var errUsage = errors.New("usage: healthcheck URL")
 
 func run(args []string) error {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Println("healthcheck", buildinfo.Version())
+		return nil
+	}
 	if len(args) != 1 {
 		return fmt.Errorf("want one URL argument, e.g. http://127.0.0.1:8080/readyz; got %d arguments: %w", len(args), errUsage)
 	}

@@ -163,3 +163,13 @@ func TestReplayFutureDatetimeRefused(t *testing.T) {
 		t.Errorf("--allow-future: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// A broker address that can never be dialled is a usage error, before
+// anything is dialled.
+func TestBadBrokersRefused(t *testing.T) {
+	t.Setenv("KJOB_BROKERS", "nonsense:99999")
+	code, _, stderr := runCmd(t, "lag")
+	if code != exitUsage || !strings.Contains(stderr, `--brokers/KJOB_BROKERS=nonsense:99999: broker "nonsense:99999": port "99999" is not a number from 1 to 65535`) {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
