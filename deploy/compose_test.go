@@ -39,7 +39,7 @@ func loadCompose(t *testing.T) *types.Project {
 
 func TestComposeServices(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"grafana", "kafka", "producer-1", "producer-2", "prometheus", "redis", "worker-1", "worker-2", "worker-3"}
+	want := []string{"grafana", "kafka", "producer-1", "producer-2", "prometheus", "redis", "signing-key", "worker-1", "worker-2", "worker-3"}
 	got := p.ServiceNames()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -113,6 +113,26 @@ func TestComposeServices(t *testing.T) {
 		}
 		if !s.ReadOnly || !slices.Contains(s.CapDrop, "ALL") {
 			t.Errorf("%s: want a read-only root filesystem and all capabilities dropped", name)
+		}
+		// Signing on (issue 14): the generated key mounted read-only,
+		// producers sign with it, workers require signatures.
+		if d, ok := s.DependsOn["signing-key"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
+			t.Errorf("%s: must wait for signing-key to complete, has %+v", name, s.DependsOn)
+		}
+		keysMounted := false
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeVolume && v.Source == "signing-keys" && v.Target == env(s, "KJOB_SIGNING_KEYS_DIR") && v.ReadOnly {
+				keysMounted = true
+			}
+		}
+		if !keysMounted {
+			t.Errorf("%s: KJOB_SIGNING_KEYS_DIR %q is not the signing-keys volume mounted read-only", name, env(s, "KJOB_SIGNING_KEYS_DIR"))
+		}
+		if role == "producer" && env(s, "KJOB_SIGNING_KEY_ID") != "compose-1" {
+			t.Errorf("%s: KJOB_SIGNING_KEY_ID %q, want the generated key compose-1", name, env(s, "KJOB_SIGNING_KEY_ID"))
+		}
+		if role == "worker" && env(s, "KJOB_SIGNATURES_REQUIRED") != "true" {
+			t.Errorf("%s: KJOB_SIGNATURES_REQUIRED must be true", name)
 		}
 		if role == "worker" {
 			grace, err := time.ParseDuration(env(s, "KJOB_GRACE"))

@@ -393,6 +393,14 @@ func checkInvariants(t *testing.T, objs []runtime.Object, exact bool) {
 	}
 }
 
+// orDefault is v, or Kubernetes' default def for a probe field left 0.
+func orDefault(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // checkPod asserts probes, resources, the restricted security context and
 // that every credential file the configuration names comes from a mounted
 // Secret.
@@ -412,6 +420,16 @@ func checkPod(t *testing.T, d *appsv1.Deployment, cfg *corev1.ConfigMap) {
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("%s: liveness probe must GET /healthz", d.Name)
+	}
+	// A startup probe holds the liveness probe off while the process
+	// starts (issue 14: pods started during an outage were restarted in a
+	// loop). The binaries serve /healthz before they wait for Kafka and
+	// Redis, so it probes /healthz and needs only to cover the process's
+	// own start.
+	if sp := c.StartupProbe; sp == nil || sp.HTTPGet == nil || sp.HTTPGet.Path != "/healthz" {
+		t.Errorf("%s: startup probe must GET /healthz", d.Name)
+	} else if budget := time.Duration(orDefault(sp.PeriodSeconds, 10)*orDefault(sp.FailureThreshold, 3)) * time.Second; budget < 30*time.Second {
+		t.Errorf("%s: startup probe allows %v (periodSeconds x failureThreshold); want at least 30s for a large schedules file", d.Name, budget)
 	}
 	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if _, ok := c.Resources.Requests[res]; !ok {

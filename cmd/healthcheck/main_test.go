@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +21,10 @@ func TestRun(t *testing.T) {
 	if err := run([]string{srv.URL + "/other"}); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("503: got %v", err)
 	}
-	if err := run(nil); err == nil || !strings.Contains(err.Error(), "one URL") {
+	if err := run(nil); err == nil || !strings.Contains(err.Error(), "one URL") || !errors.Is(err, errUsage) {
 		t.Fatalf("no args: got %v", err)
+	}
+	if err := run([]string{"--version"}); err != nil {
+		t.Fatalf("--version: %v", err)
 	}
 }

@@ -31,8 +31,8 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		interval, history time.Duration
 		recent            int
 	)
-	f := cli.NewFlags("dashboard", dashboardUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl dashboard", dashboardUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	f.String(&listen, "listen", "KJOB_DASHBOARD_LISTEN", "127.0.0.1:8080", "address to serve the dashboard on (it has no authentication: keep it on loopback or behind a proxy that has)")
 	f.Duration(&interval, "interval", "", dashboard.DefaultInterval, "how often the page refreshes")
@@ -41,9 +41,6 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
 		return err
-	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("dashboard: unexpected argument %q: %w", f.Args()[0], errUsage)
 	}
 	if err := o.setup(); err != nil {
 		return err

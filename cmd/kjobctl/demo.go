@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +39,15 @@ The dashboard (kjobctl dashboard) shows the deployment live at --dashboard,
 and every producer and worker serves /metrics on its own loopback port.
 Ctrl-C stops everything cleanly and prints a summary.
 
+Windows are signed: the demo generates an HMAC key at start (in
+DIR/signing-keys), the producers sign with it, the workers require
+signatures (--signatures-required) and let the http handler call only
+127.0.0.1 (--http-allow-hosts), as a production deployment should.
+
+Every process's full log is written to DIR/logs/NAME.log (the terminal
+shows the interesting lines, or all with --verbose). DIR is --dir, or a new
+temp directory that is removed at exit unless --keep.
+
 Usage: kjobctl demo [flags]`
 
 type demoConfig struct {
@@ -48,14 +59,20 @@ type demoConfig struct {
 	verbose            bool
 	dashboard          string
 	open               bool
+	keep               bool
 }
+
+// selfExe is the kjobctl binary the demo runs the broker and the
+// dashboard with (tests point it at a built kjobctl).
+var selfExe = os.Executable
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c demoConfig
-	f := cli.NewFlags("demo", demoUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl demo", demoUsage)
+	f.SetOutput(stdout)
 	f.String(&c.bin, "bin", "", "", "directory holding the producer and worker binaries (default: next to kjobctl)")
-	f.String(&c.dir, "dir", "", "", "working directory for data and logs (default: a new temp dir)")
+	f.String(&c.dir, "dir", "", "", "working directory for data, keys and logs (DIR/logs/NAME.log; default: a new temp dir, removed at exit unless --keep)")
+	f.Bool(&c.keep, "keep", "", false, "keep the temp working directory at exit (a --dir is always kept)")
 	f.Int(&c.producers, "producers", "", 2, "producer replicas")
 	f.Int(&c.workers, "workers", "", 3, "worker replicas")
 	f.Int(&c.partitions, "partitions", "", 1, "partitions of the windows topic")
@@ -79,7 +96,8 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--bin %q: no %s binary there; build with `make build` or pass --bin: %w", c.bin, b, errUsage)
 		}
 	}
-	if c.dir == "" {
+	temp := c.dir == ""
+	if temp {
 		d, err := os.MkdirTemp("", "kjob-demo-")
 		if err != nil {
 			return err
@@ -94,7 +112,35 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 	}
 	d := &demoRun{cfg: c, out: stdout, seen: map[string][]execution{}, settled: map[string]int{}}
-	return d.run(ctx)
+	err := d.run(ctx) // returns once every process it started has stopped
+	if temp && !c.keep {
+		if rerr := os.RemoveAll(c.dir); rerr != nil {
+			d.say("demo: could not remove %s: %v", c.dir, rerr)
+		} else {
+			d.say("demo: removed the working directory %s (--keep keeps it)", c.dir)
+		}
+	} else {
+		d.say("demo: kept the working directory %s (logs in %s)", c.dir, filepath.Join(c.dir, "logs"))
+	}
+	return err
+}
+
+// signingKey writes a new random HMAC key into dir/signing-keys and returns
+// the directory and the key's id.
+func signingKey(dir string) (keysDir, id string, err error) {
+	keysDir = filepath.Join(dir, "signing-keys")
+	if err := os.MkdirAll(keysDir, 0o700); err != nil {
+		return "", "", err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", "", err
+	}
+	id = "demo-" + time.Now().UTC().Format("20060102T150405")
+	if err := os.WriteFile(filepath.Join(keysDir, id), []byte(base64.StdEncoding.EncodeToString(secret)+"\n"), 0o600); err != nil {
+		return "", "", err
+	}
+	return keysDir, id, nil
 }
 
 type execution struct {
@@ -141,6 +187,9 @@ func freePort() (int, error) {
 func (d *demoRun) run(ctx context.Context) (err error) {
 	d.say("demo: working directory %s", d.cfg.dir)
 	defer d.stopAll()
+	if err := os.MkdirAll(filepath.Join(d.cfg.dir, "logs"), 0o755); err != nil {
+		return err
+	}
 
 	// Kafka: the embedded broker as its own process.
 	bport, err := freePort()
@@ -148,7 +197,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	broker := fmt.Sprintf("127.0.0.1:%d", bport)
-	self, err := os.Executable()
+	self, err := selfExe()
 	if err != nil {
 		return err
 	}
@@ -202,6 +251,11 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	d.say("demo: %d partition(s): a worker runs windows of different jobs at once (--concurrency, default 100), so heartbeat runs on time beside export; "+
 		"windows of one job follow its overlap policy (see the summary and kjobctl status)", d.cfg.partitions)
 
+	keysDir, keyID, err := signingKey(d.cfg.dir)
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	d.say("demo: windows are signed with the key %s generated in %s; workers require signatures and call only 127.0.0.1", keyID, keysDir)
 	env := []string{
 		"KJOB_BROKERS=" + broker,
 		"KJOB_REDIS_URL=redis://" + redisAddr,
@@ -209,6 +263,11 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		"KJOB_PARTITIONS=" + strconv.Itoa(d.cfg.partitions),
 		"KJOB_NAMESPACE=demo",
 		"KJOB_SESSION_TIMEOUT=6s",
+		"KJOB_SIGNING_KEYS_DIR=" + keysDir,
+	}
+	roleEnv := map[string][]string{
+		"producer": {"KJOB_SIGNING_KEY_ID=" + keyID},
+		"worker":   {"KJOB_SIGNATURES_REQUIRED=true", "KJOB_HTTP_ALLOW_HOSTS=127.0.0.1"},
 	}
 	// Each process serves /healthz, /readyz and /metrics on a loopback
 	// port of its own.
@@ -222,7 +281,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 			}
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			metricsURLs = append(metricsURLs, fmt.Sprintf("%s http://%s/metrics", name, addr))
-			if err := d.startEnv(name, append(env, "KJOB_ID="+name, "KJOB_HTTP_ADDR="+addr), filepath.Join(d.cfg.bin, role)); err != nil {
+			penv := append(append(slices.Clone(env), roleEnv[role]...), "KJOB_ID="+name, "KJOB_HTTP_ADDR="+addr)
+			if err := d.startEnv(name, penv, filepath.Join(d.cfg.bin, role)); err != nil {
 				return err
 			}
 		}
@@ -241,7 +301,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s; then kjobctl status, lag, replay, trigger, pause, dlq list", broker, redisAddr, schedules)
+	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s KJOB_SIGNING_KEYS_DIR=%s KJOB_SIGNING_KEY_ID=%s; then kjobctl status, lag, replay, trigger, pause, dlq list",
+		broker, redisAddr, schedules, keysDir, keyID)
 
 	var handover <-chan time.Time
 	if d.cfg.handoverAfter > 0 {
@@ -456,13 +517,26 @@ func (d *demoRun) startEnv(name string, env []string, bin string, args ...string
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
+	logf, err := os.Create(filepath.Join(d.cfg.dir, "logs", name+".log"))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("log of %s: %w", name, err)
+	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		d.relay(name, io.TeeReader(pr, logf))
+		_, _ = io.Copy(logf, pr) // whatever relay left (a line too long to scan)
+	}()
 	go func() {
 		_ = cmd.Wait()
 		pw.Close()
+		<-relayed // the log holds everything the process wrote
+		logf.Close()
 		close(p.done)
 	}()
-	go d.relay(name, pr)
 	d.mu.Lock()
 	d.procs = append(d.procs, p)
 	d.mu.Unlock()

@@ -25,11 +25,11 @@ It is for development and tests; production uses a real Kafka cluster.
 
 Usage: kjobctl dev-broker [flags]`
 
-func devBroker(ctx context.Context, args []string, stderr io.Writer) error {
+func devBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var listen, dataDir string
 	var minSession time.Duration
-	f := cli.NewFlags("dev-broker", devBrokerUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl dev-broker", devBrokerUsage)
+	f.SetOutput(stdout)
 	f.String(&listen, "listen", "KJOB_DEV_BROKER_LISTEN", "127.0.0.1:9092", "host:port to listen on")
 	f.String(&dataDir, "data-dir", "KJOB_DEV_BROKER_DATA_DIR", "", "directory to persist data in (empty: memory only)")
 	f.Duration(&minSession, "group-min-session-timeout", "KJOB_DEV_BROKER_GROUP_MIN_SESSION_TIMEOUT", 6*time.Second,

@@ -11,16 +11,18 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
 	"github.com/kjob/kjob/internal/kread"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/dlq"
 	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/worker"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -44,7 +46,7 @@ redrives them anyway. --all means every letter not redriven yet. Letters of
 the same window are republished once. Redriven letters stay in the
 dead-letter topic.`
 
-// deadLetter is one record of the dead-letter topic.
+// deadLetter is one record of the dead-letter topic, decoded by pkg/dlq.
 type deadLetter struct {
 	ID          string            `json:"id"`
 	Partition   int32             `json:"partition"`
@@ -60,13 +62,22 @@ type deadLetter struct {
 	Payload     json.RawMessage   `json:"payload,omitempty"`
 	Value       string            `json:"value,omitempty"`
 	DecodeError string            `json:"decode_error,omitempty"`
+	// ValueSize and ValueSHA256 identify the original value, also when
+	// the letter holds only part of it.
+	ValueSize   int    `json:"value_size"`
+	ValueSHA256 string `json:"value_sha256,omitempty"`
+	// Incomplete says what the letter left out of the original record
+	// (empty: nothing; it can be redriven).
+	Incomplete string `json:"incomplete,omitempty"`
+	// LetterError says which dead-letter header is missing or malformed.
+	LetterError string `json:"letter_error,omitempty"`
 	// WindowState is the window's record in Redis now (nil: no record, or
 	// not read).
 	WindowState *windowState `json:"window_state,omitempty"`
 	// Redriven is the letter's last redrive (nil: never redriven).
 	Redriven *control.Redrive `json:"redriven,omitempty"`
 
-	rec *kgo.Record
+	parsed dlq.Letter
 }
 
 // windowState is a window's record in Redis, as dlq list shows it.
@@ -90,38 +101,32 @@ func (d deadLetter) letter(topic string) control.Letter {
 }
 
 func parseDeadLetter(r *kgo.Record) deadLetter {
-	d := deadLetter{ID: strconv.FormatInt(r.Offset, 10), Partition: r.Partition, Offset: r.Offset, Headers: map[string]string{}, rec: r}
+	l, err := dlq.Parse(r)
+	d := deadLetter{ID: strconv.FormatInt(r.Offset, 10), Partition: r.Partition, Offset: r.Offset, Headers: map[string]string{},
+		Reason: l.Reason, Origin: l.Origin.String(), Attempts: l.Attempts, Worker: l.Worker, At: l.At,
+		ValueSize: l.ValueSize, ValueSHA256: l.ValueSHA256, Incomplete: l.Missing(), parsed: l}
+	if l.Minimal {
+		d.Incomplete = "a minimal letter (the dead-letter topic refused the full one): no key, value or original headers"
+	}
 	if r.Partition != 0 {
 		d.ID = fmt.Sprintf("%d:%d", r.Partition, r.Offset)
 	}
-	var topic, part, off string
-	for _, h := range r.Headers {
-		v := string(h.Value)
-		d.Headers[h.Key] = v
-		switch h.Key {
-		case worker.HeaderDLQReason:
-			d.Reason = v
-		case worker.HeaderDLQTopic:
-			topic = v
-		case worker.HeaderDLQPartition:
-			part = v
-		case worker.HeaderDLQOffset:
-			off = v
-		case worker.HeaderDLQAttempts:
-			d.Attempts, _ = strconv.Atoi(v)
-		case worker.HeaderDLQWorker:
-			d.Worker = v
-		case worker.HeaderDLQTime:
-			d.At, _ = time.Parse(time.RFC3339Nano, v)
-		}
+	if err != nil {
+		d.LetterError = err.Error()
 	}
-	d.Origin = fmt.Sprintf("%s[%s]@%s", topic, part, off)
-	if m, err := jobmsg.Unmarshal(r.Value); err == nil {
+	for _, h := range r.Headers {
+		d.Headers[h.Key] = string(h.Value)
+	}
+	if m, err := jobmsg.Unmarshal(l.Value); err == nil && !l.ValueTruncated {
 		d.WindowID, d.Job, d.Payload = m.ID, m.Job, m.Payload
 	} else {
-		d.DecodeError = err.Error()
-		d.Value = string(r.Value)
-		d.Job = string(r.Key)
+		if l.ValueTruncated {
+			d.DecodeError = fmt.Sprintf("the letter holds %d of its %d bytes", len(l.Value), l.ValueSize)
+		} else {
+			d.DecodeError = err.Error()
+		}
+		d.Value = string(l.Value)
+		d.Job = string(l.Key)
 	}
 	return d
 }
@@ -147,8 +152,8 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sub := args[0]
 	var o opts
 	var all, execute, force bool
-	f := cli.NewFlags("dlq "+sub, dlqUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl dlq "+sub, dlqUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	if sub == "redrive" {
 		f.Bool(&all, "all", "", false, "redrive every dead letter not redriven yet")
@@ -266,15 +271,9 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
 		}
-		topic := d.Headers[worker.HeaderDLQTopic]
+		topic := d.parsed.Origin.Topic
 		if topic == "" {
 			topic = o.topic
-		}
-		var hs []kgo.RecordHeader
-		for _, h := range d.rec.Headers {
-			if !strings.HasPrefix(h.Key, "kjob-dlq-") {
-				hs = append(hs, h)
-			}
 		}
 		if d.WindowID != "" {
 			// A fresh start: attempts and last error are cleared (the
@@ -284,7 +283,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
 			}
 		}
-		rec := &kgo.Record{Topic: topic, Key: d.rec.Key, Value: d.rec.Value, Headers: hs}
+		rec := &kgo.Record{Topic: topic, Key: d.parsed.Key, Value: d.parsed.Value, Headers: d.parsed.Headers}
 		if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
 			_ = rd.Delete(context.WithoutCancel(cctx), r.Letter)
 			return fmt.Errorf("dlq redrive: republish %s to %s (after %d redriven): %w", d.ID, topic, len(out), err)
@@ -326,7 +325,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tWINDOW\tREPUBLISHED AT")
 		for _, r := range out {
-			fmt.Fprintf(tw, "%s\t%s\t%s[%d]@%d\n", r.ID, r.WindowID, o.topic, r.Partition, r.Offset)
+			fmt.Fprintf(tw, "%s\t%s\t%s[%d]@%d\n", r.ID, safe(r.WindowID), safe(o.topic), r.Partition, r.Offset)
 		}
 		tw.Flush()
 		renderLeftOut(stdout, items, redrivenBefore)
@@ -347,6 +346,11 @@ func planRedrive(chosen []deadLetter, force bool) []redriveItem {
 		it := redriveItem{deadLetter: d}
 		ws := d.WindowState
 		switch {
+		case d.Incomplete != "":
+			// Even with --force: republishing part of a record is not
+			// redriving it.
+			it.Skip = fmt.Sprintf("the letter holds only part of the original record (%s; value sha256 %s); the original is at %s while that topic retains it",
+				d.Incomplete, orDash(d.ValueSHA256), d.Origin)
 		case d.Redriven != nil && !force:
 			it.Skip = "redriven before, at " + fmtTime(d.Redriven.At) + redriveTarget(d.Redriven)
 		case ws != nil && ws.Status == dedupe.StatusDone && !force:
@@ -395,7 +399,7 @@ func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
 		case it.With != "":
 			action = "same window as letter " + it.With + ", republished once"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, windowName(it.deadLetter), stateCell(it.deadLetter), action)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, windowName(it.deadLetter), stateCell(it.deadLetter), safe(action))
 	}
 	tw.Flush()
 	if redrivenBefore > 0 {
@@ -407,7 +411,11 @@ func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
 	for _, it := range items {
 		switch {
 		case it.Skip != "":
-			fmt.Fprintf(w, "Left out %s: %s (--force redrives it anyway)\n", it.ID, it.Skip)
+			hint := " (--force redrives it anyway)"
+			if it.Incomplete != "" {
+				hint = ""
+			}
+			fmt.Fprintf(w, "Left out %s: %s%s\n", it.ID, safe(it.Skip), hint)
 		case it.With != "":
 			fmt.Fprintf(w, "Letter %s has the same window as %s: republished once, both recorded as redriven\n", it.ID, it.With)
 		}
@@ -466,6 +474,13 @@ func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, o.dlqTopic)
+	if err != nil {
+		return nil, fmt.Errorf("dlq: %s: %w", o.dlqTopic, err)
+	}
+	if t, ok := td[o.dlqTopic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return nil, fmt.Errorf("dlq: dead-letter topic %s does not exist (a worker creates it when it starts; check --dlq-topic and --topic): %w", o.dlqTopic, errNotFound)
+	}
 	starts, err := adm.ListStartOffsets(ctx, o.dlqTopic)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %s: %w", o.dlqTopic, err)
@@ -499,10 +514,16 @@ func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
 	return out, rerr
 }
 
+// oneLine is s for a table cell: whitespace runs collapsed, made safe,
+// cut to about n bytes.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = safe(strings.Join(strings.Fields(s), " "))
 	if len(s) > n {
-		s = s[:n-3] + "..."
+		i := n - 3
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + "..."
 	}
 	if s == "" {
 		return "-"
@@ -514,14 +535,14 @@ func windowName(d deadLetter) string {
 	if d.WindowID == "" {
 		return "(undecodable, key " + oneLine(d.Job, 20) + ")"
 	}
-	return d.WindowID
+	return safe(d.WindowID)
 }
 
 func stateCell(d deadLetter) string {
 	if d.WindowID == "" {
 		return "-"
 	}
-	return d.WindowState.String()
+	return safe(d.WindowState.String())
 }
 
 func redrivenCell(r *control.Redrive) string {
@@ -529,7 +550,7 @@ func redrivenCell(r *control.Redrive) string {
 	case r == nil:
 		return "-"
 	case r.With != "":
-		return fmtTime(r.At) + " with " + r.With
+		return fmtTime(r.At) + " with " + safe(r.With)
 	case r.Topic == "":
 		return fmtTime(r.At) + " (unconfirmed)"
 	}
@@ -540,7 +561,7 @@ func renderDLQList(w io.Writer, ls []deadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWINDOW\tATTEMPTS\tDEAD-LETTERED\tORIGIN\tWINDOW STATE\tREDRIVEN\tREASON")
 	for _, d := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), d.Origin, stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), safe(d.Origin), stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -549,25 +570,35 @@ func renderDLQList(w io.Writer, ls []deadLetter) error {
 	return err
 }
 
+// maxShownValue bounds the undecodable value dlq show prints.
+const maxShownValue = 4 << 10
+
 func renderDLQShow(w io.Writer, d deadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID:\t%s\n", d.ID)
 	fmt.Fprintf(tw, "Window:\t%s\n", orDash(d.WindowID))
 	fmt.Fprintf(tw, "Job:\t%s\n", orDash(d.Job))
 	fmt.Fprintf(tw, "Reason:\t%s\n", orDash(d.Reason))
-	fmt.Fprintf(tw, "Origin:\t%s\n", d.Origin)
+	fmt.Fprintf(tw, "Origin:\t%s\n", safe(d.Origin))
 	fmt.Fprintf(tw, "Attempts:\t%d\n", d.Attempts)
 	fmt.Fprintf(tw, "Worker:\t%s\n", orDash(d.Worker))
 	fmt.Fprintf(tw, "Dead-lettered:\t%s\n", fmtTime(d.At))
+	if d.Incomplete != "" {
+		fmt.Fprintf(tw, "Incomplete:\t%s; the original (%d bytes, sha256 %s) is at %s while that topic retains it\n",
+			d.Incomplete, d.ValueSize, orDash(d.ValueSHA256), safe(d.Origin))
+	}
+	if d.LetterError != "" {
+		fmt.Fprintf(tw, "Malformed:\t%s\n", safe(d.LetterError))
+	}
 	switch ws := d.WindowState; {
 	case d.WindowID == "":
 	case ws == nil:
 		fmt.Fprintf(tw, "Window state:\tnone (no record in Redis: never claimed, expired, or cleared)\n")
 	default:
-		fmt.Fprintf(tw, "Window state:\t%s (token %d, attempt %d, %s, since %s)\n", ws.Status, ws.Token, ws.Attempts, orDash(ws.Holder), fmtTime(ws.UpdatedAt))
+		fmt.Fprintf(tw, "Window state:\t%s (token %d, attempt %d, %s, since %s)\n", safe(ws.Status), ws.Token, ws.Attempts, orDash(ws.Holder), fmtTime(ws.UpdatedAt))
 	}
 	if r := d.Redriven; r != nil {
-		fmt.Fprintf(tw, "Redriven:\t%s by %s%s\n", fmtTime(r.At), orDash(r.By), redriveTarget(r))
+		fmt.Fprintf(tw, "Redriven:\t%s by %s%s\n", fmtTime(r.At), orDash(r.By), safe(redriveTarget(r)))
 	} else {
 		fmt.Fprintf(tw, "Redriven:\tno\n")
 	}
@@ -579,24 +610,29 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 	slices.Sort(keys)
 	fmt.Fprintln(w, "Headers:")
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", k, oneLine(d.Headers[k], 200))
+		fmt.Fprintf(w, "  %s: %s\n", safe(k), oneLine(d.Headers[k], 200))
 	}
 	if d.DecodeError != "" {
-		fmt.Fprintf(w, "Value (undecodable: %s):\n  %s\n", d.DecodeError, d.Value)
+		v, more := d.Value, ""
+		if len(v) > maxShownValue {
+			v, more = v[:maxShownValue], fmt.Sprintf(" (first %d bytes shown)", maxShownValue)
+		}
+		fmt.Fprintf(w, "Value (undecodable: %s)%s:\n  %s\n", safe(d.DecodeError), more, safe(v))
 		return nil
 	}
 	fmt.Fprintln(w, "Payload:")
 	var pretty any
 	if json.Unmarshal(d.Payload, &pretty) == nil {
 		b, _ := json.MarshalIndent(pretty, "  ", "  ")
-		fmt.Fprintf(w, "  %s\n", b)
+		fmt.Fprintf(w, "  %s\n", safeLines(string(b)))
 	}
 	return nil
 }
 
+// orDash is s made safe, or "-" if it is empty.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safe(s)
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/dlq"
 	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/worker"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -161,19 +161,19 @@ func TestGoldenDLQ(t *testing.T) {
 		Value: []byte(`{"v":1,"id":"sync@2026-11-22T09:00:00Z","job":"sync","handler":"http","window":{"start":"2026-11-22T09:00:00Z","end":"2026-11-22T09:00:10Z"},"scheduled_at":"2026-11-22T09:00:00Z","published_at":"2026-11-22T09:00:00Z","trigger":"schedule","payload":{"url":"http://127.0.0.1:9/hook"},"policy":{"timeout":"1m0s","max_attempts":3,"backoff":"1s","max_backoff":"1m0s"}}`),
 		Headers: []kgo.RecordHeader{
 			{Key: "kjob-schema", Value: []byte("1")},
-			{Key: worker.HeaderDLQReason, Value: []byte("http: POST http://127.0.0.1:9/hook: connection refused")},
-			{Key: worker.HeaderDLQTopic, Value: []byte("kjob.windows")},
-			{Key: worker.HeaderDLQPartition, Value: []byte("0")},
-			{Key: worker.HeaderDLQOffset, Value: []byte("57")},
-			{Key: worker.HeaderDLQAttempts, Value: []byte("3")},
-			{Key: worker.HeaderDLQWorker, Value: []byte("worker-2")},
-			{Key: worker.HeaderDLQTime, Value: []byte("2026-11-22T09:00:04.5Z")},
+			{Key: dlq.HeaderReason, Value: []byte("http: POST http://127.0.0.1:9/hook: connection refused")},
+			{Key: dlq.HeaderTopic, Value: []byte("kjob.windows")},
+			{Key: dlq.HeaderPartition, Value: []byte("0")},
+			{Key: dlq.HeaderOffset, Value: []byte("57")},
+			{Key: dlq.HeaderAttempts, Value: []byte("3")},
+			{Key: dlq.HeaderWorker, Value: []byte("worker-2")},
+			{Key: dlq.HeaderTime, Value: []byte("2026-11-22T09:00:04.5Z")},
 		},
 	}
 	bad := &kgo.Record{Topic: "kjob.windows.dlq", Offset: 4, Key: []byte("x"), Value: []byte("not json"), Headers: []kgo.RecordHeader{
-		{Key: worker.HeaderDLQReason, Value: []byte("undecodable record: jobmsg: value: not a JSON object")},
-		{Key: worker.HeaderDLQTopic, Value: []byte("kjob.windows")}, {Key: worker.HeaderDLQPartition, Value: []byte("1")},
-		{Key: worker.HeaderDLQOffset, Value: []byte("8")}, {Key: worker.HeaderDLQAttempts, Value: []byte("0")},
+		{Key: dlq.HeaderReason, Value: []byte("undecodable record: jobmsg: value: not a JSON object")},
+		{Key: dlq.HeaderTopic, Value: []byte("kjob.windows")}, {Key: dlq.HeaderPartition, Value: []byte("1")},
+		{Key: dlq.HeaderOffset, Value: []byte("8")}, {Key: dlq.HeaderAttempts, Value: []byte("0")},
 	}}
 	again := *rec
 	again.Offset = 5

@@ -7,14 +7,9 @@
 //	kjobctl replay --group kjob-workers --by-duration 1h --rerun --execute
 //	kjobctl schedule check schedules.yaml
 //
-// Exit codes: 0 success; 1 error (Kafka, Redis, workers not answering; a
-// status with a part it could not read; an invalid schedules file, also
-// for schedule check); 2 usage (unknown command, bad flag or value, a
-// --job and --partition that disagree); 3 not found (unknown job, group,
-// partition or dead letter); 4 dry run: the plan was printed and nothing
-// changed (add --execute); 5 refused by the current state (job already
-// paused or not paused, group rebalancing, dead letters left out of a
-// redrive).
+// Exit codes (the table exitCodes, which "kjobctl --help" prints, is the one
+// place they are decided): 0 ok, 1 error, 2 usage, 3 not found, 4 dry run,
+// 5 refused by the current state.
 package main
 
 import (
@@ -24,8 +19,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kjob/kjob/internal/buildinfo"
+	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/inspect"
 )
 
 const usage = `kjobctl: operate kjob.
@@ -48,13 +51,11 @@ Every operations command reads the deployment's KJOB_* environment (brokers,
 Redis, namespace, topic, group, schedules) like the producer and worker do,
 and prints a table, or JSON with -o json.
 
-Exit codes: 0 ok; 1 error (Kafka, Redis, workers not answering, a status part
-unknown, an invalid schedules file - also for schedule check); 2 usage; 3 not
-found (job, group, partition, dead letter); 4 dry run, nothing changed (add
---execute); 5 refused by the current state (already paused, not paused, group
-rebalancing, chosen dead letters left out of a redrive).
+Exit codes:
+%s
 
-Run "kjobctl COMMAND --help" for a command's flags.`
+Run "kjobctl COMMAND --help" (or "kjobctl help COMMAND") for a command's
+flags, "kjobctl --version" for the version.`
 
 func main() {
 	// go-redis logs every failed dial itself; kjobctl reports each failure
@@ -63,12 +64,84 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// commands are kjobctl's commands, by name.
+var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
+	"dev-broker": devBroker,
+	"demo":       demo,
+	"schedule":   scheduleCmd,
+	"status":     statusCmd,
+	"lag":        lagCmd,
+	"replay":     replayCmd,
+	"backfill":   backfillCmd,
+	"trigger":    triggerCmd,
+	"pause":      pauseCmd,
+	"resume":     resumeCmd,
+	"dlq":        dlqCmd,
+	"dashboard":  dashboardCmd,
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, topUsage())
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "-help":
+		fmt.Fprintln(stdout, topUsage())
+		return exitOK
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, "kjobctl", buildinfo.Version())
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			fmt.Fprintln(stdout, topUsage())
+			return exitOK
+		}
+		if _, ok := commands[args[1]]; !ok {
+			return exit(stderr, fmt.Errorf("help: unknown command %q; run \"kjobctl --help\" for the commands: %w", args[1], errUsage))
+		}
+		// "kjobctl help dlq list" is "kjobctl dlq list --help".
+		args = append(args[1:len(args):len(args)], "--help")
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return exit(stderr, fmt.Errorf("unknown command %q; run \"kjobctl --help\" for the commands: %w", args[0], errUsage))
+	}
+	return exit(stderr, cmd(ctx, args[1:], stdout, stderr))
+}
+
+// exitRule is one row of exitCodes.
+type exitRule struct {
+	code    int
+	meaning string
+	// is reports whether err gets this code; the first match wins.
+	is func(err error) bool
+}
+
+// exitCodes is kjobctl's one table of exit codes: every command's error is
+// mapped to its code here (exitCode), and --help prints it.
+var exitCodes = []exitRule{
+	{exitOK, "ok", func(err error) bool { return err == nil || errors.Is(err, flag.ErrHelp) }},
+	{exitUsage, "usage: unknown command, flag or argument, a value that does not parse or is out of range (flag or KJOB_* variable), --job and --partition that disagree",
+		func(err error) bool { return errors.Is(err, errUsage) || errors.Is(err, cli.ErrUsage) }},
+	{exitNotFound, "not found: job, group, topic, partition or dead letter",
+		func(err error) bool {
+			return errors.Is(err, errNotFound) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+				errors.Is(err, control.ErrNoTopic) || errors.Is(err, inspect.ErrNoTopic)
+		}},
+	{exitDryRun, "dry run: the plan was printed and nothing changed (add --execute)", func(err error) bool { return errors.Is(err, errDryRun) }},
+	{exitConflict, "refused by the current state: already paused, not paused, group rebalancing, chosen dead letters left out of a redrive",
+		func(err error) bool { return errors.Is(err, errConflict) }},
+	{exitError, "error: Kafka, Redis or the workers not answering, a status part that could not be read, an invalid schedules file (also for schedule check)",
+		func(error) bool { return true }},
+}
+
 // Exit codes.
 const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
-	// exitNotFound: an unknown job, group, partition or dead letter.
+	// exitNotFound: an unknown job, group, topic, partition or dead letter.
 	exitNotFound = 3
 	// exitDryRun: a destructive command ran without --execute.
 	exitDryRun = 4
@@ -76,65 +149,34 @@ const (
 	exitConflict = 5
 )
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stdout, usage)
-		if len(args) == 0 {
-			return exitUsage
+// exitCode is err's exit code, from exitCodes.
+func exitCode(err error) int {
+	for _, c := range exitCodes {
+		if c.is(err) {
+			return c.code
 		}
-		return exitOK
 	}
-	var err error
-	switch args[0] {
-	case "dev-broker":
-		err = devBroker(ctx, args[1:], stderr)
-	case "demo":
-		err = demo(ctx, args[1:], stdout, stderr)
-	case "schedule":
-		err = scheduleCmd(args[1:], stdout, stderr)
-	case "status":
-		err = statusCmd(ctx, args[1:], stdout, stderr)
-	case "lag":
-		err = lagCmd(ctx, args[1:], stdout, stderr)
-	case "replay":
-		err = replayCmd(ctx, args[1:], stdout, stderr)
-	case "backfill":
-		err = backfillCmd(ctx, args[1:], stdout, stderr)
-	case "trigger":
-		err = triggerCmd(ctx, args[1:], stdout, stderr)
-	case "pause":
-		err = pauseCmd(ctx, args[1:], stdout, stderr)
-	case "resume":
-		err = resumeCmd(ctx, args[1:], stdout, stderr)
-	case "dlq":
-		err = dlqCmd(ctx, args[1:], stdout, stderr)
-	case "dashboard":
-		err = dashboardCmd(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "kjobctl: unknown command %q\n\n%s\n", args[0], usage)
-		return exitUsage
+	return exitError
+}
+
+// exit prints err (made safe: it may quote a record) and returns its code.
+func exit(stderr io.Writer, err error) int {
+	code := exitCode(err)
+	if code != exitOK {
+		fmt.Fprintln(stderr, "kjobctl:", safeLines(err.Error()))
 	}
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, "kjobctl:", err)
-		return exitUsage
-	case errors.Is(err, errNotFound):
-		fmt.Fprintln(stderr, "kjobctl:", err)
-		return exitNotFound
-	case errors.Is(err, errDryRun):
-		fmt.Fprintln(stderr, "kjobctl:", err)
-		return exitDryRun
-	case errors.Is(err, errConflict):
-		fmt.Fprintln(stderr, "kjobctl:", err)
-		return exitConflict
-	default:
-		fmt.Fprintln(stderr, "kjobctl:", err)
-		return exitError
+	return code
+}
+
+// topUsage is the usage with the exit codes table.
+func topUsage() string {
+	codes := slices.Clone(exitCodes)
+	slices.SortFunc(codes, func(a, b exitRule) int { return a.code - b.code })
+	var b strings.Builder
+	for _, c := range codes {
+		fmt.Fprintf(&b, "  %d  %s\n", c.code, c.meaning)
 	}
+	return fmt.Sprintf(usage, strings.TrimSuffix(b.String(), "\n"))
 }
 
 var errUsage = errors.New("usage")

@@ -40,7 +40,7 @@ func TestScheduleCheck(t *testing.T) {
 		t.Fatalf("code %d stderr %s", code, stderr)
 	}
 	if !strings.Contains(out, "JOB") || !strings.Contains(out, "30 2 * * *") || !strings.Contains(out, "Europe/Berlin") ||
-		!strings.Contains(out, "1 jobs, valid") || strings.Count(out, "02:30:00 CE") != 2 {
+		!strings.Contains(out, "1 job, valid") || strings.Count(out, "02:30:00 CE") != 2 {
 		t.Fatalf("output:\n%s", out)
 	}
 

@@ -76,6 +76,9 @@ func (o *opts) setup() error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output %q: want table or json: %w", o.output, errUsage)
 	}
+	if _, err := cli.Brokers(o.brokers); err != nil {
+		return fmt.Errorf("--brokers/KJOB_BROKERS=%s: %v: %w", o.brokers, err, errUsage)
+	}
 	if o.stateTopic == "" {
 		o.stateTopic = o.topic + ".state"
 	}

@@ -61,8 +61,8 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	if cmd == "resume" {
 		usage = resumeUsage
 	}
-	f := cli.NewFlags(cmd, usage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl "+cmd, usage)
+	f.SetOutput(stdout)
 	o.register(f)
 	o.needSchedules = true
 	if cmd == "resume" {

@@ -76,8 +76,8 @@ Usage: kjobctl trigger JOB [--payload JSON] [flags]`
 func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
 	var payload string
-	f := cli.NewFlags("trigger", triggerUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl trigger", triggerUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	o.needSchedules = true
 	f.String(&payload, "payload", "", "", "JSON object replacing the job's payload for this window")
@@ -114,9 +114,9 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if ps, err := o.pauses(); err == nil {
 		switch p, paused, err := ps.Get(cctx, j.Name); {
 		case err != nil:
-			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %v\n", j.Name, err)
+			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
 		case paused:
-			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), p.By)
+			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
 		}
 	}
 	now := nowFunc()
@@ -191,8 +191,8 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var o opts
 	var from, to, progress string
 	var rerun, execute, allowFuture, catchup bool
-	f := cli.NewFlags("backfill", backfillUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl backfill", backfillUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	o.registerRetention(f)
 	o.needSchedules = true
@@ -482,7 +482,7 @@ func listIDs(w io.Writer, ids []string) error {
 			_, err := fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(ids)-maxListed)
 			return err
 		}
-		if _, err := fmt.Fprintf(w, "  %s\n", id); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s\n", safe(id)); err != nil {
 			return err
 		}
 	}

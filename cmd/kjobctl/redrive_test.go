@@ -79,6 +79,9 @@ func TestDLQRedriveOnce(t *testing.T) {
 		t.Fatalf("redrive 0 --force: exit %d\n%s%s", code, out, stderr)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 2 }, "forced redrive of %s did not run", id)
+
+	code, _, stderr = e.kjobctl("dlq", "show", "12")
+	expect(t, code, stderr, exitNotFound, "kjobctl: dlq show: no dead letter 12 in kjob.windows.dlq (it holds 1; see kjobctl dlq list): not found")
 }
 
 // A replay while the group rebalances is refused with exit 5.

@@ -35,6 +35,9 @@ time; a record's timestamp is when it was published (not its window's
 start), so backfilled and caught-up windows are selected by when they were
 published.
 
+A --to-datetime in the future is refused unless --allow-future: no record
+is published after it, so it would skip every window not yet run.
+
 Usage: kjobctl replay --group G (--to-datetime T | --by-duration D | --to-offset N |
        --shift-by N | --to-earliest | --to-latest) [--partition P] [--job NAME]
        [--rerun] [--execute] [flags]`
@@ -45,13 +48,15 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		toDatetime, byDuration, toOffset     string
 		shiftBy, partition                   string
 		toEarliest, toLatest, rerun, execute bool
+		allowFuture                          bool
 		job                                  string
 		ackTimeout                           time.Duration
 	)
-	f := cli.NewFlags("replay", replayUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl replay", replayUsage)
+	f.SetOutput(stdout)
 	o.register(f)
-	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record published at or after this time (RFC 3339)")
+	f.String(&toDatetime, "to-datetime", "", "", "reset to the first record published at or after this time (RFC 3339; a time in the future needs --allow-future)")
+	f.Bool(&allowFuture, "allow-future", "", false, "allow --to-datetime in the future: the offsets move to the log end, skipping every window not yet run, like --to-latest")
 	f.String(&byDuration, "by-duration", "", "", "reset to the first record published at or after now minus this duration (e.g. 2h, or ISO 8601 PT2H)")
 	f.String(&toOffset, "to-offset", "", "", "reset to this offset")
 	f.String(&shiftBy, "shift-by", "", "", "move the committed offset by N offsets (negative rewinds; transaction markers count)")
@@ -65,15 +70,17 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("replay: unexpected argument %q: %w", f.Args()[0], errUsage)
-	}
 	spec := control.ReplaySpec{Group: o.group, Job: job, Rerun: rerun}
 	var modes []string
 	if toDatetime != "" {
 		t, err := parseTime("replay: --to-datetime", toDatetime)
 		if err != nil {
 			return err
+		}
+		if now := nowFunc(); t.After(now) && !allowFuture {
+			return fmt.Errorf("replay: --to-datetime %s is in the future (now %s): no record is published at or after it, so the offsets would move to the log end "+
+				"and every window not yet run would be skipped; replay from a past time, use --to-latest if skipping is what you want, or add --allow-future: %w",
+				fmtTime(t), fmtTime(now), errUsage)
 		}
 		spec.Mode, spec.Time = control.ToDatetime, t
 		modes = append(modes, "--to-datetime")
@@ -221,7 +228,7 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 	if !plan.Online {
 		how = "group has no members: offsets are committed directly"
 	}
-	fmt.Fprintf(w, "Group %s on %s (%s): %s\n", plan.Group, plan.Topic, plan.State, how)
+	fmt.Fprintf(w, "Group %s on %s (%s): %s\n", safe(plan.Group), safe(plan.Topic), safe(plan.State), how)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if executed {
 		fmt.Fprintln(tw, "PARTITION\tOWNER\tBEFORE\tTARGET\tAFTER\tREPLAYED\tLOG START\tLOG END\tAPPLIED BY\tNOTE")
@@ -238,16 +245,16 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 			note = "clamped to " + p.Clamped
 		}
 		if executed {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Partition, owner, fmtOffset(p.Before), p.Target, fmtOffset(p.After), p.Replayed, p.Start, p.End, p.AppliedBy, note)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Partition, safe(owner), fmtOffset(p.Before), p.Target, fmtOffset(p.After), p.Replayed, p.Start, p.End, safe(p.AppliedBy), note)
 		} else {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Partition, owner, fmtOffset(p.Before), p.Target, p.Replayed, p.Start, p.End, note)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Partition, safe(owner), fmtOffset(p.Before), p.Target, p.Replayed, p.Start, p.End, note)
 		}
 	}
 	tw.Flush()
 	if plan.Spec.Job != "" && len(plan.Partitions) == 1 {
-		fmt.Fprintf(w, "Note: offsets are per partition, not per job. Job %s's windows are on partition %d;", plan.Spec.Job, plan.Partitions[0].Partition)
+		fmt.Fprintf(w, "Note: offsets are per partition, not per job. Job %s's windows are on partition %d;", safe(plan.Spec.Job), plan.Partitions[0].Partition)
 		if len(plan.OtherJobs) > 0 {
-			fmt.Fprintf(w, " the replayed range also holds windows of %s, which are re-delivered and skipped by dedupe if done.\n", strings.Join(plan.OtherJobs, ", "))
+			fmt.Fprintf(w, " the replayed range also holds windows of %s, which are re-delivered and skipped by dedupe if done.\n", safe(strings.Join(plan.OtherJobs, ", ")))
 		} else {
 			fmt.Fprintln(w, " no other job's windows are in the replayed range.")
 		}
@@ -270,7 +277,7 @@ func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed
 					fmt.Fprintf(w, "  ... and %d more (-o json lists them all)\n", len(plan.Retry)-maxListed)
 					break
 				}
-				fmt.Fprintf(w, "  %s (%s)\n", r.ID, r.Status)
+				fmt.Fprintf(w, "  %s (%s)\n", safe(r.ID), safe(r.Status))
 			}
 		}
 		fmt.Fprintln(w, "Windows already done are skipped when re-delivered (add --rerun to run them again).")

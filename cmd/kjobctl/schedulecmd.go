@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -20,14 +21,25 @@ at the first occurrence).
 
 Usage: kjobctl schedule check [flags] FILE`
 
-func scheduleCmd(args []string, stdout, stderr io.Writer) error {
+const scheduleTopUsage = `kjobctl schedule: work with schedules files.
+
+Usage:
+  kjobctl schedule check [flags] FILE   validate FILE as the producer does and print each job's next fire times
+
+Run "kjobctl schedule check --help" for its flags.`
+
+func scheduleCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fmt.Fprintln(stdout, scheduleTopUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("schedule: want the subcommand \"check\" (kjobctl schedule check FILE): %w", errUsage)
+		return fmt.Errorf("schedule: want the subcommand \"check\" (kjobctl schedule check FILE; kjobctl schedule --help lists the subcommands): %w", errUsage)
 	}
 	var n int
 	var from, output string
-	f := cli.NewFlags("schedule check", scheduleUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl schedule check", scheduleUsage)
+	f.SetOutput(stdout)
 	f.Int(&n, "next", "", 3, "how many fire times to print per job")
 	f.String(&from, "from", "", "", "print fire times after this time (RFC 3339; default now)")
 	f.String(&output, "output", "", "table", "output format: table or json")
@@ -105,7 +117,7 @@ func scheduleCmd(args []string, stdout, stderr io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d jobs, valid\n", file.Path, len(file.Jobs))
+	fmt.Fprintf(stdout, "%s: %s, valid\n", file.Path, plural(len(file.Jobs), "job"))
 	return nil
 }
 

@@ -36,15 +36,12 @@ Usage: kjobctl status [flags]`
 
 func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
-	f := cli.NewFlags("status", statusUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl status", statusUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	o.registerLease(f)
 	if err := f.Parse(args); err != nil {
 		return err
-	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("status: unexpected argument %q: %w", f.Args()[0], errUsage)
 	}
 	if err := o.setup(); err != nil {
 		return err
@@ -97,18 +94,18 @@ type statusInfo struct {
 func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	switch l := s.Leader; {
 	case s.LeaderError != "":
-		fmt.Fprintf(w, "Producer leader: unknown (%s)\n", s.LeaderError)
+		fmt.Fprintf(w, "Producer leader: unknown (%s)\n", safe(s.LeaderError))
 	case l == nil:
 		fmt.Fprintf(w, "Producer leader: none (no producer holds the %s)\n", info.lease)
 	case l.Expired:
 		fmt.Fprintf(w, "Producer leader: none: %s, last held by %s (lease epoch %d, since %s), was not renewed in time (last renewal %s)\n",
-			l.Source, l.Holder, l.Epoch, fmtTime(l.Since), fmtTime(l.RenewedAt))
+			safe(l.Source), safe(l.Holder), l.Epoch, fmtTime(l.Since), fmtTime(l.RenewedAt))
 	default:
-		fmt.Fprintf(w, "Producer leader: %s (lease epoch %d, since %s)\n", l.Holder, l.Epoch, fmtTime(l.Since))
+		fmt.Fprintf(w, "Producer leader: %s (lease epoch %d, since %s)\n", safe(l.Holder), l.Epoch, fmtTime(l.Since))
 	}
 	switch g := s.Group; {
 	case s.GroupError != "":
-		fmt.Fprintf(w, "\nGroup %s: unknown (%s)\n", info.group, s.GroupError)
+		fmt.Fprintf(w, "\nGroup %s: unknown (%s)\n", safe(info.group), safe(s.GroupError))
 	case g == nil:
 		fmt.Fprintf(w, "\nGroup %s: does not exist yet (no worker has joined)\n", info.group)
 	case len(g.Members) == 0:
@@ -118,7 +115,7 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "MEMBER\tHOST\tPARTITIONS")
 		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ClientID, m.Host, joinInts(m.Partitions))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", safe(m.ClientID), safe(m.Host), joinInts(m.Partitions))
 		}
 		tw.Flush()
 	}
@@ -166,7 +163,7 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 			part = "?"
 		}
 		local, utc := nextTimes(j)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, tz, state, overlap, part, local[0], utc[0], last, outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(j.Name), safe(sched), safe(tz), state, overlap, part, local[0], utc[0], safe(last), safe(outcome))
 		for i := 1; i < len(local); i++ {
 			// As many cells as a job's row, so the columns after NEXT
 			// stay aligned across the rows (tabwriter aligns a column
@@ -176,10 +173,10 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	}
 	tw.Flush()
 	if s.JobsError != "" {
-		fmt.Fprintf(w, "Jobs: partly unknown (%s)\n", s.JobsError)
+		fmt.Fprintf(w, "Jobs: partly unknown (%s)\n", safe(s.JobsError))
 	}
 	if s.DeadLettersError != "" {
-		fmt.Fprintf(w, "\nDead letters: unknown (%s)\n", s.DeadLettersError)
+		fmt.Fprintf(w, "\nDead letters: unknown (%s)\n", safe(s.DeadLettersError))
 	} else {
 		fmt.Fprintf(w, "\nDead letters: %d\n", s.DeadLetters)
 	}
@@ -262,16 +259,13 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var o opts
 	var watch bool
 	var every time.Duration
-	f := cli.NewFlags("lag", lagUsage)
-	f.SetOutput(stderr)
+	f := cli.NewFlags("kjobctl lag", lagUsage)
+	f.SetOutput(stdout)
 	o.register(f)
 	f.Bool(&watch, "watch", "", false, "refresh until interrupted")
 	f.Duration(&every, "interval", "", 2*time.Second, "refresh interval of --watch")
 	if err := f.Parse(args); err != nil {
 		return err
-	}
-	if len(f.Args()) > 0 {
-		return fmt.Errorf("lag: unexpected argument %q: %w", f.Args()[0], errUsage)
 	}
 	if every <= 0 {
 		return fmt.Errorf("lag: --interval %v: must be positive: %w", every, errUsage)
@@ -337,7 +331,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			fmt.Fprintf(stdout, "%s  (every %v, Ctrl-C stops)\n", at.Format(time.RFC3339), every)
 			if err != nil {
-				fmt.Fprintf(stdout, "error: %v (still watching)\n", err)
+				fmt.Fprintf(stdout, "error: %s (still watching)\n", safe(err.Error()))
 			} else {
 				renderLag(stdout, g)
 			}
@@ -358,7 +352,7 @@ func renderLag(w io.Writer, g *inspect.Group) error {
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", p.Partition, fmtOffset(p.Committed), p.End, p.Lag, owner)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", p.Partition, fmtOffset(p.Committed), p.End, p.Lag, safe(owner))
 	}
 	fmt.Fprintf(tw, "TOTAL\t\t\t%d\t\n", g.TotalLag)
 	return tw.Flush()

@@ -6,17 +6,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	ktopic "github.com/kjob/kjob/pkg/topic"
@@ -35,13 +34,7 @@ const usage = `producer: publish kjob job windows to Kafka from the lease-holdin
 Usage: producer [flags]`
 
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "producer:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit(os.Stderr, "producer", run(context.Background(), os.Args[1:])))
 }
 
 func run(ctx context.Context, args []string) error {
@@ -53,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 		kafkaSec                                                                                   cli.KafkaSecurity
 		signOpts                                                                                   cli.SigningOptions
 		checkACLs, checkRedis, metricsJobLabel                                                     bool
+		metricsMaxJobs                                                                             int
 		leaseBackend, leaseNS, leaseName                                                           string
 	)
 	f := cli.NewFlags("producer", usage)
@@ -80,6 +74,8 @@ func run(ctx context.Context, args []string) error {
 		"a window due at most this long before a new leader took over is published whatever the job's catchup (keep it above --lease-ttl + --lease-renew, the crash failover time; 0 turns it off)")
 	f.String(&httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
 	f.Bool(&metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
+	f.IntRange(&metricsMaxJobs, "metrics-max-jobs", "KJOB_METRICS_MAX_JOBS", metrics.DefaultMaxJobLabels, 1, math.MaxInt32,
+		`at most this many distinct kjob_job label values; further jobs are counted under kjob_job="other" and in kjob_metrics_job_labels_folded_total`)
 	f.String(&logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -88,6 +84,13 @@ func run(ctx context.Context, args []string) error {
 	log, err := cli.Logger(os.Stderr, logFormat, logLevel)
 	if err != nil {
 		return err
+	}
+	// go-redis's own lines ("failed to dial") in the process's format,
+	// rate-limited.
+	redis.SetLogger(cli.RedisLogger(log, cli.RedisLogEvery))
+	brokerList, err := cli.Brokers(brokers)
+	if err != nil {
+		return f.Errorf("brokers", "%v", err)
 	}
 	// Settings that break leadership stop the process before anything is
 	// built, naming what the user set.
@@ -130,7 +133,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rdb.Close()
-	obs, err := cli.Observe(ctx, log, "kjob-producer", rdb, metricsJobLabel)
+	obs, err := cli.Observe(ctx, log, "kjob-producer", rdb, metricsJobLabel, metricsMaxJobs)
 	if err != nil {
 		return err
 	}
@@ -146,7 +149,6 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	brokerList := strings.Split(brokers, ",")
 	kafkaOpts, err := kafkaSec.ClientOpts()
 	if err != nil {
 		return err
@@ -181,19 +183,31 @@ func run(ctx context.Context, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	// /healthz from the first moment: start-up may wait long for Kafka or
+	// Redis, and a liveness probe must not kill the process meanwhile.
+	// /readyz says what it waits for.
+	health := cli.NewHealth()
+	srv, err := cli.StartServer(log, httpAddr, reg, health.Ready, stop)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+
 	if checkACLs {
+		health.Waiting("waiting for kafka (checking the producer's ACLs)")
 		st := stateTopic
 		if st == "" {
 			st = topic + ".state"
 		}
 		if err := cli.CheckKafkaAccess(ctx, log, brokerList, kafkaOpts, access.Producer(topic, st, txnID)); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return srv.Stop()
 			}
 			return err
 		}
 	}
 	if checkRedis {
+		health.Waiting("waiting for redis (checking the producer's Redis permissions)")
 		leaseKey := ""
 		if leaseBackend == "redis" {
 			leaseKey = inspect.ProducerLeaseKey(namespace)
@@ -204,7 +218,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		if err := cli.CheckRedisAccess(ctx, log, role); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return srv.Stop()
 			}
 			return err
 		}
@@ -227,24 +241,12 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 
+	health.Running(ready)
 	log.Info("producer starting", "id", id, "brokers", brokers, "topic", topic, "jobs", len(file.Jobs), "schedules", schedules, "transactional_id", txnID)
-	var wg sync.WaitGroup
-	var httpErr error
-	hctx, hcancel := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := cli.Serve(hctx, log, httpAddr, reg, ready); err != nil {
-			httpErr = err
-			stop()
-		}
-	}()
 	err = p.Run(ctx)
-	hcancel()
-	wg.Wait()
 	log.Info("producer stopped")
-	if httpErr != nil {
-		return httpErr
+	if err := srv.Stop(); err != nil {
+		return err
 	}
 	if errors.Is(err, ktopic.ErrMismatch) {
 		return f.Explain(err, map[string]string{"partitions, configured": "partitions", "replication factor": "replication-factor"})

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/kjob/kjob/internal/clock"
@@ -17,11 +20,12 @@ import (
 
 // registerBuiltins adds the handlers every kjob worker ships with. A user's
 // own worker main copies this file's pattern: one Handle call per handler.
-func registerBuiltins(mux *handler.Mux, log *slog.Logger, client *http.Client) {
+// allow limits the hosts the http handler may call (nil: any host).
+func registerBuiltins(mux *handler.Mux, log *slog.Logger, client *http.Client, allow *hostAllowList) {
 	mux.Handle("log", logHandler(log))
 	mux.Handle("noop", handler.HandlerFunc(noopHandler))
 	mux.Handle("sleep", handler.HandlerFunc(sleepHandler))
-	mux.Handle("http", httpHandler(client))
+	mux.Handle("http", httpHandler(client, allow))
 }
 
 // logHandler logs the window and succeeds.
@@ -69,8 +73,23 @@ type WebhookBody struct {
 
 // httpHandler POSTs the window to payload.url. A 2xx answer succeeds; 4xx
 // (except 408 and 429) fails permanently; anything else is retried. The job
-// timeout bounds the request through the context.
-func httpHandler(client *http.Client) handler.Handler {
+// timeout bounds the request through the context. A URL, or a redirect,
+// to a host allow does not list fails permanently (allow nil: any host).
+func httpHandler(client *http.Client, allow *hostAllowList) handler.Handler {
+	c := *client
+	next := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := allow.check(req.URL); err != nil {
+			return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 	return handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
 		var p struct {
 			URL string `json:"url"`
@@ -81,6 +100,9 @@ func httpHandler(client *http.Client) handler.Handler {
 		u, err := url.Parse(p.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("http handler: payload.url = %q: want an absolute http:// or https:// URL: %w", p.URL, handler.ErrPermanent)
+		}
+		if err := allow.check(u); err != nil {
+			return fmt.Errorf("http handler: payload.url = %q: %w: %w", u.Redacted(), err, handler.ErrPermanent)
 		}
 		w := j.Window()
 		body, err := json.Marshal(WebhookBody{
@@ -96,7 +118,10 @@ func httpHandler(client *http.Client) handler.Handler {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", j.ID())
-		resp, err := client.Do(req)
+		resp, err := c.Do(req)
+		if errors.Is(err, errHostNotAllowed) {
+			return fmt.Errorf("http handler: POST %s: %w: %w", u.Redacted(), err, handler.ErrPermanent)
+		}
 		if err != nil {
 			return fmt.Errorf("http handler: POST %s: %w", p.URL, err)
 		}
@@ -111,4 +136,80 @@ func httpHandler(client *http.Client) handler.Handler {
 			return fmt.Errorf("http handler: POST %s: %s: %q", p.URL, resp.Status, msg)
 		}
 	})
+}
+
+// errHostNotAllowed is wrapped by the http handler's error for a target
+// host the allow-list does not list.
+var errHostNotAllowed = errors.New("host not allowed")
+
+// hostAllowList is the http handler's allow-list of target hosts
+// (--http-allow-hosts): exact host names, "*.example.com" for every name
+// under example.com, and IP addresses or CIDR blocks for URLs that name
+// an IP. Names are matched as written in the URL (lower-cased), not
+// resolved: a listed name is trusted to resolve where its owner points it,
+// and an IP entry matches only a URL that names that IP. Ports are not
+// restricted. A nil list allows any host.
+type hostAllowList struct {
+	spec     string
+	names    map[string]bool
+	suffixes []string // ".example.com" for "*.example.com"
+	nets     []netip.Prefix
+}
+
+// parseAllowHosts parses a comma-separated allow-list; "" is nil (any
+// host).
+func parseAllowHosts(spec string) (*hostAllowList, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	a := &hostAllowList{spec: spec, names: map[string]bool{}}
+	for _, e := range strings.Split(spec, ",") {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if p, err := netip.ParsePrefix(e); err == nil {
+			a.nets = append(a.nets, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil {
+			a.nets = append(a.nets, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		name, wild := strings.CutPrefix(e, "*.")
+		if name == "" || strings.ContainsAny(name, "/:@?#*[] ") {
+			return nil, fmt.Errorf("entry %q: want a host name (hooks.example.com), *.example.com, an IP address or a CIDR block (10.0.0.0/8), without scheme or port", e)
+		}
+		name = strings.TrimSuffix(name, ".")
+		if wild {
+			a.suffixes = append(a.suffixes, "."+name)
+		} else {
+			a.names[name] = true
+		}
+	}
+	return a, nil
+}
+
+// check is nil if a allows u's host.
+func (a *hostAllowList) check(u *url.URL) error {
+	if a == nil {
+		return nil
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
+		for _, p := range a.nets {
+			if p.Contains(ip) {
+				return nil
+			}
+		}
+	} else {
+		if a.names[host] {
+			return nil
+		}
+		for _, s := range a.suffixes {
+			if strings.HasSuffix(host, s) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %q is not in --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS=%s (add it there if this job may call it)", errHostNotAllowed, host, a.spec)
 }

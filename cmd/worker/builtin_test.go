@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func testJob(handlerName, payload string) *handler.Job {
 
 func mux(t *testing.T) *handler.Mux {
 	m := handler.NewMux()
-	registerBuiltins(m, slog.New(slog.DiscardHandler), &http.Client{})
+	registerBuiltins(m, slog.New(slog.DiscardHandler), &http.Client{}, nil)
 	return m
 }
 
@@ -115,5 +116,61 @@ func TestNoopHandler(t *testing.T) {
 func TestLogHandler(t *testing.T) {
 	if err := mux(t).HandleJob(context.Background(), testJob("log", `{}`)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The http handler calls only the hosts of --http-allow-hosts, also
+// through redirects; a refused host fails permanently (dead-lettered with
+// the reason), naming the flag.
+func TestHTTPHandlerAllowList(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer srv.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	run := func(allow, url string) error {
+		a, err := parseAllowHosts(allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := handler.NewMux()
+		registerBuiltins(m, slog.New(slog.DiscardHandler), &http.Client{}, a)
+		return m.HandleJob(context.Background(), testJob("http", `{"url":"`+url+`"}`))
+	}
+	for _, tc := range []struct {
+		allow, url string
+		ok         bool
+	}{
+		{"", srv.URL, true},                                  // empty: any host
+		{"127.0.0.1", srv.URL, true},                         // an IP
+		{"10.0.0.0/8, 127.0.0.0/8", srv.URL, true},           // a CIDR block
+		{"hooks.example.com", srv.URL, false},                // not listed
+		{"*.example.com", "http://a.b.example.com/x", false}, // listed, but nothing listens: not a refusal
+		{"127.0.0.1", "http://169.254.169.254/", false},
+		{"localhost", "http://LOCALHOST.:1/", false}, // a name: matched case-insensitively (connection refused, not refused by the list)
+		{"127.0.0.1", redirect.URL, false},           // the redirect target is checked too
+	} {
+		err := run(tc.allow, tc.url)
+		refused := errors.Is(err, errHostNotAllowed)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("allow %q, url %s: %v", tc.allow, tc.url, err)
+		case !tc.ok && tc.allow == "*.example.com" && refused:
+			t.Errorf("allow %q, url %s: refused by the list: %v", tc.allow, tc.url, err)
+		case !tc.ok && tc.allow == "localhost" && refused:
+			t.Errorf("allow %q, url %s: refused by the list: %v", tc.allow, tc.url, err)
+		case !tc.ok && tc.allow != "*.example.com" && tc.allow != "localhost" && (!refused || !errors.Is(err, handler.ErrPermanent) || !strings.Contains(err.Error(), "--http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS")):
+			t.Errorf("allow %q, url %s: err = %v, want a permanent refusal naming --http-allow-hosts", tc.allow, tc.url, err)
+		}
+	}
+	if hits != 3 {
+		t.Errorf("the target was called %d times, want 3", hits)
+	}
+	for _, bad := range []string{"http://hooks.example.com", "hooks.example.com:443", "*", "a/b"} {
+		if _, err := parseAllowHosts(bad); err == nil {
+			t.Errorf("parseAllowHosts(%q) accepted", bad)
+		}
 	}
 }

@@ -9,17 +9,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -39,13 +38,7 @@ const usage = `worker: run kjob job windows from Kafka, exactly once per window.
 Usage: worker [flags]`
 
 func main() {
-	if err := run(context.Background(), os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit(os.Stderr, "worker", run(context.Background(), os.Args[1:])))
 }
 
 type config struct {
@@ -56,6 +49,8 @@ type config struct {
 	kafkaSec                                                                 cli.KafkaSecurity
 	signing                                                                  cli.SigningOptions
 	checkACLs, metricsJobLabel                                               bool
+	httpAllowHosts                                                           string
+	metricsMaxJobs                                                           int
 }
 
 func run(ctx context.Context, args []string) error {
@@ -87,6 +82,10 @@ func run(ctx context.Context, args []string) error {
 	f.Duration(&c.heartbeat, "heartbeat", "KJOB_HEARTBEAT", time.Second, "consumer group heartbeat interval")
 	f.String(&c.httpAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
 	f.Bool(&c.metricsJobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
+	f.IntRange(&c.metricsMaxJobs, "metrics-max-jobs", "KJOB_METRICS_MAX_JOBS", metrics.DefaultMaxJobLabels, 1, math.MaxInt32,
+		`at most this many distinct kjob_job label values; windows of further jobs (e.g. names a writer to the windows topic made up) are counted under kjob_job="other" and in kjob_metrics_job_labels_folded_total`)
+	f.String(&c.httpAllowHosts, "http-allow-hosts", "KJOB_HTTP_ALLOW_HOSTS", "",
+		"comma-separated hosts the built-in http handler may POST to: names (hooks.example.com), *.example.com, IP addresses or CIDR blocks (10.0.0.0/8); empty allows any host, with a warning at start-up (deploy/SECURITY.md)")
 	f.String(&c.logFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
 	f.String(&c.logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := f.Parse(args); err != nil {
@@ -96,12 +95,35 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// go-redis's own lines ("failed to dial") in the process's format,
+	// rate-limited.
+	redis.SetLogger(cli.RedisLogger(log, cli.RedisLogEvery))
 	// worker.New and control.NewAgent add the worker key themselves: they
 	// get base, the rest of main logs with it.
 	base := log
 	log = log.With("worker", c.id)
 	if err := c.check(f); err != nil {
 		return err
+	}
+	brokers, err := cli.Brokers(c.brokers)
+	if err != nil {
+		return f.Errorf("brokers", "%v", err)
+	}
+	allow, err := parseAllowHosts(c.httpAllowHosts)
+	if err != nil {
+		return f.Errorf("http-allow-hosts", "%v", err)
+	}
+	// The trust model (deploy/SECURITY.md): whoever can write to the
+	// windows topic chooses the handler and payload of what runs, unless
+	// signatures are required; say so loudly when they are not.
+	if !c.signing.Required {
+		log.Warn("signatures are not required: any principal that can write to the windows topic can run any registered handler with any payload on this worker; "+
+			"sign windows (producer --signing-keys-dir, --signing-key-id) and set --signatures-required/KJOB_SIGNATURES_REQUIRED=true (deploy/SECURITY.md)",
+			"signing_keys_dir", c.signing.KeysDir)
+	}
+	if allow == nil {
+		log.Warn("the http handler may POST to ANY host: --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS is empty, so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
+			"list the hosts your http jobs call (deploy/SECURITY.md)", "signatures_required", c.signing.Required)
 	}
 	if c.extend == 0 {
 		c.extend = c.claimTTL / 3
@@ -127,19 +149,30 @@ func run(ctx context.Context, args []string) error {
 
 	mux := handler.NewMux()
 	mux.Use(handler.Recover())
-	registerBuiltins(mux, log, &http.Client{})
+	registerBuiltins(mux, log, &http.Client{}, allow)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	obs, err := cli.Observe(ctx, log, "kjob-worker", rdb, c.metricsJobLabel)
+	obs, err := cli.Observe(ctx, log, "kjob-worker", rdb, c.metricsJobLabel, c.metricsMaxJobs)
 	if err != nil {
 		return err
 	}
 	defer obs.Close()
 	reg, m, tr := obs.Registry, obs.Metrics, obs.Tracing
 
+	// /healthz from the first moment: start-up may wait long for Kafka or
+	// Redis, and a liveness probe must not kill the process meanwhile.
+	// /readyz says what it waits for.
+	health := cli.NewHealth()
+	srv, err := cli.StartServer(log, c.httpAddr, reg, health.Ready, stop)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+
 	if c.checkACLs {
+		health.Waiting("waiting for kafka (checking the worker's ACLs)")
 		dlq := c.dlq
 		if dlq == "" {
 			dlq = c.topic + ".dlq"
@@ -148,27 +181,28 @@ func run(ctx context.Context, args []string) error {
 		if ctrl == "" {
 			ctrl = control.DefaultTopic(c.topic)
 		}
-		if err := cli.CheckKafkaAccess(ctx, log, strings.Split(c.brokers, ","), kafkaOpts, access.Worker(c.topic, dlq, ctrl, c.group)); err != nil {
+		if err := cli.CheckKafkaAccess(ctx, log, brokers, kafkaOpts, access.Worker(c.topic, dlq, ctrl, c.group)); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return srv.Stop()
 			}
 			return err
 		}
 	}
 	if checkRedis {
+		health.Waiting("waiting for redis (checking the worker's Redis permissions)")
 		role, err := cli.WorkerRedisRole(rdb, c.redis.User(), c.namespace, c.id)
 		if err != nil {
 			return err
 		}
 		if err := cli.CheckRedisAccess(ctx, log, role); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return srv.Stop()
 			}
 			return err
 		}
 	}
 	w, err := worker.New(worker.Config{
-		Brokers:             strings.Split(c.brokers, ","),
+		Brokers:             brokers,
 		ClientOpts:          append(obs.KafkaOpts(false), kafkaOpts...),
 		Verify:              verify,
 		Topic:               c.topic,
@@ -209,21 +243,13 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 
+	health.Running(ready)
 	log.Info("worker starting", "brokers", c.brokers, "topic", c.topic, "group", c.group, "handlers", mux.Names())
 	var wg sync.WaitGroup
-	var httpErr error
 	hctx, hcancel := context.WithCancel(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := cli.Serve(hctx, log, c.httpAddr, reg, ready); err != nil {
-			httpErr = err
-			stop()
-		}
-	}()
 	// The control agent applies operators' replays (kjobctl replay) to the
 	// partitions this worker owns.
-	agent, err := control.NewAgent(control.AgentConfig{Brokers: strings.Split(c.brokers, ","), ClientOpts: kafkaOpts, Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
+	agent, err := control.NewAgent(control.AgentConfig{Brokers: brokers, ClientOpts: kafkaOpts, Group: c.group, Topic: c.topic, ControlTopic: controlTopic,
 		ReplicationFactor: int16(c.rf), Member: c.id, Seeker: w, Logger: base})
 	if err != nil {
 		hcancel()
@@ -239,7 +265,7 @@ func run(ctx context.Context, args []string) error {
 	}()
 	// Every worker exports the group's lag, read with kadm off the scrape
 	// path; dashboards take the max per partition across workers.
-	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(c.brokers, ",")...)}, kafkaOpts...)...)
+	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, kafkaOpts...)...)
 	if err != nil {
 		hcancel()
 		wg.Wait()
@@ -256,8 +282,8 @@ func run(ctx context.Context, args []string) error {
 	hcancel()
 	wg.Wait()
 	log.Info("worker stopped")
-	if httpErr != nil {
-		return httpErr
+	if err := srv.Stop(); err != nil {
+		return err
 	}
 	if errors.Is(err, topic.ErrMismatch) {
 		return fmt.Errorf("%s, %s: %w", f.Ref("dlq-topic"), f.Ref("replication-factor"), err)

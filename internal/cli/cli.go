@@ -13,22 +13,31 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kjob/kjob/internal/buildinfo"
 )
 
 // Flags is a flag set whose flags each mirror an environment variable: the
-// variable sets the value, a flag on the command line overrides it.
+// variable sets the value, a flag on the command line overrides it. Every
+// Flags has --help and --version.
 type Flags struct {
-	fs     *flag.FlagSet
-	envs   []envFlag
-	ranges []intRange
+	fs      *flag.FlagSet
+	name    string
+	usage   string
+	out     io.Writer
+	envs    []envFlag
+	ranges  []intRange
+	version bool
 }
 
 type envFlag struct{ name, env string }
@@ -40,40 +49,79 @@ type intRange struct {
 	lo, hi int
 }
 
-// NewFlags returns a flag set for a command. usage is printed above the
-// flag list by --help.
+// ErrUsage is wrapped by every error Parse and ParseInterspersed return
+// about the command line or the environment (an unknown flag, a value that
+// does not parse or is out of range, a stray argument): the binaries exit
+// 2 on it.
+var ErrUsage = errors.New("usage error")
+
+// usageError is a command-line mistake: one line, with a hint to --help.
+type usageError struct{ name, msg string }
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("%s (run \"%s --help\" for the flags)", e.msg, e.name)
+}
+
+func (e *usageError) Is(target error) bool { return target == ErrUsage }
+
+// usage marks err, whose text stays as it is, as a usage error.
+type usage struct{ err error }
+
+func (e *usage) Error() string   { return e.err.Error() }
+func (e *usage) Unwrap() []error { return []error{e.err, ErrUsage} }
+
+// errVersion is what Parse returns after printing the version: it is a
+// flag.ErrHelp, so the binaries exit 0 on it as on --help.
+var errVersion = fmt.Errorf("version printed: %w", flag.ErrHelp)
+
+// NewFlags returns a flag set for a command. name is how the user runs it
+// ("worker", "kjobctl status"); usage is printed above the flag list by
+// --help.
 func NewFlags(name, usage string) *Flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	f := &Flags{fs: fs}
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "%s\n\nFlags (each can also be set by the environment variable shown):\n", strings.TrimSpace(usage))
-		fs.VisitAll(func(fl *flag.Flag) {
-			env := ""
-			for _, e := range f.envs {
-				if e.name == fl.Name {
-					env = e.env
-				}
-			}
-			typ, help := flag.UnquoteUsage(fl)
-			fmt.Fprintf(out, "  --%s %s\n", fl.Name, typ)
-			if env != "" {
-				fmt.Fprintf(out, "        [%s] ", env)
-			} else {
-				fmt.Fprint(out, "        ")
-			}
-			fmt.Fprint(out, help)
-			if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "0s" && fl.DefValue != "false" {
-				fmt.Fprintf(out, " (default %q)", fl.DefValue)
-			}
-			fmt.Fprintln(out)
-		})
-	}
+	// Parse returns errors; they are printed once, by the binary, as one
+	// line. Only --help prints the usage (to the output, SetOutput).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	f := &Flags{fs: fs, name: name, usage: usage, out: os.Stdout}
+	fs.BoolVar(&f.version, "version", false, "print the version (the module version and VCS revision this binary was built from) and exit")
 	return f
 }
 
-// SetOutput sets where usage and errors are printed.
-func (f *Flags) SetOutput(w io.Writer) { f.fs.SetOutput(w) }
+// printUsage writes the usage text and every flag with its variable and
+// default to the output.
+func (f *Flags) printUsage() {
+	out := f.out
+	fmt.Fprintf(out, "%s\n\nFlags (each can also be set by the environment variable shown):\n", strings.TrimSpace(f.usage))
+	f.fs.VisitAll(func(fl *flag.Flag) {
+		env := ""
+		for _, e := range f.envs {
+			if e.name == fl.Name {
+				env = e.env
+			}
+		}
+		typ, help := flag.UnquoteUsage(fl)
+		fmt.Fprintf(out, "  --%s %s\n", fl.Name, typ)
+		if env != "" {
+			fmt.Fprintf(out, "        [%s] ", env)
+		} else {
+			fmt.Fprint(out, "        ")
+		}
+		fmt.Fprint(out, help)
+		if fl.DefValue != "" && fl.DefValue != "0" && fl.DefValue != "0s" && fl.DefValue != "false" {
+			if typ == "string" {
+				fmt.Fprintf(out, " (default %q)", fl.DefValue)
+			} else {
+				fmt.Fprintf(out, " (default %s)", fl.DefValue)
+			}
+		}
+		fmt.Fprintln(out)
+	})
+}
+
+// SetOutput sets where --help and --version print (default os.Stdout).
+// Errors are returned, not printed.
+func (f *Flags) SetOutput(w io.Writer) { f.out = w }
 
 func (f *Flags) env(name, env string) {
 	if env != "" {
@@ -114,17 +162,74 @@ func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, 
 }
 
 // Parse applies the environment, then the command line, then checks the
-// bounds of IntRange flags. An invalid value names the variable or flag,
-// the value and the expected form. It returns flag.ErrHelp for --help.
+// bounds of IntRange flags. It refuses positional arguments (a stray word
+// would otherwise end flag parsing silently, and every flag after it would
+// be ignored); commands that take some use ParseInterspersed. An invalid
+// value names the variable or flag, the value and the expected form; every
+// such error wraps ErrUsage. --help prints the usage and --version the
+// version, and both return an error wrapping flag.ErrHelp.
 func (f *Flags) Parse(args []string) error {
-	if err := f.parseEnv(); err != nil {
+	pos, err := f.ParseInterspersed(args)
+	if err != nil {
 		return err
 	}
-	if err := f.fs.Parse(args); err != nil {
-		return err
+	if len(pos) > 0 {
+		return &usageError{f.name, fmt.Sprintf("unexpected argument %q: %s takes no arguments, only flags", pos[0], f.name)}
 	}
-	return f.check()
+	return nil
 }
+
+// parseArgs parses one run of flags (up to the first positional argument
+// or "--"), turning the flag package's errors into usage errors.
+func (f *Flags) parseArgs(args []string) error {
+	err := f.fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		f.printUsage()
+		return flag.ErrHelp
+	case err != nil:
+		return &usageError{f.name, f.explainParse(err)}
+	case f.version:
+		fmt.Fprintf(f.out, "%s %s\n", f.name, buildinfo.Version())
+		return errVersion
+	}
+	return nil
+}
+
+// explainParse rewrites the flag package's messages in the form kjob's
+// other errors take: the flag, the value, what is wanted.
+func (f *Flags) explainParse(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", strings.TrimPrefix(name, "-"))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag --%s needs a value", strings.TrimPrefix(name, "-"))
+	}
+	if m := reInvalidValue.FindStringSubmatch(msg); m != nil {
+		name := m[2]
+		val, uerr := strconv.Unquote(m[1])
+		if uerr != nil {
+			val = m[1]
+		}
+		fl := f.fs.Lookup(name)
+		want := ""
+		if fl != nil {
+			typ, _ := flag.UnquoteUsage(fl)
+			want = ": want " + expected[typ]
+		}
+		why := m[3]
+		if why == "parse error" { // the flag package's word for "not a number" etc.: the form wanted says more
+			return fmt.Sprintf("--%s %q%s", name, val, want)
+		}
+		return fmt.Sprintf("--%s %q: %s%s", name, val, why, want)
+	}
+	return msg
+}
+
+// reInvalidValue matches the flag package's "invalid value" and "invalid
+// boolean value" messages: value (quoted), flag name, cause.
+var reInvalidValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-(\S+): (.*)$`)
 
 // parseEnv applies the environment variables that are set.
 func (f *Flags) parseEnv() error {
@@ -135,7 +240,7 @@ func (f *Flags) parseEnv() error {
 		}
 		if err := f.fs.Set(e.name, v); err != nil {
 			typ, _ := flag.UnquoteUsage(f.fs.Lookup(e.name))
-			return fmt.Errorf("environment variable %s=%q: %v: want %s (flag --%s)", e.env, v, cause(err), expected[typ], e.name)
+			return &usage{fmt.Errorf("environment variable %s=%q: %v: want %s (flag --%s)", e.env, v, cause(err), expected[typ], e.name)}
 		}
 	}
 	return nil
@@ -174,9 +279,9 @@ func (f *Flags) Ref(name string) string {
 
 // Errorf returns an error about flag name's value: its Ref, ": ", then the
 // formatted message (which may wrap with %w). Say what is wrong and how
-// to fix it.
+// to fix it. It wraps ErrUsage: the value given is wrong.
 func (f *Flags) Errorf(name, format string, args ...any) error {
-	return fmt.Errorf("%s: "+format, append([]any{f.Ref(name)}, args...)...)
+	return &usage{fmt.Errorf("%s: "+format, append([]any{f.Ref(name)}, args...)...)}
 }
 
 // Explain prefixes a library's configuration error with the flags the
@@ -320,40 +425,162 @@ func (o RedisOptions) Client() (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(u), nil
 }
 
-// Serve runs the process's HTTP endpoints on addr until ctx is done:
-// /healthz (alive), /readyz (ready() == nil) and /metrics (Prometheus).
-// An empty addr serves nothing and returns when ctx is done.
-func Serve(ctx context.Context, log *slog.Logger, addr string, reg *prometheus.Registry, ready func() error) error {
+// Health is what /healthz and /readyz answer. /healthz answers 200 from
+// the moment the server starts: the process is alive. /readyz answers 503
+// with the step start-up waits for (Waiting) until the process runs, then
+// with its dependencies' check (Running).
+type Health struct {
+	mu      sync.Mutex
+	waiting string
+	check   func() error
+}
+
+// NewHealth returns a Health that is starting.
+func NewHealth() *Health { return &Health{waiting: "starting"} }
+
+// Waiting says what start-up waits for, e.g. "waiting for redis (checking
+// the worker's Redis permissions)"; /readyz shows it.
+func (h *Health) Waiting(what string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting, h.check = what, nil
+}
+
+// Running makes /readyz answer check() from now on.
+func (h *Health) Running(check func() error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting, h.check = "", check
+}
+
+// Ready is nil when the process is ready.
+func (h *Health) Ready() error {
+	h.mu.Lock()
+	waiting, check := h.waiting, h.check
+	h.mu.Unlock()
+	if check == nil {
+		return fmt.Errorf("starting: %s", waiting)
+	}
+	return check()
+}
+
+// Server serves a process's /healthz, /readyz and /metrics; see
+// StartServer.
+type Server struct {
+	srv  *http.Server
+	done chan struct{}
+	err  error // set before done is closed
+	once sync.Once
+	stop error
+}
+
+// StartServer listens on addr and serves, until Stop: /healthz (200
+// while the process runs), /readyz (200 when ready() is nil, else 503 with
+// its error) and /metrics (Prometheus, from reg). They answer GET and HEAD
+// only (405 otherwise). A binary starts it first, so liveness is served
+// while start-up still waits for Redis or Kafka. failed is called if
+// serving fails after the start (Stop then returns why). An empty addr
+// serves nothing.
+func StartServer(log *slog.Logger, addr string, reg *prometheus.Registry, ready func() error, failed func()) (*Server, error) {
+	s := &Server{done: make(chan struct{})}
 	if addr == "" {
-		<-ctx.Done()
-		return nil
+		close(s.done)
+		return s, nil
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	// "GET /path" also matches HEAD; other methods get 405 with an Allow
+	// header from the mux.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ready\n")
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--http-addr %q: %w (use another address, or empty to turn the HTTP server off)", addr, err)
+		return nil, fmt.Errorf("--http-addr %q: %w (use another address, or empty to turn the HTTP server off)", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Info("http listening", "addr", l.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			s.err = fmt.Errorf("http server on %s: %w", addr, err)
+			log.Error("http server stopped; stopping the process", "err", err)
+			if failed != nil {
+				failed()
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Stop shuts the server down (waiting 2 s at most for requests in flight)
+// and returns the error that stopped it early, if one did. It may be
+// called more than once.
+func (s *Server) Stop() error {
+	s.once.Do(func() {
+		if s.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = s.srv.Shutdown(ctx)
+			cancel()
+		}
+		<-s.done
+		s.stop = s.err
+	})
+	return s.stop
+}
+
+// Exit codes of the producer and worker binaries.
+const (
+	// ExitOK: the process stopped as asked (or --help, --version).
+	ExitOK = 0
+	// ExitError: it could not run or stopped on an error.
+	ExitError = 1
+	// ExitUsage: a flag, variable or argument is wrong (ErrUsage).
+	ExitUsage = 2
+)
+
+// Exit prints err (if any) to stderr as "name: err" and returns the exit
+// code for it: ExitOK for nil and for --help/--version, ExitUsage for
+// ErrUsage, ExitError otherwise.
+func Exit(stderr io.Writer, name string, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitUsage
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	<-errc
-	return nil
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return ExitError
+}
+
+// Brokers checks a comma-separated list of Kafka seed brokers, each
+// host:port with a port from 1 to 65535, and returns it split. A franz-go
+// client would otherwise retry an address that can never be dialled
+// forever. The error names the broker and the fix; callers prefix the
+// flag (Flags.Errorf).
+func Brokers(s string) ([]string, error) {
+	list := strings.Split(s, ",")
+	for _, b := range list {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil {
+			why := err.Error()
+			if ae := (*net.AddrError)(nil); errors.As(err, &ae) {
+				why = ae.Err
+			}
+			return nil, fmt.Errorf("broker %q: %s: want host:port, e.g. kafka-1:9092 (several comma-separated)", b, why)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("broker %q: no host: want host:port, e.g. kafka-1:9092", b)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("broker %q: port %q is not a number from 1 to 65535: want host:port, e.g. kafka-1:9092", b, port)
+		}
+	}
+	return list, nil
 }

@@ -2,14 +2,15 @@ package cli
 
 // ParseInterspersed is Parse for commands whose positional arguments may
 // come before, between or after the flags ("kjobctl backfill JOB --from
-// T"). It returns the positional arguments; "--" ends flag parsing.
+// T"). It returns the positional arguments; "--" ends flag parsing. Its
+// errors are Parse's.
 func (f *Flags) ParseInterspersed(args []string) ([]string, error) {
 	if err := f.parseEnv(); err != nil {
 		return nil, err
 	}
 	var pos []string
 	for {
-		if err := f.fs.Parse(args); err != nil {
+		if err := f.parseArgs(args); err != nil {
 			return nil, err
 		}
 		rest := f.fs.Args()

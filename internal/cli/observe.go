@@ -29,9 +29,10 @@ type Observability struct {
 
 // Observe sets up the metrics and tracing of the binary named service
 // ("kjob-producer", "kjob-worker"). jobLabel false drops the per-job label
-// (metrics.WithoutJobLabel). Call Close before the process exits to flush
+// (metrics.WithoutJobLabel); maxJobs bounds its values
+// (metrics.WithMaxJobLabels). Call Close before the process exits to flush
 // the traces still buffered.
-func Observe(ctx context.Context, log *slog.Logger, service string, rdb redis.UniversalClient, jobLabel bool) (*Observability, error) {
+func Observe(ctx context.Context, log *slog.Logger, service string, rdb redis.UniversalClient, jobLabel bool, maxJobs int) (*Observability, error) {
 	tr, err := tracing.FromEnv(ctx, service)
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func Observe(ctx context.Context, log *slog.Logger, service string, rdb redis.Un
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), metrics.RedisPool(rdb))
-	var mopts []metrics.Option
+	mopts := []metrics.Option{metrics.WithMaxJobLabels(maxJobs)}
 	if !jobLabel {
 		mopts = append(mopts, metrics.WithoutJobLabel())
 	}

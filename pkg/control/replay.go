@@ -25,6 +25,8 @@ import (
 var (
 	// ErrNoGroup: the group has no members and no committed offsets.
 	ErrNoGroup = errors.New("group does not exist")
+	// ErrNoTopic: the windows topic does not exist.
+	ErrNoTopic = errors.New("topic does not exist")
 	// ErrNoPartition: a requested partition is not in the topic.
 	ErrNoPartition = errors.New("no such partition")
 	// ErrRebalancing: the group is between assignments; try again.
@@ -271,7 +273,7 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	}
 	t, ok := td[r.cfg.Topic]
 	if !ok || t.Err != nil {
-		return nil, fmt.Errorf("replay: topic %s does not exist; check --topic", r.cfg.Topic)
+		return nil, fmt.Errorf("replay: %s: %w; check --topic", r.cfg.Topic, ErrNoTopic)
 	}
 	n := int32(len(t.Partitions))
 	parts := slices.Clone(spec.Partitions)

@@ -35,6 +35,10 @@ import (
 // members nor committed offsets.
 var ErrNoGroup = errors.New("inspect: group does not exist")
 
+// ErrNoTopic is returned by Partitions (and the calls that need it) when
+// the windows topic does not exist.
+var ErrNoTopic = errors.New("inspect: topic does not exist")
+
 // ErrPartial is returned by Snapshot.Err when some parts of a snapshot
 // could not be read.
 var ErrPartial = errors.New("inspect: parts of the snapshot could not be read")
@@ -456,7 +460,7 @@ func (in *Inspector) Partitions(ctx context.Context) (int, error) {
 	}
 	t, ok := td[in.cfg.Topic]
 	if !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("topic %s does not exist (the producer creates it; check --topic)", in.cfg.Topic)
+		return 0, fmt.Errorf("topic %s does not exist (the producer creates it; check --topic): %w", in.cfg.Topic, ErrNoTopic)
 	}
 	if t.Err != nil {
 		return 0, t.Err

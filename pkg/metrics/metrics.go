@@ -9,16 +9,22 @@
 //	worker.Config{..., OnExecuted: m.Executed, Store: m.Store(store)}
 //
 // Every name starts with kjob_; counters end in _total and durations are
-// in seconds. Labels are bounded: job names (label kjob_job, since
-// Prometheus keeps "job" for the scrape job) come from the schedules file,
-// outcomes and triggers from fixed sets, partitions from the topic. A
-// deployment with many thousands of jobs can drop the per-job series with
-// WithoutJobLabel.
+// in seconds. Labels are bounded: outcomes and triggers come from fixed
+// sets, partitions from the topic, and job names (label kjob_job, since
+// Prometheus keeps "job" for the scrape job) are bounded by
+// WithMaxJobLabels: a worker takes job names from the records it reads,
+// and whoever can write to the windows topic could otherwise add a series
+// per made-up name. The first DefaultMaxJobLabels (1000) distinct names get
+// their own label value; later ones are counted under kjob_job="other"
+// (OtherJobLabel), and kjob_metrics_job_labels_folded_total counts what was
+// folded. A deployment with many thousands of jobs can drop the per-job
+// series with WithoutJobLabel.
 package metrics
 
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,9 +54,13 @@ type Metrics struct {
 	deadLettered    *prometheus.CounterVec
 	dedupe          *prometheus.CounterVec
 	dedupeErrors    *prometheus.CounterVec
-	noJob           bool      // WithoutJobLabel
-	acquired        time.Time // start of the current tenure, for takeover
-	acquiredPending bool      // no publication yet in the current tenure
+	noJob           bool // WithoutJobLabel
+	maxJobs         int  // WithMaxJobLabels
+	folded          prometheus.Counter
+	jobsMu          sync.RWMutex
+	jobs            map[string]struct{} // the job label values in use
+	acquired        time.Time           // start of the current tenure, for takeover
+	acquiredPending bool                // no publication yet in the current tenure
 }
 
 // Option configures New.
@@ -60,6 +70,20 @@ type Option func(*Metrics)
 // so the number of series does not grow with the number of jobs (for
 // deployments with many thousands of schedules).
 func WithoutJobLabel() Option { return func(m *Metrics) { m.noJob = true } }
+
+// DefaultMaxJobLabels is the number of distinct kjob_job label values a
+// Metrics keeps by default (WithMaxJobLabels).
+const DefaultMaxJobLabels = 1000
+
+// OtherJobLabel is the kjob_job value of the jobs beyond the bound.
+const OtherJobLabel = "other"
+
+// WithMaxJobLabels bounds the distinct kjob_job label values at n (at
+// least 1; default DefaultMaxJobLabels): the first n job names seen keep
+// their own series, later ones are reported as OtherJobLabel and counted
+// in kjob_metrics_job_labels_folded_total. Size it above the number of jobs
+// in your schedules file.
+func WithMaxJobLabels(n int) Option { return func(m *Metrics) { m.maxJobs = max(n, 1) } }
 
 // New creates the collectors and registers them with reg.
 func New(reg prometheus.Registerer, opts ...Option) *Metrics {
@@ -116,12 +140,18 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			Name: "kjob_dedupe_errors_total",
 			Help: "Idempotency store calls that failed (Redis unreachable or slow), by operation.",
 		}, []string{"op"}),
+		folded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kjob_metrics_job_labels_folded_total",
+			Help: `Observations reported under kjob_job="other" because the number of distinct job labels reached its bound (--metrics-max-jobs).`,
+		}),
+		maxJobs: DefaultMaxJobLabels,
+		jobs:    map[string]struct{}{},
 	}
 	for _, o := range opts {
 		o(m)
 	}
 	reg.MustRegister(m.published, m.skipped, m.publishLateness, m.leaseHeld, m.leaderChanges, m.takeover,
-		m.handlerLateness, m.handlerDuration, m.executions, m.deadLettered, m.dedupe, m.dedupeErrors)
+		m.handlerLateness, m.handlerDuration, m.executions, m.deadLettered, m.dedupe, m.dedupeErrors, m.folded)
 	for _, e := range []string{"acquired", "lost", "released"} {
 		m.leaderChanges.WithLabelValues(e) // export zeros, so rate() works from the start
 	}
@@ -158,12 +188,29 @@ func (m *Metrics) Skipped(job string, n int) {
 	m.skipped.WithLabelValues(m.job(job)).Add(float64(n))
 }
 
-// job is the kjob_job label value of a job.
+// job is the kjob_job label value of a job: its name while fewer than
+// maxJobs names are in use, else OtherJobLabel.
 func (m *Metrics) job(name string) string {
 	if m.noJob {
 		return ""
 	}
-	return name
+	m.jobsMu.RLock()
+	_, ok := m.jobs[name]
+	m.jobsMu.RUnlock()
+	if ok {
+		return name
+	}
+	m.jobsMu.Lock()
+	defer m.jobsMu.Unlock()
+	if _, ok := m.jobs[name]; ok {
+		return name
+	}
+	if len(m.jobs) < m.maxJobs {
+		m.jobs[name] = struct{}{}
+		return name
+	}
+	m.folded.Inc()
+	return OtherJobLabel
 }
 
 // LeaseChanged is a lease.Config.OnChange hook. It runs on the elector's

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -158,5 +159,32 @@ func TestWithoutJobLabel(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.published); n != 1 {
 		t.Fatalf("%d published series, want 1", n)
+	}
+}
+
+// A worker takes job names from records: made-up names beyond the bound
+// are folded into kjob_job="other" and counted, so a writer to the windows
+// topic cannot add series without bound.
+func TestJobLabelsAreBounded(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := New(reg, WithMaxJobLabels(3))
+	for i := range 100 {
+		m.Executed(worker.Execution{Job: fmt.Sprintf("made-up-%d", i), Outcome: worker.OutcomeSkippedDone})
+	}
+	m.Executed(worker.Execution{Job: "made-up-1", Outcome: worker.OutcomeSkippedDone}) // one of the first three: still its own
+	if got := testutil.CollectAndCount(m.executions); got != 4 {
+		t.Errorf("%d executions series, want 4 (3 jobs and other)", got)
+	}
+	if got := testutil.ToFloat64(m.executions.WithLabelValues(OtherJobLabel, worker.OutcomeSkippedDone)); got != 97 {
+		t.Errorf(`kjob_job="other" = %v, want 97`, got)
+	}
+	if got := testutil.ToFloat64(m.executions.WithLabelValues("made-up-1", worker.OutcomeSkippedDone)); got != 2 {
+		t.Errorf(`kjob_job="made-up-1" = %v, want 2`, got)
+	}
+	if got := testutil.ToFloat64(m.folded); got != 97 {
+		t.Errorf("kjob_metrics_job_labels_folded_total = %v, want 97", got)
+	}
+	if n := len(New(prometheus.NewRegistry()).jobs); n != 0 || DefaultMaxJobLabels != 1000 {
+		t.Errorf("default bound %d", DefaultMaxJobLabels)
 	}
 }

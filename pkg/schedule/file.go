@@ -80,13 +80,13 @@ func parseWhole(path string, data []byte) (*File, error) {
 	case errors.Is(err, io.EOF):
 		return nil, &ValidationError{File: path, Line: 1, Field: "jobs", Msg: `file is empty; want a top-level "jobs:" list`}
 	case err != nil:
-		return nil, yamlError(path, err)
+		return nil, yamlError(path, data, err)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, yamlError(path, err)
+		return nil, yamlError(path, data, err)
 	default:
 		return nil, &ValidationError{File: path, Line: extra.Line, Msg: "a second YAML document (after \"---\"); put all jobs in one \"jobs:\" list"}
 	}
@@ -308,8 +308,11 @@ func shiftLines(n *yaml.Node, shift int) bool {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlError turns a YAML syntax error into a *ValidationError.
-func yamlError(path string, err error) error {
+// yamlError turns a YAML syntax error into a *ValidationError. A tab in the
+// indentation of the line the parser names (or the next: it may name the
+// line before) gets a hint, at the tab's line: YAML indents with spaces
+// only, and the parser's own message does not say so.
+func yamlError(path string, data []byte, err error) error {
 	msg := err.Error()
 	line := 0
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
@@ -317,6 +320,19 @@ func yamlError(path string, err error) error {
 		msg = m[2]
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	if line > 0 {
+		lines := bytes.Split(data, []byte("\n"))
+		for _, l := range []int{line, line + 1} {
+			if l <= len(lines) {
+				indent := lines[l-1][:len(lines[l-1])-len(bytes.TrimLeft(lines[l-1], " \t"))]
+				if bytes.IndexByte(indent, '\t') >= 0 {
+					line = l
+					msg += "; this line is indented with a tab character: YAML indentation must be spaces (replace the tab with spaces)"
+					break
+				}
+			}
+		}
 	}
 	return &ValidationError{File: path, Line: line, Msg: "invalid YAML: " + msg}
 }
@@ -678,9 +694,14 @@ func (p *fileParser) expand(n *yaml.Node, at string) []entry {
 }
 
 // payload converts a YAML mapping to a JSON object, keeping its key order.
+// A payload that grows too large is reported at n, the payload itself: the
+// aliases that made it large may point at anchors anywhere in the file.
 func (p *fileParser) payload(n *yaml.Node, at string) (json.RawMessage, bool) {
 	var b bytes.Buffer
 	if !p.toJSON(&b, n, at, at, 0) {
+		if b.Len() > MaxPayloadBytes {
+			p.fail(n, at, "", fmt.Sprintf("more than %d bytes as JSON; pass a reference to the data instead", MaxPayloadBytes))
+		}
 		return nil, false
 	}
 	if b.Len() > MaxPayloadBytes {
@@ -697,8 +718,7 @@ func (p *fileParser) toJSON(b *bytes.Buffer, n *yaml.Node, root, at string, dept
 		return false
 	}
 	if b.Len() > MaxPayloadBytes {
-		p.fail(n, root, "", fmt.Sprintf("more than %d bytes as JSON; pass a reference to the data instead", MaxPayloadBytes))
-		return false
+		return false // payload reports it, at the payload's line
 	}
 	switch n.Kind {
 	case yaml.MappingNode:

@@ -309,6 +309,9 @@ func (l *loop) kick() {
 		l.letters = l.letters[1:]
 		go func() {
 			err := l.w.deadLetter(l.ctx, lt.rec, lt.reason, lt.attempts)
+			if errors.Is(err, errLetterRefused) {
+				err = nil // logged; the window is settled without its letter
+			}
 			l.inbox.post(func() {
 				l.writing = false
 				lt.then(err)
