@@ -73,16 +73,18 @@ bench:
 	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-table.tsv | \
 		awk -F'\t' '{ printf "%-62s %10s  %-14s %s\n", $$1, $$2, $$3, $$4 }'
 
-## bench-peers: asynq and River on the same burst workloads as bench
-## (bench/peers, a Go module of its own), printed as one table for
-## docs/performance.md. Needs redis-server on PATH and a PostgreSQL server
-## with trust authentication (KJOB_PEERS_DATABASE_URL, default
-## postgres://postgres@127.0.0.1:5432/postgres; each run creates and drops
-## its own database). Not part of make test or CI, which never build it.
+## bench-peers: asynq and River on the same burst and head-of-line
+## workloads as bench (bench/peers, a Go module of its own), printed as one
+## table for docs/performance.md; BENCH_DURATION is the head-of-line
+## workload's slow handler, as in bench. Needs redis-server on PATH and a
+## PostgreSQL server with trust authentication (KJOB_PEERS_DATABASE_URL,
+## default postgres://postgres@127.0.0.1:5432/postgres; each run creates
+## and drops its own database). Not part of make test or CI, which never
+## build it.
 bench-peers:
 	rm -f bin/bench-peers.tsv
 	mkdir -p bin
-	cd bench/peers && KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv \
+	cd bench/peers && KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
 		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m .
 	@echo
 	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-peers.tsv | \

@@ -16,7 +16,7 @@ import (
 // before the server starts.
 func BenchmarkAsynq(b *testing.B) {
 	for _, w := range workloads {
-		for _, c := range concurrencies(b, w) {
+		for _, c := range concurrencies(b, "asynq", w) {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", w.name, c), func(b *testing.B) {
 				for range b.N {
 					benchAsynq(b, w, c)

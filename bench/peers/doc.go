@@ -9,7 +9,13 @@
 //     from the server's start to the last handler's return, and to the
 //     last task settled in the peer's store.
 //   - No-op burst: 20,000 tasks, a handler that returns at once, at
-//     concurrency 100 and 1,000.
+//     concurrency 100 and 1,000, and at the concurrency that did best on
+//     this machine kind (asynq 10, River 2,000).
+//   - Head-of-line: at concurrency 100, a task that sleeps for
+//     KJOB_BENCH_DURATION (60s by default, as kjob's) beside a periodic
+//     task every second (asynq's Scheduler "@every 1s", River's
+//     PeriodicInterval(1s)): how long after it was due each periodic
+//     task's handler starts while the slow one runs.
 //
 // It is a module of its own, so neither `make test` nor CI builds it or
 // fetches its dependencies. It needs redis-server on PATH (each asynq run
@@ -20,6 +26,7 @@
 //
 //	make bench-peers
 //	cd bench/peers && go test -run '^$' -bench 'River/io' -benchtime 1x .
+//	cd bench/peers && KJOB_BENCH_DURATION=10s go test -run '^$' -bench HeadOfLine -benchtime 1x .
 //
 // Each figure is a benchmark metric and, when KJOB_BENCH_TABLE names a
 // file, a row of the same tab-separated table as test/perf's (figure,

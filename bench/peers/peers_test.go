@@ -30,13 +30,15 @@ var workloads = []workload{
 	{name: "noop", title: "no-op burst", n: 20_000},
 }
 
-// concurrencies returns the concurrencies measured for w: env overrides
-// the defaults (10, 100 and 1,000 for the I/O burst; 100 and 1,000 for
-// the no-op burst).
-func concurrencies(b *testing.B, w workload) []int {
+// concurrencies returns the concurrencies measured for w on peer
+// ("asynq" or "river"): 10, 100 and 1,000 for the I/O burst; for the
+// no-op burst 100, 1,000 and the peer's own best on this machine kind
+// (asynq 10, River 2,000). KJOB_PEERS_IO_CONCURRENCY and
+// KJOB_PEERS_NOOP_CONCURRENCY (comma-separated) override them.
+func concurrencies(b *testing.B, peer string, w workload) []int {
 	env, def := "KJOB_PEERS_IO_CONCURRENCY", "10,100,1000"
 	if w.name == "noop" {
-		env, def = "KJOB_PEERS_NOOP_CONCURRENCY", "100,1000"
+		env, def = "KJOB_PEERS_NOOP_CONCURRENCY", map[string]string{"asynq": "10,100,1000", "river": "100,1000,2000"}[peer]
 	}
 	s := os.Getenv(env)
 	if s == "" {

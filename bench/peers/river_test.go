@@ -51,7 +51,7 @@ func (w *burstWorker) Work(ctx context.Context, _ *river.Job[burstArgs]) error {
 // args) are all inserted before the client starts.
 func BenchmarkRiver(b *testing.B) {
 	for _, w := range workloads {
-		for _, c := range concurrencies(b, w) {
+		for _, c := range concurrencies(b, "river", w) {
 			b.Run(fmt.Sprintf("%s/concurrency=%d", w.name, c), func(b *testing.B) {
 				for range b.N {
 					benchRiver(b, w, c)
