@@ -9,8 +9,8 @@
 //     from the server's start to the last handler's return, and to the
 //     last task settled in the peer's store.
 //   - No-op burst: 20,000 tasks, a handler that returns at once, at
-//     concurrency 100 and 1,000, and at the concurrency that did best on
-//     this machine kind (asynq 10, River 2,000).
+//     concurrency 100 and 1,000, and at one more that did well on this
+//     machine kind (asynq 10, River 2,000).
 //   - Head-of-line: at concurrency 100, a task that sleeps for
 //     KJOB_BENCH_DURATION (60s by default, as kjob's) beside a periodic
 //     task every second (asynq's Scheduler "@every 1s", River's

@@ -32,7 +32,7 @@ var workloads = []workload{
 
 // concurrencies returns the concurrencies measured for w on peer
 // ("asynq" or "river"): 10, 100 and 1,000 for the I/O burst; for the
-// no-op burst 100, 1,000 and the peer's own best on this machine kind
+// no-op burst 100, 1,000 and one more that did well on this machine kind
 // (asynq 10, River 2,000). KJOB_PEERS_IO_CONCURRENCY and
 // KJOB_PEERS_NOOP_CONCURRENCY (comma-separated) override them.
 func concurrencies(b *testing.B, peer string, w workload) []int {
