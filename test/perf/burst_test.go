@@ -85,7 +85,9 @@ type burstSpec struct {
 	cpuRows     bool     // also report CPU per window of the worker, redis-server and this process
 }
 
-func (s burstSpec) job(i int) string { return fmt.Sprintf("%s-%0*d", s.prefix, len(strconv.Itoa(s.jobs-1)), i%s.jobs) }
+func (s burstSpec) job(i int) string {
+	return fmt.Sprintf("%s-%0*d", s.prefix, len(strconv.Itoa(s.jobs-1)), i%s.jobs)
+}
 
 func burst(b *testing.B, s burstSpec) {
 	n := s.windows
