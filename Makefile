@@ -4,7 +4,7 @@ BIN       := bin
 PKGS      := ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build build-lean demo test-external test vet fuzz bench bench-failover soak clean test-containers
+.PHONY: all build build-lean demo test-external test vet fuzz bench bench-peers bench-failover soak clean test-containers
 
 all: build
 
@@ -58,8 +58,10 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzChunkedParse -fuzztime=30s ./pkg/schedule
 
 ## bench: hot-path benchmarks, then the workloads of docs/performance.md
-## (burst, lateness, 100k schedules, idle cost) printed as one table.
-## BENCH_DURATION sets the measured time of the timed workloads (60s).
+## (no-op and I/O bursts, head-of-line, 10,000 windows in flight, lateness,
+## 100k schedules, idle cost) printed as one table. BENCH_DURATION sets
+## the measured time of the timed workloads (60s), the head-of-line
+## workload's slow handler included.
 BENCH_DURATION ?= 60s
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
@@ -70,6 +72,23 @@ bench:
 	@echo
 	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-table.tsv | \
 		awk -F'\t' '{ printf "%-62s %10s  %-14s %s\n", $$1, $$2, $$3, $$4 }'
+
+## bench-peers: asynq and River on the same burst and head-of-line
+## workloads as bench (bench/peers, a Go module of its own), printed as one
+## table for docs/performance.md; BENCH_DURATION is the head-of-line
+## workload's slow handler, as in bench. Needs redis-server on PATH and a
+## PostgreSQL server with trust authentication (KJOB_PEERS_DATABASE_URL,
+## default postgres://postgres@127.0.0.1:5432/postgres; each run creates
+## and drops its own database). Not part of make test or CI, which never
+## build it.
+bench-peers:
+	rm -f bin/bench-peers.tsv
+	mkdir -p bin
+	cd bench/peers && KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
+		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m .
+	@echo
+	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-peers.tsv | \
+		awk -F'\t' '{ printf "%-75s %10s  %-8s %s\n", $$1, $$2, $$3, $$4 }'
 
 ## bench-failover: time from each fault (producer and worker: graceful stop,
 ## SIGKILL, SIGSTOP zombie; broker and redis restart) to the next executed

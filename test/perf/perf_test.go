@@ -189,6 +189,48 @@ func bins(b *testing.B) string {
 	return binDir
 }
 
+// workerHelp is the usage text of the worker binary under test.
+var (
+	workerHelpOnce sync.Once
+	workerHelp     string
+)
+
+// workerHas reports whether the worker under test has the flag name
+// (e.g. "concurrency"), from its --help: the workloads pass settings
+// such as KJOB_CONCURRENCY through the environment, which a worker
+// without the flag ignores, and their rows say so.
+func workerHas(b *testing.B, name string) bool {
+	b.Helper()
+	bin := filepath.Join(bins(b), "worker")
+	workerHelpOnce.Do(func() {
+		out, _ := exec.Command(bin, "--help").CombinedOutput()
+		workerHelp = string(out)
+	})
+	if !strings.Contains(workerHelp, "--brokers") {
+		b.Fatalf("%s --help printed no usage:\n%s", bin, workerHelp)
+	}
+	return strings.Contains(workerHelp, "--"+name+" ")
+}
+
+// envText describes env for a row's settings, and says when the worker
+// under test has no flag for one of its variables (so it ignored it).
+func envText(b *testing.B, env []string) string {
+	b.Helper()
+	var ignored []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		flag := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, "KJOB_")), "_", "-")
+		if !workerHas(b, flag) {
+			ignored = append(ignored, "--"+flag)
+		}
+	}
+	text := strings.Join(env, " ")
+	if len(ignored) > 0 {
+		text += fmt.Sprintf(" (ignored: this worker has no %s; it runs one window at a time per partition)", strings.Join(ignored, ", "))
+	}
+	return text
+}
+
 // proc is a kjob binary running as its own process.
 type proc struct {
 	cmd   *exec.Cmd
@@ -200,7 +242,17 @@ type proc struct {
 // on lines (the rest is discarded, as a log shipper would).
 func start(b *testing.B, name string, watch string, args ...string) *proc {
 	b.Helper()
+	return startEnv(b, name, nil, watch, args...)
+}
+
+// startEnv is start with env (KEY=value) added to this process's
+// environment.
+func startEnv(b *testing.B, name string, env []string, watch string, args ...string) *proc {
+	b.Helper()
 	cmd := exec.Command(filepath.Join(bins(b), name), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -70,6 +70,12 @@ func (l *lateness) add(d time.Duration) {
 	l.mu.Unlock()
 }
 
+func (l *lateness) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ds)
+}
+
 func (l *lateness) sorted() []time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
