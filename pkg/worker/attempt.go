@@ -40,25 +40,30 @@ type result struct {
 var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
 
 // attempt is one handler run under a claim. The loop owns it; the claim's
-// proof (proven, and the step-down timer that watches it) is shared with
-// the extend calls and the timer, which may cancel the handler themselves:
-// stepping down never waits for the loop.
+// proof and the attempt's one timer are shared with the extend calls and
+// the timer's function, which may cancel the handler themselves: stepping
+// down never waits for the loop.
+//
+// The timer fires at the earlier of the step-down deadline (w.proof after
+// the start of the last call that proved the claim) and the abandonment
+// deadline (Grace after the handler's context was done: its timeout, or
+// when it was cancelled).
 type attempt struct {
 	l  *loop
 	wn *win
 
-	proven   atomic.Int64 // mono() at the start of the call that last proved the claim
-	fenced   atomic.Bool
-	unproven atomic.Bool
-	mu       sync.Mutex
-	why      error // the cause the handler was cancelled with (fence, step-down)
+	proven    atomic.Int64 // mono() at the start of the call that last proved the claim
+	cancelled atomic.Int64 // mono() when the handler's context was cancelled early; 0 if not
+	fenced    atomic.Bool
+	unproven  atomic.Bool
+	mu        sync.Mutex
+	why       error       // the cause the handler was cancelled with (fence, step-down)
+	timer     *time.Timer // guarded by mu: step-down and abandonment
 
+	timeoutAt   int64 // mono() at which the handler's timeout cancels its context
 	cancel      context.CancelCauseFunc
 	stopTimeout context.CancelFunc
 	hctx        context.Context
-	step        *time.Timer // the step-down deadline
-	stopNotify  func() bool // stops the cancellation notice
-	grace       *time.Timer // abandon after Grace once cancelled
 	end         func(error) // Config.OnAttempt's end, if any
 	started     time.Time
 	ended       bool // the loop handled its result
@@ -75,18 +80,20 @@ func (l *loop) start(wn *win, proven time.Time) {
 	a := &attempt{l: l, wn: wn, started: w.cfg.Now()}
 	wn.att, wn.state = a, stRunning
 	l.running[a] = struct{}{}
-	at := mono() - int64(time.Since(proven))
+	now := mono()
+	at := now - int64(time.Since(proven))
 	a.proven.Store(at)
-	left := time.Duration(at + int64(w.proof) - mono())
-	if left <= 0 {
+	if at+int64(w.proof) <= now {
 		a.ended = true
 		err := fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
 			ErrClaimUnproven, time.Since(proven).Round(time.Millisecond), w.proof)
 		l.attemptEnded(a, result{err: err, unproven: true, started: a.started, finished: a.started})
 		return
 	}
+	timeout := time.Duration(wn.msg.Policy.Timeout)
+	a.timeoutAt = now + int64(timeout)
 	cctx, cancel := context.WithCancelCause(l.ctx)
-	hctx, stopTimeout := context.WithTimeout(cctx, time.Duration(wn.msg.Policy.Timeout))
+	hctx, stopTimeout := context.WithTimeout(cctx, timeout)
 	a.cancel, a.stopTimeout = cancel, stopTimeout
 	job := l.jobOf(wn)
 	if w.cfg.OnAttempt != nil {
@@ -96,9 +103,9 @@ func (l *loop) start(wn *win, proven time.Time) {
 	if w.log.Enabled(l.ctx, slog.LevelDebug) {
 		l.logger(wn).Debug("running window", "handler", wn.msg.Handler, "lateness", a.started.Sub(wn.msg.ScheduledAt))
 	}
-	a.step = time.AfterFunc(time.Hour, a.checkProof)
-	a.step.Reset(left) // set after a.step is assigned: checkProof resets it
-	a.stopNotify = context.AfterFunc(hctx, func() { l.inbox.post(func() { l.cancelled(a) }) })
+	a.mu.Lock()
+	a.timer = time.AfterFunc(a.next(now), a.onTimer)
+	a.mu.Unlock()
 	w.running.Add(1)
 	w.inFlight.Add(1)
 	go func() {
@@ -107,6 +114,81 @@ func (l *loop) start(wn *win, proven time.Time) {
 		w.running.Add(-1)
 		l.inbox.post(func() { l.returned(a, err, finished) })
 	}()
+}
+
+// next returns how long from now (mono) until the attempt's timer must
+// fire: the step-down deadline while the claim is still to be proven, and
+// the abandonment deadline.
+func (a *attempt) next(now int64) time.Duration {
+	at := a.abandonAt()
+	if !a.unproven.Load() && !a.fenced.Load() {
+		at = min(at, a.proven.Load()+int64(a.l.w.proof))
+	}
+	return time.Duration(max(at-now, 0))
+}
+
+// abandonAt is when the handler is abandoned if it has not returned: Grace
+// after its context was done (its timeout, or an earlier cancel).
+func (a *attempt) abandonAt() int64 {
+	done := a.timeoutAt
+	if c := a.cancelled.Load(); c != 0 {
+		done = min(done, c)
+	}
+	return done + int64(a.l.w.cfg.Grace)
+}
+
+// onTimer runs on the attempt's timer: if no call proved the claim since,
+// it cancels the handler with ErrClaimUnproven, strictly before the claim
+// can expire; past the abandonment deadline it has the loop abandon the
+// handler; otherwise it waits for the next deadline.
+func (a *attempt) onTimer() {
+	now := mono()
+	if !a.unproven.Load() && !a.fenced.Load() && a.proven.Load()+int64(a.l.w.proof) <= now {
+		a.stepDown(now)
+	}
+	if a.abandonAt() <= now {
+		a.l.inbox.post(func() { a.l.abandon(a) })
+		return
+	}
+	a.rearm(now)
+}
+
+// rearm sets the timer for the next deadline.
+func (a *attempt) rearm(now int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timer != nil {
+		a.timer.Reset(a.next(now))
+	}
+}
+
+// stepDown cancels the handler: its claim can no longer be proven.
+func (a *attempt) stepDown(now int64) {
+	if !a.unproven.CompareAndSwap(false, true) {
+		return
+	}
+	ttl := a.l.w.cfg.Store.ClaimTTL()
+	why := fmt.Sprintf("no extend succeeded for %v", time.Duration(now-a.proven.Load()).Round(time.Millisecond))
+	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, ttl-a.l.w.proof)
+	a.l.log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire",
+		"window", a.wn.msg.ID, "token", a.wn.claim.Token, "reason", why, "claim_ttl", ttl)
+	a.cancelWith(err, now)
+}
+
+// cancelWith cancels the handler's context with cause, and starts its
+// grace before it is abandoned.
+func (a *attempt) cancelWith(cause error, now int64) {
+	a.setWhy(cause)
+	a.cancel(cause)
+	a.noteCancelled(now)
+}
+
+// noteCancelled records that the handler's context was cancelled at now
+// (mono), so it is abandoned Grace later if it has not returned.
+func (a *attempt) noteCancelled(now int64) {
+	if a.cancelled.CompareAndSwap(0, now) {
+		a.rearm(now)
+	}
 }
 
 // prove records that a call started at (mono) renewed the claim.
@@ -119,43 +201,20 @@ func (a *attempt) prove(at int64) {
 	}
 }
 
-// checkProof runs on the step-down timer: if no call proved the claim
-// since, it cancels the handler with ErrClaimUnproven, strictly before the
-// claim can expire; otherwise it waits for the new deadline.
-func (a *attempt) checkProof() {
-	proof := int64(a.l.w.proof)
-	now := mono()
-	if left := a.proven.Load() + proof - now; left > 0 {
-		a.step.Reset(time.Duration(left))
-		return
-	}
-	if !a.unproven.CompareAndSwap(false, true) || a.fenced.Load() {
-		return
-	}
-	ttl := a.l.w.cfg.Store.ClaimTTL()
-	why := fmt.Sprintf("no extend succeeded for %v", time.Duration(now-a.proven.Load()).Round(time.Millisecond))
-	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, ttl-a.l.w.proof)
-	a.setWhy(err)
-	a.l.log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire",
-		"window", a.wn.msg.ID, "token", a.wn.claim.Token, "reason", why, "claim_ttl", ttl)
-	a.cancel(err)
-}
-
 // fence cancels the handler: an extend found the claim taken over.
 func (a *attempt) fence(err error) {
 	if a.unproven.Load() || !a.fenced.CompareAndSwap(false, true) {
 		return
 	}
 	a.l.log.Warn("claim lost while the handler runs; cancelling it", "window", a.wn.msg.ID, "token", a.wn.claim.Token, "err", err)
-	cause := fmt.Errorf("claim lost: %w", err)
-	a.setWhy(cause)
-	a.cancel(cause)
+	a.cancelWith(fmt.Errorf("claim lost: %w", err), mono())
 }
 
 // supersede cancels the handler: a newer window of the job replaced it.
 func (a *attempt) supersede() {
 	a.l.logger(a.wn).Info("cancelling the running window: a newer window of its job replaced it (overlap policy replace)")
 	a.cancel(ErrSuperseded)
+	a.noteCancelled(mono())
 }
 
 func (a *attempt) setWhy(err error) {
@@ -172,16 +231,6 @@ func (a *attempt) whyErr() error {
 	return a.why
 }
 
-// cancelled runs on the loop once the handler's context is done (timeout,
-// fence, step-down, supersede, revoke, loss): the handler gets Grace to
-// return before it is abandoned.
-func (l *loop) cancelled(a *attempt) {
-	if a.ended || a.grace != nil {
-		return
-	}
-	a.grace = time.AfterFunc(l.w.cfg.Grace, func() { l.inbox.post(func() { l.abandon(a) }) })
-}
-
 // returned runs on the loop when the handler returned.
 func (l *loop) returned(a *attempt, err error, finished time.Time) {
 	if a.ended { // abandoned before
@@ -192,8 +241,8 @@ func (l *loop) returned(a *attempt, err error, finished time.Time) {
 	l.attemptEnded(a, res)
 }
 
-// abandon runs on the loop Grace after the handler's context was done, if
-// the handler has not returned: its goroutine is left running.
+// abandon runs on the loop once the handler's context has been done for
+// Grace without the handler returning: its goroutine is left running.
 func (l *loop) abandon(a *attempt) {
 	if a.ended {
 		return
@@ -204,14 +253,13 @@ func (l *loop) abandon(a *attempt) {
 	l.attemptEnded(a, res)
 }
 
-// stopAttempt ends a's timers and contexts and fills res's flags.
+// stopAttempt ends a's timer and contexts and fills res's flags.
 func (l *loop) stopAttempt(a *attempt, res *result) {
 	a.ended = true
-	a.stopNotify()
-	a.step.Stop()
-	if a.grace != nil {
-		a.grace.Stop()
-	}
+	a.mu.Lock()
+	a.timer.Stop()
+	a.timer = nil
+	a.mu.Unlock()
 	res.fenced, res.unproven = a.fenced.Load(), a.unproven.Load()
 	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
 	if (res.fenced || res.unproven) && !res.abandoned {

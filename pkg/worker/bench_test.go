@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,6 +113,13 @@ func benchBacklog(b *testing.B, partitions int32) {
 		b.Fatalf("only %d of %d windows done within 5 minutes", done.Load(), b.N)
 	}
 	b.StopTimer()
+	if info, err := r.Client().Info(ctx, "commandstats").Result(); err == nil {
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") {
+				b.Log(line)
+			}
+		}
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		b.Fatal(err)

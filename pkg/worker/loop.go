@@ -76,7 +76,7 @@ type loop struct {
 	ready     []*win // active windows waiting for a slot, in turn
 
 	claimQ   []*win // windows with a slot, to claim
-	claiming bool   // a claim call is in flight
+	claiming int    // claim calls in flight (at most maxClaimCalls)
 	ops      []op   // settlements queued
 	settling bool   // a settle call is in flight
 	extend   bool   // an extend call is in flight
@@ -170,6 +170,12 @@ func (l *loop) run() {
 			done = nil
 			l.stopped = true
 			l.halt()
+			// Every handler's context is cancelled with ours: each is
+			// abandoned if it has not returned within Grace.
+			now := mono()
+			for a := range l.running {
+				a.noteCancelled(now)
+			}
 		}
 		l.drain()
 		l.kick()
@@ -200,7 +206,7 @@ func (l *loop) drain() {
 // idle reports whether nothing is in flight: every attempt returned or
 // was abandoned, and no store call or dead letter is under way.
 func (l *loop) idle() bool {
-	return len(l.running) == 0 && !l.claiming && !l.settling && len(l.ops) == 0 && !l.extend && !l.writing && len(l.letters) == 0
+	return len(l.running) == 0 && l.claiming == 0 && !l.settling && len(l.ops) == 0 && !l.extend && !l.writing && len(l.letters) == 0
 }
 
 // halt stops starting windows: the ones waiting for a slot or a claim
@@ -286,12 +292,17 @@ func (l *loop) dropAhead(wn *win) {
 	}
 }
 
+// maxClaimCalls bounds the claim calls a partition has in flight: a
+// second one lets windows that became ready meanwhile be claimed without
+// waiting for the first to return.
+const maxClaimCalls = 2
+
 // kick sends the queued claims and settlements, one call of each kind in
 // flight at a time: what queues while one is in flight goes together in
 // the next.
 func (l *loop) kick() {
-	if !l.claiming && len(l.claimQ) > 0 && !l.halted {
-		l.claiming = true
+	if l.claiming < maxClaimCalls && len(l.claimQ) > 0 && !l.halted {
+		l.claiming++
 		batch := l.claimQ
 		l.claimQ = nil
 		ids := make([]string, len(batch))
@@ -470,7 +481,7 @@ func (l *loop) putSlot(n int) {
 
 // claimed handles a claim call's answer for batch.
 func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err error) {
-	l.claiming = false
+	l.claiming--
 	if err != nil {
 		l.putSlot(len(batch))
 		if l.ctx.Err() != nil || l.halted {

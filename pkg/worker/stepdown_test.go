@@ -183,20 +183,31 @@ func TestStoreOutageStopsConcurrentWindows(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { return e.committed()[0] == int64(len(ms)) }, "all windows committed")
 	for i, m := range ms {
 		toks := b.tokens(m.ID)
-		want := 1
-		if i == 2 {
-			want = 2
+		if i != 2 && len(toks) != 1 {
+			t.Errorf("window %d ran with tokens %v; want 1 run", i, toks)
 		}
-		if len(toks) != want || (want == 2 && toks[1] <= toks[0]) {
-			t.Errorf("window %d ran with tokens %v; want %d run(s), increasing", i, toks, want)
-		}
-		st, err := e.store.State(context.Background(), m.ID)
-		if err != nil || st.Status != dedupe.StatusDone {
-			t.Errorf("window %d state %+v, %v; want done", i, st, err)
+		// go-redis may answer a few calls with the dial error of the
+		// outage after the restart: read the final state until it answers.
+		var st dedupe.State
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			var err error
+			st, err = e.store.State(context.Background(), m.ID)
+			return err == nil
+		}, "state of %s readable", m.ID)
+		if st.Status != dedupe.StatusDone || st.Token != toks[len(toks)-1] {
+			t.Errorf("window %d state %+v; want done by the last run's token %d", i, st, toks[len(toks)-1])
 		}
 	}
-	if got := outcomes(x.of(ms[2].ID)); !slices.Equal(got, []string{OutcomeSteppedDown, OutcomeDone}) {
-		t.Errorf("stopped window's outcomes %v, want [stepped-down done]", got)
+	// The stopped window stepped down (more than once if the store's first
+	// answers after the restart were still errors), then ran again with
+	// higher tokens and was done once.
+	toks := b.tokens(ms[2].ID)
+	if len(toks) < 2 || !slices.IsSorted(toks) || len(slices.Compact(slices.Clone(toks))) != len(toks) {
+		t.Errorf("stopped window ran with tokens %v; want at least 2 runs, with strictly increasing tokens", toks)
+	}
+	got := outcomes(x.of(ms[2].ID))
+	if len(got) < 2 || got[len(got)-1] != OutcomeDone || slices.ContainsFunc(got[:len(got)-1], func(o string) bool { return o != OutcomeSteppedDown }) {
+		t.Errorf("stopped window's outcomes %v, want stepped-down (once or more), then done", got)
 	}
 }
 
