@@ -240,8 +240,9 @@ func run(ctx context.Context, args []string) error {
 		if !w.Joined() {
 			return fmt.Errorf("kafka: not (yet) a member of consumer group %q", c.group)
 		}
-		return nil
+		return w.StallError()
 	}
+	reg.MustRegister(metrics.Stalls(w.Stalled))
 
 	health.Running(ready)
 	log.Info("worker starting", "brokers", c.brokers, "topic", c.topic, "group", c.group, "handlers", mux.Names())

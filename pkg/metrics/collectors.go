@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kjob/kjob/pkg/dedupe"
 )
 
 // RedisPool returns a collector of a Redis client's connection pool
@@ -129,7 +131,7 @@ func Names() []string {
 	var d describer
 	New(&d)
 	NewLag(&d, nil, "", "", time.Second, nil)
-	d.MustRegister(RedisPool(nil))
+	d.MustRegister(RedisPool(nil), Stalls(nil))
 	return d.names()
 }
 
@@ -166,4 +168,32 @@ func (d *describer) names() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// stallDesc describes kjob_partition_stalled_seconds.
+var stallDesc = prometheus.NewDesc("kjob_partition_stalled_seconds",
+	"Per partition this worker owns whose commit point cannot move because settling its oldest record keeps failing (a dead letter refused or not produced, the idempotency store not answering): how long it has been failing. Absent while nothing is stalled.",
+	[]string{"partition"}, nil)
+
+// stallCollector reports a worker's stalls at scrape time.
+type stallCollector struct {
+	stalled func() []dedupe.Stall
+	now     func() time.Time
+}
+
+// Stalls returns a collector of kjob_partition_stalled_seconds from
+// stalled (usually (*worker.Worker).Stalled), read at scrape time.
+func Stalls(stalled func() []dedupe.Stall) prometheus.Collector {
+	return stallCollector{stalled: stalled, now: time.Now}
+}
+
+func (c stallCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stallDesc }
+
+func (c stallCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.stalled == nil {
+		return
+	}
+	for _, st := range c.stalled() {
+		ch <- prometheus.MustNewConstMetric(stallDesc, prometheus.GaugeValue, c.now().Sub(st.Since).Seconds(), strconv.FormatInt(int64(st.Partition), 10))
+	}
 }

@@ -282,6 +282,17 @@ type instrumented struct {
 	m *Metrics
 }
 
+// ReportStalls passes the worker's stalls on to the store, if it keeps
+// them (worker.StallReporter).
+func (s *instrumented) ReportStalls(ctx context.Context, worker string, stalls []dedupe.Stall) error {
+	if r, ok := s.Store.(interface {
+		ReportStalls(context.Context, string, []dedupe.Stall) error
+	}); ok {
+		return r.ReportStalls(ctx, worker, stalls)
+	}
+	return nil
+}
+
 func (s *instrumented) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
 	cs, err := s.Store.ClaimBatch(ctx, ids, owner)
 	s.m.claims(cs, err, "claim")

@@ -188,3 +188,23 @@ func TestJobLabelsAreBounded(t *testing.T) {
 		t.Errorf("default bound %d", DefaultMaxJobLabels)
 	}
 }
+
+// kjob_partition_stalled_seconds reports each stalled partition with how
+// long it has been stalled, and nothing while none is.
+func TestStalls(t *testing.T) {
+	var stalls []dedupe.Stall
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(Stalls(func() []dedupe.Stall { return stalls }))
+	if n, err := testutil.GatherAndCount(reg, "kjob_partition_stalled_seconds"); err != nil || n != 0 {
+		t.Fatalf("series while nothing is stalled: %d, %v", n, err)
+	}
+	stalls = []dedupe.Stall{{Partition: 3, Since: time.Now().Add(-time.Minute), Reason: "its dead letter cannot be written"}}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].Metric) != 1 {
+		t.Fatalf("gather: %v %v", mfs, err)
+	}
+	m := mfs[0].Metric[0]
+	if m.GetLabel()[0].GetValue() != "3" || m.GetGauge().GetValue() < 59 {
+		t.Errorf("stalled series %v, want partition 3 at about 60s", m)
+	}
+}

@@ -68,6 +68,8 @@ func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string,
 	log := w.log.With("topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq_topic", w.cfg.DeadLetterTopic)
 	delay := retryMin
 	logged, minimal := false, false
+	w.stalls.letterStarted(rec, time.Now())
+	defer w.stalls.letterDone(rec.Partition)
 	for {
 		// A fresh record per try: producing fills in fields.
 		letter := w.deadLetterRecord(rec, reason, attempts, at)
@@ -95,6 +97,7 @@ func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string,
 				"err", err, "letter_bytes", dlq.Size(letter), "reason", reason)
 			return fmt.Errorf("%w: %s[%d]@%d: %w", errLetterRefused, rec.Topic, rec.Partition, rec.Offset, err)
 		}
+		w.stalls.letterFailing(rec, err)
 		if !logged {
 			logged = true
 			log.Warn("cannot produce dead letter; retrying, the record is not acknowledged meanwhile", "err", err)

@@ -358,6 +358,7 @@ func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement) ([]err
 }
 
 func (w *Worker) storeFailed(log *slog.Logger, op string, err error) {
+	w.stalls.store(err, time.Now())
 	if w.storeDown.CompareAndSwap(false, true) {
 		log.Error("idempotency store unavailable; not running windows nor committing past them until it answers", "op", op, "err", err)
 	}
@@ -365,6 +366,7 @@ func (w *Worker) storeFailed(log *slog.Logger, op string, err error) {
 
 func (w *Worker) storeUp(log *slog.Logger) {
 	if w.storeDown.CompareAndSwap(true, false) {
+		w.stalls.store(nil, time.Time{})
 		log.Info("idempotency store answers again")
 	}
 }

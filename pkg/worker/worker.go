@@ -171,6 +171,11 @@ type Config struct {
 	// slot goes to the partitions in turn, so a backlog on one partition
 	// does not starve the others. 1 runs one window at a time. Default 100.
 	Concurrency int
+	// StallAfter is how long settling a partition's oldest unsettled
+	// record may keep failing (its dead letter refused or not produced,
+	// the store not answering) before the partition is reported stalled
+	// (Stalled). Default 30s.
+	StallAfter time.Duration
 	// MaxUncommitted bounds, per partition, the records fetched and not
 	// yet committed (from the first unsettled record on); past it fetching
 	// the partition pauses. A crash re-delivers at most this many records
@@ -275,6 +280,7 @@ func (c *Config) validate() error {
 		{"ClaimExtendInterval", c.ClaimExtendInterval, c.Store.ClaimTTL() / 3},
 		{"SessionTimeout", c.SessionTimeout, partition.DefaultSessionTimeout},
 		{"HeartbeatInterval", c.HeartbeatInterval, partition.DefaultHeartbeatInterval},
+		{"StallAfter", c.StallAfter, DefaultStallAfter},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("worker: Config.%s = %v is negative; set a positive duration, or 0 for the default %v", d.name, d.v, d.def)
@@ -300,6 +306,9 @@ func (c *Config) validate() error {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = DefaultStallAfter
 	}
 	if c.MaxUncommitted == 0 {
 		c.MaxUncommitted = partition.DefaultMaxUncommitted
@@ -338,6 +347,7 @@ type Worker struct {
 	ran      atomic.Bool
 
 	storeDown atomic.Bool  // a store outage is being logged
+	stalls    stalls       // what keeps partitions from moving (Stalled)
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 	inFlight  atomic.Int64 // attempts running (not abandoned)
 
@@ -411,7 +421,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker running", "topic", w.cfg.Topic, "group", w.cfg.Group, "dlq", w.cfg.DeadLetterTopic,
 		"concurrency", w.cfg.Concurrency, "max_uncommitted", w.cfg.MaxUncommitted)
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		w.reportStalls(ctx)
+	}()
 	err := w.consumer.Run(ctx)
+	<-reported
 	if n := w.running.Load(); n > 0 {
 		w.log.Error("handlers that ignored cancellation are still running after shutdown", "handlers", n)
 	}
