@@ -155,7 +155,7 @@ type demoRun struct {
 	cfg demoConfig
 	out io.Writer
 
-	outMu  sync.Mutex
+	outMu   sync.Mutex
 	mu      sync.Mutex
 	seen    map[string][]execution
 	settled map[string]int // "job status": windows settled without running (overlap policies)
