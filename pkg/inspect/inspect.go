@@ -217,6 +217,28 @@ type Group struct {
 	Partitions []PartitionLag `json:"partitions"`
 	// TotalLag is the sum of the partitions' lag.
 	TotalLag int64 `json:"total_lag"`
+	// TimeLagJobs is the time lag per job and TimeLagError why it could
+	// not be read, when AddTimeLag was called (kjobctl lag).
+	TimeLagJobs  []JobTimeLag `json:"time_lag_jobs,omitempty"`
+	TimeLagError string       `json:"time_lag_error,omitempty"`
+}
+
+// AddTimeLag adds a time lag read (TimeLag) to g: each partition's
+// PartitionLag.TimeLag and the jobs' TimeLagJobs, or, if err is not nil,
+// TimeLagError.
+func (g *Group) AddTimeLag(r *TimeLagReport, err error) {
+	if err != nil {
+		g.TimeLagError = err.Error()
+		return
+	}
+	byPart := map[int32]*PartitionTimeLag{}
+	for i := range r.Partitions {
+		byPart[r.Partitions[i].Partition] = &r.Partitions[i]
+	}
+	for i := range g.Partitions {
+		g.Partitions[i].TimeLag = byPart[g.Partitions[i].Partition]
+	}
+	g.TimeLagJobs = r.Jobs
 }
 
 // Member is one group member.
@@ -240,6 +262,8 @@ type PartitionLag struct {
 	Lag int64 `json:"lag"`
 	// Owner is the owning member's client id; empty if unassigned.
 	Owner string `json:"owner"`
+	// TimeLag is the partition's time lag, when read (Group.AddTimeLag).
+	TimeLag *PartitionTimeLag `json:"time_lag,omitempty"`
 }
 
 // JobStatus is one job's schedule and latest window.
