@@ -159,7 +159,7 @@ func collectOne(t *testing.T, c prometheus.Collector, name, v string) prometheus
 type constCollector struct{ m prometheus.Metric }
 
 func (c constCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.Desc() }
-func (c constCollector) Collect(ch chan<- prometheus.Metric)  { ch <- c.m }
+func (c constCollector) Collect(ch chan<- prometheus.Metric) { ch <- c.m }
 
 // TestLagExportsTimeLag runs the worker's lag collector with the real
 // time-lag reader against the embedded broker and a real Redis: one window
