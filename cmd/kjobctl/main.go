@@ -1,5 +1,5 @@
 // Command kjobctl operates kjob: it shows and steers a running deployment
-// (status, lag, replay, backfill, trigger, pause, resume, dead letters), serves
+// (status, lag, history, replay, backfill, trigger, pause, resume, dead letters), serves
 // a live dashboard, runs
 // the embedded development broker and the demo, and checks schedules files.
 //
@@ -32,7 +32,8 @@ const usage = `kjobctl: operate kjob.
 
 Usage:
   kjobctl status                    producer leader, workers and partitions, jobs with next and last windows
-  kjobctl lag [--watch]             per-partition committed offset, end offset, lag and owner
+  kjobctl lag [--watch]             per partition: committed offset, end offset, lag, owner, time lag
+  kjobctl history JOB               the job's past runs: outcome, duration, attempt, token, worker, error
   kjobctl replay --group G MODE     reset the workers' offsets while they run (dry run unless --execute)
   kjobctl backfill JOB --from T1 --to T2   publish past windows (trigger=backfill; dry run unless --execute)
   kjobctl trigger JOB [--payload J] publish one manual window now and print its id
@@ -96,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = statusCmd(ctx, args[1:], stdout, stderr)
 	case "lag":
 		err = lagCmd(ctx, args[1:], stdout, stderr)
+	case "history":
+		err = historyCmd(ctx, args[1:], stdout, stderr)
 	case "replay":
 		err = replayCmd(ctx, args[1:], stdout, stderr)
 	case "backfill":

@@ -141,8 +141,14 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Duration is how long the attempt ran (Finished - Started).
-func (r Run) Duration() time.Duration { return r.Finished.Sub(r.Started) }
+// Duration is how long the attempt ran (Finished - Started); 0 when
+// Started is not set (a window settled without an attempt).
+func (r Run) Duration() time.Duration {
+	if r.Started.IsZero() {
+		return 0
+	}
+	return r.Finished.Sub(r.Started)
+}
 
 // RunQuery selects runs of one job for Runs.
 type RunQuery struct {
@@ -566,4 +572,47 @@ func (s *Store) Runs(ctx context.Context, job string, q RunQuery) ([]Run, error)
 			return out, nil
 		}
 	}
+}
+
+// RunStats summarises runs, for a job's history page and kjobctl history.
+type RunStats struct {
+	// Runs counts the runs, ByOutcome per outcome.
+	Runs      int            `json:"runs"`
+	ByOutcome map[string]int `json:"by_outcome"`
+	// Attempts counts the runs that are a verdict on the handler: done,
+	// failed, dead-lettered and abandoned (not fenced or stepped-down
+	// attempts, whose results were discarded for reasons of the worker,
+	// nor skipped or superseded windows, which did not run).
+	Attempts int `json:"attempts"`
+	// SuccessRate is done / Attempts; 0 when Attempts is 0.
+	SuccessRate float64 `json:"success_rate"`
+	// P50 and P95 are the median and 95th percentile duration of the done
+	// runs (nearest rank); 0 without one.
+	P50 time.Duration `json:"p50_ns"`
+	P95 time.Duration `json:"p95_ns"`
+}
+
+// SummarizeRuns computes the RunStats of runs.
+func SummarizeRuns(runs []Run) RunStats {
+	st := RunStats{Runs: len(runs), ByOutcome: map[string]int{}}
+	var done []time.Duration
+	for _, r := range runs {
+		st.ByOutcome[r.Outcome]++
+		switch r.Outcome {
+		case RunDone:
+			done = append(done, r.Duration())
+			st.Attempts++
+		case RunFailed, RunDeadLettered, RunAbandoned:
+			st.Attempts++
+		}
+	}
+	if st.Attempts > 0 {
+		st.SuccessRate = float64(st.ByOutcome[RunDone]) / float64(st.Attempts)
+	}
+	if len(done) > 0 {
+		slices.Sort(done)
+		rank := func(q float64) time.Duration { return done[max(int(math.Ceil(q*float64(len(done))))-1, 0)] }
+		st.P50, st.P95 = rank(0.50), rank(0.95)
+	}
+	return st
 }

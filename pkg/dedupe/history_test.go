@@ -438,3 +438,23 @@ func TestHistoryRFC3339(t *testing.T) {
 		}
 	}
 }
+
+func TestHistorySummarizeRuns(t *testing.T) {
+	var runs []Run
+	for i := range 20 { // done in 1s..20s
+		runs = append(runs, histRun("j", histT0, int64(i+1), time.Duration(i+1)*time.Second))
+	}
+	for _, o := range []string{RunFailed, RunFailed, RunDeadLettered, RunAbandoned, RunFenced, RunSteppedDown, RunSkipped, RunSuperseded} {
+		r := histRun("j", histT0, 99, time.Hour)
+		r.Outcome = o
+		runs = append(runs, r)
+	}
+	st := SummarizeRuns(runs)
+	if st.Runs != 28 || st.Attempts != 24 || st.ByOutcome[RunDone] != 20 || st.ByOutcome[RunFailed] != 2 ||
+		st.SuccessRate != 20.0/24 || st.P50 != 10*time.Second || st.P95 != 19*time.Second {
+		t.Fatalf("SummarizeRuns = %+v", st)
+	}
+	if st := SummarizeRuns(nil); st.Runs != 0 || st.SuccessRate != 0 || st.P50 != 0 {
+		t.Fatalf("SummarizeRuns(nil) = %+v", st)
+	}
+}
