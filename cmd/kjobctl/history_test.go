@@ -20,7 +20,7 @@ func historyRuns(t0 time.Time) []dedupe.Run {
 	}
 	return []dedupe.Run{
 		run(0, dedupe.RunDone, 1200*time.Millisecond, 1, 1, ""),
-		run(1, dedupe.RunFailed, 30*time.Second, 1, 2, "http: POST http://127.0.0.1:9/hook: 503 Service Unavailable"),
+		run(1, dedupe.RunFailed, 300*time.Millisecond, 1, 2, "http: POST http://127.0.0.1:9/hook: 503 Service Unavailable"),
 		run(1, dedupe.RunDone, 900*time.Millisecond, 2, 3, ""),
 		run(2, dedupe.RunDone, 450*time.Microsecond, 1, 4, ""),
 		run(3, dedupe.RunDeadLettered, 2*time.Second, 3, 5, "retries exhausted:\x1b]0;pwned\x07 upstream said no"),
