@@ -122,3 +122,29 @@ func TestTriggerAndRedrive(t *testing.T) {
 		t.Fatalf("second plan: %+v, want it left out as redriven before", again[0])
 	}
 }
+
+func TestAuditLog(t *testing.T) {
+	rdb := testenv.NewRedis(t).Client()
+	ctx := context.Background()
+	if _, err := control.NewAuditLog(rdb, "", 0); err == nil {
+		t.Fatal("NewAuditLog accepted an empty namespace")
+	}
+	a, err := control.NewAuditLog(rdb, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		if err := a.Append(ctx, control.AuditRecord{At: at.Add(time.Duration(i) * time.Second), Who: "alice", Tool: "dashboard", Action: "trigger",
+			Target: "report", Outcome: "ok", Detail: strings.Repeat("x", i%3), Request: "r" + strings.Repeat("1", i%5)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := a.Recent(ctx, 3)
+	if err != nil || len(recs) != 3 || !recs[0].At.Equal(at.Add(299*time.Second)) || recs[0].Who != "alice" || recs[0].ID == "" {
+		t.Fatalf("Recent(3) = %+v, %v", recs, err)
+	}
+	if n := rdb.XLen(ctx, a.Key()).Val(); n > 10+100 {
+		t.Fatalf("the audit stream holds %d records after 300 appends with MaxLen ~10", n)
+	}
+}

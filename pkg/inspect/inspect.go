@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -244,10 +245,25 @@ func (g *Group) AddTimeLag(r *TimeLagReport, err error) {
 // Member is one group member.
 type Member struct {
 	// ClientID is the worker id (the worker sends it as Kafka client id).
-	ClientID   string  `json:"client_id"`
-	MemberID   string  `json:"member_id"`
+	ClientID string `json:"client_id"`
+	MemberID string `json:"member_id"`
+	// Host is the client host as the broker reports it, with the member's
+	// ephemeral port ("/10.0.3.7:51234"); Address is its address alone
+	// ("10.0.3.7"), which names the machine or pod.
 	Host       string  `json:"host"`
+	Address    string  `json:"address"`
 	Partitions []int32 `json:"partitions"`
+}
+
+// HostAddress returns the address part of a client host as Kafka reports
+// it: without a leading '/' and without the port ("/10.0.3.7:51234" ->
+// "10.0.3.7", "/[::1]:5000" -> "::1").
+func HostAddress(host string) string {
+	host = strings.TrimPrefix(host, "/")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 }
 
 // PartitionLag is one partition of the windows topic as the group sees it.
@@ -403,7 +419,7 @@ func (in *Inspector) Group(ctx context.Context) (*Group, error) {
 	g := &Group{Name: in.cfg.Group, State: l.State}
 	owner := map[int32]string{}
 	for _, m := range l.Members {
-		mem := Member{ClientID: m.ClientID, MemberID: m.MemberID, Host: m.ClientHost, Partitions: []int32{}}
+		mem := Member{ClientID: m.ClientID, MemberID: m.MemberID, Host: m.ClientHost, Address: HostAddress(m.ClientHost), Partitions: []int32{}}
 		if c, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range c.Topics {
 				if t.Topic == in.cfg.Topic {
