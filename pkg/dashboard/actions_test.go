@@ -357,3 +357,10 @@ func TestNewRefusesBadActions(t *testing.T) {
 type hdr map[string]string
 
 func (h hdr) with2(k, v string) hdr { h[k] = v; return h }
+
+// bcryptHash hashes a password at bcrypt's lowest cost, to keep tests
+// quick.
+func bcryptHash(pass string) (string, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	return string(h), err
+}

@@ -94,13 +94,13 @@ function drawCharts(st) {
   const first = pts.length ? new Date(pts[0].at).getTime() : end;
   const spanMS = Math.max(end - first, 60000);
   const ages = pts.filter((p) => p.ages).map((p) => ({ t: new Date(p.at).getTime(), v: p.ages }));
-  const a = lineChart($("age-chart"), ages, end, spanMS, secs, "data-partition");
+  const a = lineChart($("age-chart"), ages, end, spanMS, secs, "data-partition", 2);
   legend("age-legend", a.keys, (k) => "partition " + k);
   let maxAge = 0;
   for (const p of ages) for (const k in p.v) maxAge = Math.max(maxAge, p.v[k]);
   $("age-span").textContent = "(last " + span(spanMS) + ", max " + secs(maxAge) + ")";
   const offs = pts.map((p) => ({ t: new Date(p.at).getTime(), v: p.partitions || {} }));
-  const o = lineChart($("lag-chart"), offs, end, spanMS, (v) => String(Math.round(v)), "data-partition");
+  const o = lineChart($("lag-chart"), offs, end, spanMS, (v) => String(Math.round(v * 10) / 10), "data-partition", 4);
   legend("lag-legend", o.keys, (k) => "partition " + k);
   let maxLag = 0;
   for (const p of offs) for (const k in p.v) maxLag = Math.max(maxLag, p.v[k]);

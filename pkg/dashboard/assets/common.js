@@ -77,12 +77,12 @@ function fillTable(id, rows) {
 // lineChart draws one line per key of series over time into an <svg>
 // (viewBox 0 0 800 H). pts: [{t: ms, v: {key: value}}]; fmt labels the y
 // axis. Returns the keys, sorted, for a legend.
-function lineChart(chart, pts, end, spanMS, fmt, attr) {
+function lineChart(chart, pts, end, spanMS, fmt, attr, minTop) {
   const W = 800, H = Number(chart.getAttribute("viewBox").split(" ")[3]), L = 54, R = 8, T = 10, B = 22;
   const keys = [...new Set(pts.flatMap((p) => Object.keys(p.v)))].sort((a, b) => Number(a) - Number(b));
   let top = 0;
   for (const p of pts) for (const k of keys) if (p.v[k] > top) top = p.v[k];
-  top = niceTop(top);
+  top = niceTop(Math.max(top, minTop || 0));
   const x = (t) => L + (W - L - R) * (1 - (end - t) / spanMS);
   const y = (v) => T + (H - T - B) * (1 - v / top);
   const nodes = [];
