@@ -184,7 +184,9 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func planRedrive(chosen []deadLetter, force bool) []redriveItem { return control.PlanRedrive(chosen, force) }
+func planRedrive(chosen []deadLetter, force bool) []redriveItem {
+	return control.PlanRedrive(chosen, force)
+}
 
 func redriveTarget(r *control.Redrive) string { return control.RedriveTarget(r) }
 

@@ -265,7 +265,9 @@ type RedriveConfig struct {
 	// does.
 	Client *kgo.Client
 	// Store clears the windows' records; Redrives records the redrives.
-	Store    interface{ Forget(ctx context.Context, id string) error }
+	Store interface {
+		Forget(ctx context.Context, id string) error
+	}
 	Redrives *Redrives
 	// DLQTopic is the dead-letter topic; Topic the windows topic, where a
 	// letter without an origin topic goes.

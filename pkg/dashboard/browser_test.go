@@ -263,7 +263,9 @@ func (b *browser) screenshot(ctx context.Context, name string) {
 	b.t.Logf("screenshot: %s (%d bytes)", path, len(shot))
 }
 
-func text(sel string) string { return fmt.Sprintf(`((document.querySelector(%q)||{}).textContent||"")`, sel) }
+func text(sel string) string {
+	return fmt.Sprintf(`((document.querySelector(%q)||{}).textContent||"")`, sel)
+}
 
 // TestDashboardInBrowser runs a real pipeline (a leading producer with a
 // Redis lease, a worker, a 1-second job, a slow job that holds up the
