@@ -1,12 +1,15 @@
 // Package inspect reads what a running kjob deployment is doing, for
-// kjobctl status and lag and for dashboards: the producer leader (from its
-// lease), the workers' group members and their partitions, per-partition
-// lag as kadm computes it, and per job its schedule, next fire times, last
-// published window and that window's outcome. It only reads.
+// kjobctl status and lag, dashboards and the workers' metrics: the
+// producer leader (from its lease), the workers' group members and their
+// partitions, per-partition lag as kadm computes it, per job its schedule,
+// next fire times, last published window and that window's outcome, and
+// the time lag: per partition and per job the age of the oldest window
+// that is published and due but not settled (TimeLag). It only reads.
 //
 //	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Jobs: file.Jobs})
 //	defer in.Close()
 //	snap, err := in.Snapshot(ctx)
+//	lag, err := in.TimeLag(ctx)
 package inspect
 
 import (
