@@ -18,13 +18,17 @@ package dedupe
 // Bounds per job: HistoryBatches members (so the last HistoryBatches runs
 // at least, runsPerMember times that at most) and no member whose newest
 // run ended more than HistoryAge before the newest run appended; the key
-// expires HistoryAge after the last append, so the history of a job that
-// stopped running goes away. The trims (ZREMRANGEBYRANK, ZREMRANGEBYSCORE)
-// run with the appends of a job that settles few runs at a time, and in a
-// backlog with every append that holds a fencing token divisible by
-// trimEvery (about one in trimEvery claims), so a busy job pays for them
-// once per trimEvery runs; between trims a history holds at most about
-// trimEvery members more. Redis persistence (AOF) makes the history
+// expires HistoryAge after the last trim, so the history of a job that
+// stopped running goes away. The trims (ZREMRANGEBYRANK, ZREMRANGEBYSCORE,
+// PEXPIRE) go with every append of fewer than 4 runs of a job (a job
+// settled a window at a time pays little for them), and otherwise with an
+// append whose runs' fencing tokens span a multiple of trimEvery (or that
+// holds a run without token): tokens grow by one with every claim of the
+// job, so the appends of a job's runs reach one every trimEvery claims, at
+// most trimEvery/4 appends of 4 runs or more apart, and a busy job pays for
+// its trims about once per trimEvery runs. Between trims a history holds at
+// most about trimEvery/4 members more, and its key's expiry is renewed as
+// often. Redis persistence (AOF) makes the history
 // survive a Redis restart as it does the done markers; a worker restart
 // does not touch it.
 
@@ -62,7 +66,7 @@ const (
 // often (in fencing tokens) a busy job's history is trimmed.
 const (
 	runsPerMember = 16
-	trimEvery     = 16
+	trimEvery     = 64
 )
 
 // HistoryAge returns how long a run is kept after it ended: the store's
@@ -190,10 +194,10 @@ func (s *Store) AppendRuns(ctx context.Context, runs []Run) error {
 
 // appendRuns adds to pipe, for each job of runs, the commands that record
 // its runs: one ZADD of its runs packed into members of at most
-// runsPerMember runs, PEXPIRE HistoryAge, and (see the file comment for
-// when) ZREMRANGEBYRANK to HistoryBatches members and ZREMRANGEBYSCORE of
-// the members whose newest run ended more than HistoryAge before the newest
-// run of the append. Each job's commands touch only the job's key, so on a
+// runsPerMember runs, and (see the file comment for when) ZREMRANGEBYRANK
+// to HistoryBatches members, ZREMRANGEBYSCORE of the members whose newest
+// run ended more than HistoryAge before the newest run of the append, and
+// PEXPIRE HistoryAge. Each job's commands touch only the job's key, so on a
 // Cluster they go to the node of the job's slot, like its settlement
 // scripts. It validates every run first and adds nothing if one is
 // invalid.
@@ -202,9 +206,10 @@ func (s *Store) AppendRuns(ctx context.Context, runs []Run) error {
 // calls, so recording the history costs no round trip of its own.
 func (s *Store) appendRuns(ctx context.Context, pipe redis.Pipeliner, runs []Run) error {
 	type jobRuns struct {
-		idx    []int
-		newest time.Time
-		trim   bool
+		idx            []int
+		newest         time.Time
+		minTok, maxTok int64
+		noToken        bool
 	}
 	var order []string
 	byJob := map[string]*jobRuns{}
@@ -223,8 +228,13 @@ func (s *Store) appendRuns(ctx context.Context, pipe redis.Pipeliner, runs []Run
 		if f := runs[i].Finished; f.After(jr.newest) {
 			jr.newest = f
 		}
-		if t := runs[i].Token; t == 0 || t%trimEvery == 0 {
-			jr.trim = true
+		switch t := runs[i].Token; {
+		case t == 0:
+			jr.noToken = true
+		case len(jr.idx) == 1 || jr.minTok == 0:
+			jr.minTok, jr.maxTok = t, t
+		default:
+			jr.minTok, jr.maxTok = min(jr.minTok, t), max(jr.maxTok, t)
 		}
 	}
 	age := s.HistoryAge()
@@ -248,10 +258,13 @@ func (s *Store) appendRuns(ctx context.Context, pipe redis.Pipeliner, runs []Run
 			members = append(members, redis.Z{Score: float64(newest.UnixMilli()), Member: buf[start:len(buf):len(buf)]})
 		}
 		pipe.ZAdd(ctx, key, members...)
-		pipe.PExpire(ctx, key, age)
-		if jr.trim || len(jr.idx) < 4 {
+		// Trim when the append's tokens reach a multiple of trimEvery (see
+		// the file comment).
+		crosses := jr.minTok > 0 && jr.maxTok/trimEvery != (jr.minTok-1)/trimEvery
+		if len(jr.idx) < 4 || jr.noToken || crosses {
 			pipe.ZRemRangeByRank(ctx, key, 0, -HistoryBatches-1)
 			pipe.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(jr.newest.Add(-age).UnixMilli(), 10))
+			pipe.PExpire(ctx, key, age)
 		}
 	}
 	return nil
