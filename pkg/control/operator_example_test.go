@@ -60,3 +60,20 @@ func ExampleExecuteRedrive() {
 	}
 	fmt.Println(len(out), "redriven")
 }
+
+// Read the newest records of the operators' audit log. It needs Redis, so
+// it is compiled but not run.
+func ExampleAuditLog() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	audit, err := control.NewAuditLog(rdb, "kjob", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	recs, err := audit.Recent(context.Background(), 20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		fmt.Println(r.At.Format(time.RFC3339), r.Who, r.Action, r.Target, r.Outcome, r.Detail)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -116,8 +115,7 @@ const (
 
 // actionState is the dashboard's state for its actions.
 type actionState struct {
-	a   *Actions
-	log *slog.Logger
+	a *Actions
 
 	mu    sync.Mutex
 	plans map[string]storedPlan // replay plans waiting for their confirmation

@@ -247,7 +247,7 @@ func New(cfg Config) (*Dashboard, error) {
 		if err := a.validate(); err != nil {
 			return nil, err
 		}
-		d.actions = &actionState{a: &a, log: cfg.Logger, plans: map[string]storedPlan{}}
+		d.actions = &actionState{a: &a, plans: map[string]storedPlan{}}
 	}
 	return d, nil
 }
