@@ -23,7 +23,9 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/pkg/worker"
 )
 
 // actionsEnv is a deployment's topics and Redis, and the dashboard's
@@ -117,6 +119,20 @@ func (e *actionsEnv) endOffset(t *testing.T, topic string) int64 {
 	}
 	o, _ := ends.Lookup(topic, 0)
 	return o.Offset
+}
+
+// committed returns group's committed offset of partition 0 (-1: none).
+func (e *actionsEnv) committed(t *testing.T, group string) int64 {
+	t.Helper()
+	os, err := e.adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := os.Lookup("kjob.windows", 0)
+	if !ok {
+		return -1
+	}
+	return o.At
 }
 
 // client is an HTTP client that keeps the session cookie and no
@@ -291,6 +307,80 @@ func TestActionRefusals(t *testing.T) {
 		t.Fatalf("the trigger's audit record does not name the window: %+v", recs[len(recs)-2])
 	}
 
+	// A replay: the plan first, then its execution, once, by the session
+	// that planned it. The group has no members, so the offsets are
+	// committed directly.
+	var offs kadm.Offsets
+	end := e.endOffset(t, topic)
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: end, LeaderEpoch: -1})
+	if err := e.adm.CommitAllOffsets(context.Background(), "kjob-workers", offs); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body = do("POST", "/api/actions/replay-plan", good, `{"group":"kjob-workers","mode":"to-earliest"}`)
+	var planned struct {
+		PlanID string              `json:"plan_id"`
+		Plan   *control.ReplayPlan `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(body), &planned); code != http.StatusOK || err != nil || planned.PlanID == "" ||
+		len(planned.Plan.Partitions) != 1 || planned.Plan.Partitions[0].Before != end || planned.Plan.Partitions[0].Target != 0 {
+		t.Fatalf("replay-plan: %d %s", code, body)
+	}
+	if committed := e.committed(t, "kjob-workers"); committed != end {
+		t.Fatalf("planning moved the committed offset to %d", committed)
+	}
+	other := client(t)
+	req, _ := http.NewRequest("POST", srv.URL+"/api/actions/replay-execute", strings.NewReader(`{"plan":"`+planned.PlanID+`"}`))
+	for k, v := range good {
+		req.Header.Set(k, v)
+	}
+	if resp, err := other.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("replay-execute from another session: %v %v, want 403 (its CSRF token is not this session's)", resp.Status, err)
+	} else {
+		resp.Body.Close()
+	}
+	if code, _, body = do("POST", "/api/actions/replay-execute", good, `{"plan":"`+planned.PlanID+`"}`); code != http.StatusOK {
+		t.Fatalf("replay-execute: %d %s", code, body)
+	}
+	if committed := e.committed(t, "kjob-workers"); committed != 0 {
+		t.Fatalf("after the replay the committed offset is %d, want 0", committed)
+	}
+	if code, _, body = do("POST", "/api/actions/replay-execute", good, `{"plan":"`+planned.PlanID+`"}`); code != http.StatusConflict || !strings.Contains(body, "ran already") {
+		t.Fatalf("replay-execute twice: %d %s, want 409", code, body)
+	}
+	if code, _, body = do("POST", "/api/actions/replay-plan", good, `{"group":"kjob-workers","mode":"to-datetime","value":"2999-01-01T00:00:00Z"}`); code != http.StatusBadRequest || !strings.Contains(body, "is in the future") {
+		t.Fatalf("replay-plan into the future: %d %s, want 400", code, body)
+	}
+
+	// A redrive of a dead letter, once: the second is left out.
+	j, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	letter, err := jobmsg.Record(topic+".dlq", control.WindowMessage(j.Jobs[0], jobmsg.WindowID("report", start), start, jobmsg.TriggerSchedule, nil, start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	letter.Headers = append(letter.Headers, kgo.RecordHeader{Key: worker.HeaderDLQReason, Value: []byte("boom")}, kgo.RecordHeader{Key: worker.HeaderDLQTopic, Value: []byte(topic)})
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(context.Background(), letter).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	before = e.endOffset(t, topic)
+	if code, _, body = do("POST", "/api/actions/redrive", good, `{"letter":"0"}`); code != http.StatusOK || !strings.Contains(body, "redrove letter 0: window report@2026-11-22T10:00:00Z republished") {
+		t.Fatalf("redrive: %d %s", code, body)
+	}
+	if after := e.endOffset(t, topic); after <= before {
+		t.Fatal("the redrive republished nothing")
+	}
+	if code, _, body = do("POST", "/api/actions/redrive", good, `{"letter":"0"}`); code != http.StatusConflict || !strings.Contains(body, "redriven before") {
+		t.Fatalf("redrive twice: %d %s, want 409", code, body)
+	}
+
 	// The audit log cannot be written: the action does not run.
 	e.redis.Kill()
 	before = e.endOffset(t, topic)
@@ -308,7 +398,7 @@ func TestActionRefusals(t *testing.T) {
 	}
 	rsrv := httptest.NewServer(ro)
 	defer rsrv.Close()
-	req, _ := http.NewRequest("POST", rsrv.URL+"/api/actions/trigger", strings.NewReader(`{"job":"report"}`))
+	req, _ = http.NewRequest("POST", rsrv.URL+"/api/actions/trigger", strings.NewReader(`{"job":"report"}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := cl.Do(req)
 	if err != nil {
