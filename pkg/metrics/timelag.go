@@ -26,9 +26,21 @@ type timeLagCollector struct {
 	mu      sync.Mutex
 	read    bool // a read succeeded
 	parts   []partState
-	oldest  map[string]time.Time // job -> due of its oldest unsettled window
-	settled map[string]time.Time // job -> start of its newest settled window
+	oldest  map[string]time.Time // job label -> due of its oldest unsettled window
+	settled map[string]time.Time // job label -> start of its newest settled window
+	// labelled are the job names with a label of their own: the first
+	// timeLagMaxJobs seen. Job names come from the records, which anyone
+	// who can write to the windows topic writes, so the others share
+	// kjob_job="other" (the largest age among them).
+	labelled map[string]bool
 }
+
+// timeLagMaxJobs bounds the kjob_job values of the time lag's per-job
+// series (as metrics.DefaultMaxJobLabels bounds the other metrics').
+const timeLagMaxJobs = 1000
+
+// otherJobs is the kjob_job value of the jobs beyond timeLagMaxJobs.
+const otherJobs = "other"
 
 type partState struct {
 	partition string
@@ -59,7 +71,7 @@ func newTimeLagCollector(r TimeLagReader, jobLabel bool, now func() time.Time) *
 			[]string{"kjob_job"}, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "kjob_time_lag_errors_total",
 			Help: "Time lag reads that failed (Kafka or Redis unreachable); the ages then grow from the last read."}),
-		oldest: map[string]time.Time{}, settled: map[string]time.Time{},
+		oldest: map[string]time.Time{}, settled: map[string]time.Time{}, labelled: map[string]bool{},
 	}
 }
 
@@ -80,16 +92,36 @@ func (c *timeLagCollector) refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.read, c.parts = true, parts
 	clear(c.oldest)
+	delete(c.settled, otherJobs) // the other jobs' newest settled window: from this read only
 	for _, j := range rep.Jobs {
-		c.oldest[j.Job] = time.Time{}
-		if j.Oldest != nil {
-			c.oldest[j.Job] = j.Oldest.Due
+		label := c.label(j.Job)
+		due, ok := c.oldest[label]
+		if !ok {
+			c.oldest[label] = time.Time{}
 		}
-		if s := j.NewestSettled; s != nil && s.Start.After(c.settled[j.Job]) {
-			c.settled[j.Job] = s.Start
+		if j.Oldest != nil && (due.IsZero() || j.Oldest.Due.Before(due)) {
+			c.oldest[label] = j.Oldest.Due
+		}
+		if s := j.NewestSettled; s != nil {
+			// For "other", the stalest of the jobs' newest settled windows.
+			if cur, ok := c.settled[label]; !ok || label != otherJobs && s.Start.After(cur) || label == otherJobs && s.Start.Before(cur) {
+				c.settled[label] = s.Start
+			}
 		}
 	}
 	return nil
+}
+
+// label returns the kjob_job value of job (c.mu held).
+func (c *timeLagCollector) label(job string) string {
+	if c.labelled[job] {
+		return job
+	}
+	if len(c.labelled) < timeLagMaxJobs && job != otherJobs {
+		c.labelled[job] = true
+		return job
+	}
+	return otherJobs
 }
 
 func (c *timeLagCollector) Describe(ch chan<- *prometheus.Desc) {

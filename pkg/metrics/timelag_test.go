@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -133,13 +134,41 @@ kjob_newest_settled_window_age_seconds{kjob_job=""} 3605
 	}
 }
 
+// TestTimeLagJobLabelsBounded: job names come from the records, so only
+// the first timeLagMaxJobs get a series of their own; the rest share
+// kjob_job="other" with the largest age among them.
+func TestTimeLagJobLabelsBounded(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	f := &fakeTimeLag{}
+	rep := &inspect.TimeLagReport{}
+	for i := range timeLagMaxJobs + 50 {
+		name := fmt.Sprintf("job-%04d", i)
+		rep.Jobs = append(rep.Jobs, inspect.JobTimeLag{Job: name, Oldest: &inspect.UnsettledWindow{Due: t0.Add(-time.Duration(i) * time.Second)},
+			NewestSettled: &inspect.SettledWindow{Start: t0.Add(-time.Duration(i) * time.Minute)}})
+	}
+	f.set(rep, nil)
+	c := newTimeLagCollector(f, true, func() time.Time { return t0 })
+	if err := c.refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c, "kjob_job_oldest_unsettled_window_age_seconds"); n != timeLagMaxJobs+1 {
+		t.Fatalf("%d per-job series, want %d and other", n, timeLagMaxJobs)
+	}
+	if got := testutil.ToFloat64(collectOne(t, c, "kjob_job_oldest_unsettled_window_age_seconds", otherJobs)); got != float64(timeLagMaxJobs+49) {
+		t.Fatalf(`kjob_job="other" age = %v, want the largest among the other jobs, %d`, got, timeLagMaxJobs+49)
+	}
+	if got := testutil.ToFloat64(collectOne(t, c, "kjob_newest_settled_window_age_seconds", otherJobs)); got != float64(60*(timeLagMaxJobs+49)) {
+		t.Fatalf(`kjob_job="other" newest settled age = %v, want the stalest, %d`, got, 60*(timeLagMaxJobs+49))
+	}
+}
+
 // collectOne returns the collector's metric name with the one label value
 // v, as a Collector for testutil.ToFloat64.
 func collectOne(t *testing.T, c prometheus.Collector, name, v string) prometheus.Collector {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 100)
-	c.Collect(ch)
-	close(ch)
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	var found prometheus.Collector
 	for m := range ch {
 		if !strings.Contains(m.Desc().String(), `"`+name+`"`) {
 			continue
@@ -149,11 +178,13 @@ func collectOne(t *testing.T, c prometheus.Collector, name, v string) prometheus
 			t.Fatal(err)
 		}
 		if len(d.Label) > 0 && d.Label[0].GetValue() == v {
-			return constCollector{m}
+			found = constCollector{m}
 		}
 	}
-	t.Fatalf("no %s{%q}", name, v)
-	return nil
+	if found == nil {
+		t.Fatalf("no %s{%q}", name, v)
+	}
+	return found
 }
 
 type constCollector struct{ m prometheus.Metric }
