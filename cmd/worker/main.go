@@ -282,7 +282,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer timeLag.Close()
-	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log, metrics.WithTimeLag(timeLag, c.metricsJobLabel))
+	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log, metrics.WithTimeLag(timeLag, c.metricsJobLabel), metrics.WithTimeLagMaxJobs(c.metricsMaxJobs))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

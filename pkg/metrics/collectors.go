@@ -75,6 +75,7 @@ type lagOptions struct {
 	timeLag  TimeLagReader
 	withTime bool
 	jobLabel bool
+	maxJobs  int
 	now      func() time.Time
 }
 
@@ -92,6 +93,16 @@ type TimeLagReader interface {
 // does for the other metrics.
 func WithTimeLag(r TimeLagReader, jobLabel bool) LagOption {
 	return func(o *lagOptions) { o.timeLag, o.withTime, o.jobLabel = r, true, jobLabel }
+}
+
+// WithTimeLagMaxJobs bounds the kjob_job values of the time lag's per-job
+// series at n (at least 1; default DefaultMaxJobLabels), as
+// WithMaxJobLabels does for the other metrics: the first n job names seen
+// keep their own series, later ones share kjob_job=OtherJobLabel (with the
+// largest age among them). Pass the bound given to WithMaxJobLabels (the
+// worker's --metrics-max-jobs).
+func WithTimeLagMaxJobs(n int) LagOption {
+	return func(o *lagOptions) { o.maxJobs = max(n, 1) }
 }
 
 // NewLag creates the lag collector and registers it with reg; call Run to
@@ -113,7 +124,7 @@ func NewLag(reg prometheus.Registerer, adm *kadm.Client, group, topic string, in
 	}
 	reg.MustRegister(l.lag, l.commit, l.end, l.errors)
 	if o.withTime {
-		l.timeLag = newTimeLagCollector(o.timeLag, o.jobLabel, o.now)
+		l.timeLag = newTimeLagCollector(o.timeLag, o.jobLabel, o.maxJobs, o.now)
 		reg.MustRegister(l.timeLag)
 	}
 	return l

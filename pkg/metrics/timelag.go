@@ -18,6 +18,7 @@ import (
 type timeLagCollector struct {
 	r        TimeLagReader
 	jobLabel bool
+	maxJobs  int // WithTimeLagMaxJobs
 	now      func() time.Time
 
 	partAge, windows, truncated, jobAge, settledAge *prometheus.Desc
@@ -29,18 +30,11 @@ type timeLagCollector struct {
 	oldest  map[string]time.Time // job label -> due of its oldest unsettled window
 	settled map[string]time.Time // job label -> start of its newest settled window
 	// labelled are the job names with a label of their own: the first
-	// timeLagMaxJobs seen. Job names come from the records, which anyone
-	// who can write to the windows topic writes, so the others share
-	// kjob_job="other" (the largest age among them).
+	// maxJobs seen. Job names come from the records, which anyone who can
+	// write to the windows topic writes, so the others share
+	// kjob_job=OtherJobLabel (the largest age among them).
 	labelled map[string]bool
 }
-
-// timeLagMaxJobs bounds the kjob_job values of the time lag's per-job
-// series (as metrics.DefaultMaxJobLabels bounds the other metrics').
-const timeLagMaxJobs = 1000
-
-// otherJobs is the kjob_job value of the jobs beyond timeLagMaxJobs.
-const otherJobs = "other"
 
 type partState struct {
 	partition string
@@ -49,11 +43,16 @@ type partState struct {
 	truncated bool
 }
 
-func newTimeLagCollector(r TimeLagReader, jobLabel bool, now func() time.Time) *timeLagCollector {
+// newTimeLagCollector returns the collector of r's time lag; maxJobs
+// bounds its kjob_job values (0: DefaultMaxJobLabels).
+func newTimeLagCollector(r TimeLagReader, jobLabel bool, maxJobs int, now func() time.Time) *timeLagCollector {
 	if now == nil {
 		now = time.Now
 	}
-	return &timeLagCollector{r: r, jobLabel: jobLabel, now: now,
+	if maxJobs <= 0 {
+		maxJobs = DefaultMaxJobLabels
+	}
+	return &timeLagCollector{r: r, jobLabel: jobLabel, maxJobs: maxJobs, now: now,
 		partAge: prometheus.NewDesc("kjob_oldest_unsettled_window_age_seconds",
 			"Age of the oldest window of the partition that is published and due but not settled (done, dead-lettered, skipped or superseded): now minus its start (for a backfilled window: minus when it was published); 0 if none. A lower bound when kjob_time_lag_truncated is 1.",
 			[]string{"partition"}, nil),
@@ -92,7 +91,7 @@ func (c *timeLagCollector) refresh(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.read, c.parts = true, parts
 	clear(c.oldest)
-	delete(c.settled, otherJobs) // the other jobs' newest settled window: from this read only
+	delete(c.settled, OtherJobLabel) // the other jobs' newest settled window: from this read only
 	for _, j := range rep.Jobs {
 		label := c.label(j.Job)
 		due, ok := c.oldest[label]
@@ -104,7 +103,7 @@ func (c *timeLagCollector) refresh(ctx context.Context) error {
 		}
 		if s := j.NewestSettled; s != nil {
 			// For "other", the stalest of the jobs' newest settled windows.
-			if cur, ok := c.settled[label]; !ok || label != otherJobs && s.Start.After(cur) || label == otherJobs && s.Start.Before(cur) {
+			if cur, ok := c.settled[label]; !ok || label != OtherJobLabel && s.Start.After(cur) || label == OtherJobLabel && s.Start.Before(cur) {
 				c.settled[label] = s.Start
 			}
 		}
@@ -117,11 +116,11 @@ func (c *timeLagCollector) label(job string) string {
 	if c.labelled[job] {
 		return job
 	}
-	if len(c.labelled) < timeLagMaxJobs && job != otherJobs {
+	if len(c.labelled) < c.maxJobs && job != OtherJobLabel {
 		c.labelled[job] = true
 		return job
 	}
-	return otherJobs
+	return OtherJobLabel
 }
 
 func (c *timeLagCollector) Describe(ch chan<- *prometheus.Desc) {

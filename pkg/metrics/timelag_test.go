@@ -65,7 +65,7 @@ func TestTimeLagGauges(t *testing.T) {
 	for _, jobLabel := range []bool{true, false} {
 		now = t0
 		reg := prometheus.NewPedanticRegistry()
-		c := newTimeLagCollector(f, jobLabel, clock)
+		c := newTimeLagCollector(f, jobLabel, 0, clock)
 		reg.MustRegister(c)
 		if n := testutil.CollectAndCount(c, "kjob_oldest_unsettled_window_age_seconds"); n != 0 {
 			t.Fatalf("%d age series before the first read, want none", n)
@@ -135,9 +135,10 @@ kjob_newest_settled_window_age_seconds{kjob_job=""} 3605
 }
 
 // TestTimeLagJobLabelsBounded: job names come from the records, so only
-// the first timeLagMaxJobs get a series of their own; the rest share
+// the first DefaultMaxJobLabels get a series of their own; the rest share
 // kjob_job="other" with the largest age among them.
 func TestTimeLagJobLabelsBounded(t *testing.T) {
+	const timeLagMaxJobs = DefaultMaxJobLabels
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	f := &fakeTimeLag{}
 	rep := &inspect.TimeLagReport{}
@@ -147,18 +148,43 @@ func TestTimeLagJobLabelsBounded(t *testing.T) {
 			NewestSettled: &inspect.SettledWindow{Start: t0.Add(-time.Duration(i) * time.Minute)}})
 	}
 	f.set(rep, nil)
-	c := newTimeLagCollector(f, true, func() time.Time { return t0 })
+	c := newTimeLagCollector(f, true, 0, func() time.Time { return t0 })
 	if err := c.refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := testutil.CollectAndCount(c, "kjob_job_oldest_unsettled_window_age_seconds"); n != timeLagMaxJobs+1 {
 		t.Fatalf("%d per-job series, want %d and other", n, timeLagMaxJobs)
 	}
-	if got := testutil.ToFloat64(collectOne(t, c, "kjob_job_oldest_unsettled_window_age_seconds", otherJobs)); got != float64(timeLagMaxJobs+49) {
+	if got := testutil.ToFloat64(collectOne(t, c, "kjob_job_oldest_unsettled_window_age_seconds", OtherJobLabel)); got != float64(timeLagMaxJobs+49) {
 		t.Fatalf(`kjob_job="other" age = %v, want the largest among the other jobs, %d`, got, timeLagMaxJobs+49)
 	}
-	if got := testutil.ToFloat64(collectOne(t, c, "kjob_newest_settled_window_age_seconds", otherJobs)); got != float64(60*(timeLagMaxJobs+49)) {
+	if got := testutil.ToFloat64(collectOne(t, c, "kjob_newest_settled_window_age_seconds", OtherJobLabel)); got != float64(60*(timeLagMaxJobs+49)) {
 		t.Fatalf(`kjob_job="other" newest settled age = %v, want the stalest, %d`, got, 60*(timeLagMaxJobs+49))
+	}
+}
+
+// TestTimeLagMaxJobsOption: the worker's --metrics-max-jobs bounds the time
+// lag's kjob_job values too (WithTimeLagMaxJobs), not only the other
+// metrics'.
+func TestTimeLagMaxJobsOption(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	f := &fakeTimeLag{}
+	rep := &inspect.TimeLagReport{}
+	for i := range 5 {
+		rep.Jobs = append(rep.Jobs, inspect.JobTimeLag{Job: fmt.Sprintf("job-%d", i), Oldest: &inspect.UnsettledWindow{Due: t0.Add(-time.Duration(i+1) * time.Second)}})
+	}
+	f.set(rep, nil)
+	reg := prometheus.NewPedanticRegistry()
+	l := NewLag(reg, nil, "g", "t", time.Second, nil, WithTimeLag(f, true), WithTimeLagMaxJobs(2),
+		func(o *lagOptions) { o.now = func() time.Time { return t0 } })
+	if err := l.timeLag.refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(l.timeLag, "kjob_job_oldest_unsettled_window_age_seconds"); n != 3 {
+		t.Fatalf("%d per-job series with WithTimeLagMaxJobs(2), want 2 and other", n)
+	}
+	if got := testutil.ToFloat64(collectOne(t, l.timeLag, "kjob_job_oldest_unsettled_window_age_seconds", OtherJobLabel)); got != 5 {
+		t.Fatalf(`kjob_job="other" age = %v, want the largest among jobs 2-4, 5`, got)
 	}
 }
 
