@@ -28,7 +28,7 @@ func TestTriggerAndRedrive(t *testing.T) {
 	rdb := testenv.NewRedis(t).Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n    payload: {a: 1}\n"))
+	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n    payload: {a: 1}\n    overlap: replace\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +51,14 @@ func TestTriggerAndRedrive(t *testing.T) {
 	if !strings.HasPrefix(m.ID, "report@2026-11-22T10:17:00Z#manual-") || m.Trigger != jobmsg.TriggerManual || !m.Window.End.Equal(now.Add(43*time.Minute)) ||
 		string(m.Payload) != `{"a":1}` || rec.Topic != "w" || string(rec.Key) != "report" {
 		t.Fatalf("triggered %+v as %s[%d]@%d", m, rec.Topic, rec.Partition, rec.Offset)
+	}
+	// The window carries the job's policy as the producer's do, overlap
+	// included, and so do backfill's and catch-up's (WindowMessage).
+	if m.Policy != f.Jobs[0].Policy() || m.Policy.Overlap != jobmsg.OverlapReplace {
+		t.Fatalf("triggered with policy %+v, want the job's %+v", m.Policy, f.Jobs[0].Policy())
+	}
+	if p := control.WindowMessage(f.Jobs[0], "report@x", now, jobmsg.TriggerBackfill, nil, now).Policy; p != f.Jobs[0].Policy() {
+		t.Fatalf("WindowMessage policy %+v, want the job's %+v", p, f.Jobs[0].Policy())
 	}
 
 	// The worker dead-letters the window.
