@@ -97,7 +97,7 @@ func loadRules(t *testing.T) (ruleFile, map[string]string) {
 }
 
 // grafanaVars replaces the dashboard's variables with values PromQL takes.
-var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$__interval", "15s", "$producer_job", ".*", "$worker_job", ".*")
+var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$__interval", "15s", "$producer_job", ".*", "$worker_job", ".*", "$kjob_job", ".*")
 
 // metricRefs finds the kjob metric names an expression selects: label
 // matchers and grouping clauses (which name labels such as kjob_job) are
@@ -149,7 +149,8 @@ func TestObservabilityQueriesExportedMetrics(t *testing.T) {
 		}
 	}
 	// What the issue asks the dashboard and alerts to show.
-	for _, want := range []string{"kjob_consumer_lag", "kjob_publish_lateness_seconds_bucket", "kjob_handler_lateness_seconds_bucket",
+	for _, want := range []string{"kjob_oldest_unsettled_window_age_seconds", "kjob_job_oldest_unsettled_window_age_seconds",
+		"kjob_newest_settled_window_age_seconds", "kjob_handler_duration_seconds_bucket", "kjob_consumer_lag", "kjob_publish_lateness_seconds_bucket", "kjob_handler_lateness_seconds_bucket",
 		"kjob_executions_total", "kjob_leadership_changes_total", "kjob_dead_lettered_total", "kjob_lease_held"} {
 		if !used[want] {
 			t.Errorf("neither the dashboard nor the alerts use %s", want)
@@ -159,7 +160,7 @@ func TestObservabilityQueriesExportedMetrics(t *testing.T) {
 	for where := range rexprs {
 		alerts[strings.TrimPrefix(where, "alert ")] = true
 	}
-	for _, want := range []string{"KjobNoLeader", "KjobLagGrowing", "KjobDeadLetters", "KjobLeaderChurn", "KjobHandlerLate"} {
+	for _, want := range []string{"KjobNoLeader", "KjobWindowsLate", "KjobNoWorker", "KjobDeadLetters", "KjobLeaderChurn", "KjobHandlerLate"} {
 		if !alerts[want] {
 			t.Errorf("alert %s is missing", want)
 		}

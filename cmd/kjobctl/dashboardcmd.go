@@ -9,38 +9,79 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dashboard"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/schedule"
 )
 
-const dashboardUsage = `kjobctl dashboard: serve a live, read-only page of the deployment: the
-producer leader, the workers and the partitions they own, lag per partition
-as a chart over the last minutes, jobs with their next run and last outcome,
-the most recent windows and the dead-letter count.
+const dashboardUsage = `kjobctl dashboard: serve a live page of the deployment: how late the work is
+(the time lag per partition, the headline chart), the producer leader, the
+workers and the partitions they own, the offset lag, jobs with their next
+run and last outcome, the most recent windows and the dead-letter count; and
+per job a page of its past runs (duration chart, success rate, p50/p95).
 
-Usage: kjobctl dashboard [--listen 127.0.0.1:8080] [flags]`
+Read-only by default. --actions adds trigger now, pause and resume (on a
+job's page), dead-letter redrive and replay (a plan first, executed on a
+second confirmation), through the same code as kjobctl trigger, pause,
+resume, dlq redrive and replay. With --actions every request needs
+authentication: --auth-users FILE (HTTP basic auth; lines USER:BCRYPT-HASH
+as "htpasswd -B -n USER" prints them) and/or --auth-tokens FILE (bearer
+tokens; lines NAME:TOKEN, tokens of at least 32 characters). An action must
+come from the dashboard's own page (its Origin is checked; behind a proxy,
+name the public origin with --allow-origin) with the session's CSRF token.
+Every action is written to the audit log in Redis (stream
+kjob:{<namespace>}:audit, the newest --audit-len records) before it runs and
+after, and logged.
+
+It listens on loopback by default; on another address, put it behind a TLS
+proxy, since basic auth and tokens travel in the clear otherwise.
+
+Usage: kjobctl dashboard [--listen 127.0.0.1:8080] [--actions --auth-users FILE] [flags]`
 
 func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
-		o                 opts
-		listen, logLevel  string
-		interval, history time.Duration
-		recent            int
+		o                     opts
+		listen, logLevel      string
+		interval, history     time.Duration
+		recent                int
+		actions               bool
+		tokensFile, usersFile string
+		allowOrigins          string
+		auditLen              int
 	)
 	f := cli.NewFlags("kjobctl dashboard", dashboardUsage)
 	f.SetOutput(stdout)
 	o.register(f)
-	f.String(&listen, "listen", "KJOB_DASHBOARD_LISTEN", "127.0.0.1:8080", "address to serve the dashboard on (it has no authentication: keep it on loopback or behind a proxy that has)")
+	f.String(&listen, "listen", "KJOB_DASHBOARD_LISTEN", "127.0.0.1:8080", "address to serve the dashboard on (keep it on loopback, or behind a TLS proxy)")
 	f.Duration(&interval, "interval", "", dashboard.DefaultInterval, "how often the page refreshes")
-	f.Duration(&history, "history", "", dashboard.DefaultHistory, "how far back the lag chart reaches")
+	f.Duration(&history, "history", "", dashboard.DefaultHistory, "how far back the lag charts reach")
 	f.Int(&recent, "recent", "", dashboard.DefaultRecent, "how many of the newest windows to list")
 	f.String(&logLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	f.Bool(&actions, "actions", "KJOB_DASHBOARD_ACTIONS", false, "turn on the actions (trigger, pause, resume, redrive, replay); needs --auth-users or --auth-tokens")
+	f.String(&usersFile, "auth-users", "KJOB_DASHBOARD_USERS", "", "with --actions: file of USER:BCRYPT-HASH lines (htpasswd -B -n USER) for HTTP basic auth")
+	f.String(&tokensFile, "auth-tokens", "KJOB_DASHBOARD_TOKENS", "", "with --actions: file of NAME:TOKEN lines for bearer tokens (at least 32 characters each)")
+	f.String(&allowOrigins, "allow-origin", "KJOB_DASHBOARD_ALLOW_ORIGIN", "", "with --actions: comma-separated origins besides the dashboard's own that may send actions (e.g. https://kjob.example.com, a TLS proxy's)")
+	f.Int(&auditLen, "audit-len", "", control.DefaultAuditLen, "with --actions: how many audit records Redis keeps (about)")
+	o.registerRetention(f)
+	o.needSchedules = false
 	if err := f.Parse(args); err != nil {
 		return err
+	}
+	if !actions && (usersFile != "" || tokensFile != "" || allowOrigins != "") {
+		return fmt.Errorf("dashboard: --auth-users, --auth-tokens and --allow-origin go with --actions (the read-only dashboard has no login): %w", errUsage)
+	}
+	if actions && usersFile == "" && tokensFile == "" {
+		return fmt.Errorf("dashboard: --actions needs authentication: add --auth-users FILE (htpasswd -B -n USER) and/or --auth-tokens FILE: %w", errUsage)
+	}
+	if auditLen < 1 {
+		return fmt.Errorf("dashboard: --audit-len %d: want at least 1: %w", auditLen, errUsage)
 	}
 	if err := o.setup(); err != nil {
 		return err
@@ -59,10 +100,24 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	d, err := dashboard.New(dashboard.Config{
-		Inspector: in, States: store, Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic,
+	tl, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, Group: o.group, States: store})
+	if err != nil {
+		return err
+	}
+	defer tl.Close()
+	cfg := dashboard.Config{
+		Inspector: in, States: store, TimeLag: tl, Runs: store, Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic,
 		Namespace: o.namespace, Interval: interval, History: history, Recent: recent, Logger: log,
-	})
+	}
+	if actions {
+		a, closeActions, err := o.dashboardActions(usersFile, tokensFile, allowOrigins, int64(auditLen))
+		if err != nil {
+			return err
+		}
+		defer closeActions()
+		cfg.Actions = a
+	}
+	d, err := dashboard.New(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
@@ -70,10 +125,101 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("dashboard: --listen %q: %w (pick a free address, e.g. 127.0.0.1:8081)", listen, err)
 	}
+	if actions && !isLoopback(ln.Addr()) {
+		log.Warn("the dashboard's actions are on and it listens beyond loopback: credentials travel in the clear unless a TLS proxy is in front", "listen", ln.Addr().String())
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "kjob dashboard: http://%s/  (Ctrl-C stops)\n", ln.Addr())
+	mode := "read-only"
+	if actions {
+		mode = "actions on, authentication required"
+	}
+	fmt.Fprintf(stdout, "kjob dashboard: http://%s/  (%s; Ctrl-C stops)\n", ln.Addr(), mode)
 	return serveDashboard(ctx, ln, d, log)
+}
+
+// dashboardActions builds the dashboard's actions from the same clients
+// and stores kjobctl's commands use; the returned func closes them.
+func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, auditLen int64) (*dashboard.Actions, func(), error) {
+	var auth []dashboard.Authenticator
+	if tokensFile != "" {
+		t, err := dashboard.LoadTokens(tokensFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dashboard: --auth-tokens: %w: %w", err, errUsage)
+		}
+		auth = append(auth, t)
+	}
+	if usersFile != "" {
+		u, err := dashboard.LoadUsers(usersFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dashboard: --auth-users: %w: %w", err, errUsage)
+		}
+		auth = append(auth, u) // last: its challenge makes browsers ask for a password
+	}
+	var origins []string
+	for _, s := range strings.Split(allowOrigins, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			origins = append(origins, s)
+		}
+	}
+	store, err := o.store()
+	if err != nil {
+		return nil, nil, err
+	}
+	pauses, err := o.pauses()
+	if err != nil {
+		return nil, nil, err
+	}
+	rd, err := o.redrives()
+	if err != nil {
+		return nil, nil, err
+	}
+	audit, err := control.NewAuditLog(o.rdb, o.namespace, auditLen)
+	if err != nil {
+		return nil, nil, err
+	}
+	var jobs []*schedule.Job
+	if o.file != nil {
+		jobs = o.file.Jobs
+	}
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	pub, err := o.publisher()
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, pub.Close)
+	red, err := o.redriver()
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, red.Close)
+	rp, err := control.NewReplayer(control.ReplayerConfig{
+		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
+		IssuedBy: "kjob dashboard " + cli.DefaultID(), Now: nowFunc,
+	})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, rp.Close)
+	op, err := control.NewOperator(control.OperatorConfig{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Publisher: pub, Redriver: red,
+		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return &dashboard.Actions{Operator: op, Auth: auth, Audit: audit, AllowedOrigins: origins}, closeAll, nil
+}
+
+func isLoopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 // serveDashboard serves d on ln and runs its refresh loop until ctx ends.

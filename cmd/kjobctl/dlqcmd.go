@@ -3,26 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 	"unicode/utf8"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/internal/kread"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/dlq"
-	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -46,100 +38,16 @@ redrives them anyway. --all means every letter not redriven yet. Letters of
 the same window are republished once. Redriven letters stay in the
 dead-letter topic.`
 
-// deadLetter is one record of the dead-letter topic, decoded by pkg/dlq.
-type deadLetter struct {
-	ID          string            `json:"id"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`
-	WindowID    string            `json:"window_id"`
-	Job         string            `json:"job"`
-	Reason      string            `json:"reason"`
-	Origin      string            `json:"origin"`
-	Attempts    int               `json:"attempts"`
-	Worker      string            `json:"worker"`
-	At          time.Time         `json:"dead_lettered_at"`
-	Headers     map[string]string `json:"headers"`
-	Payload     json.RawMessage   `json:"payload,omitempty"`
-	Value       string            `json:"value,omitempty"`
-	DecodeError string            `json:"decode_error,omitempty"`
-	// ValueSize and ValueSHA256 identify the original value, also when
-	// the letter holds only part of it.
-	ValueSize   int    `json:"value_size"`
-	ValueSHA256 string `json:"value_sha256,omitempty"`
-	// Incomplete says what the letter left out of the original record
-	// (empty: nothing; it can be redriven).
-	Incomplete string `json:"incomplete,omitempty"`
-	// LetterError says which dead-letter header is missing or malformed.
-	LetterError string `json:"letter_error,omitempty"`
-	// WindowState is the window's record in Redis now (nil: no record, or
-	// not read).
-	WindowState *windowState `json:"window_state,omitempty"`
-	// Redriven is the letter's last redrive (nil: never redriven).
-	Redriven *control.Redrive `json:"redriven,omitempty"`
+// The dead letters, their parsing (pkg/dlq), planning and redrive live in
+// pkg/control, which the dashboard's actions use too; kjobctl renders them,
+// every text from a record made safe.
+type (
+	deadLetter  = control.DeadLetter
+	windowState = control.WindowState
+	redriveItem = control.RedriveItem
+)
 
-	parsed dlq.Letter
-}
-
-// windowState is a window's record in Redis, as dlq list shows it.
-type windowState struct {
-	Status    string    `json:"status"`
-	Token     int64     `json:"token"`
-	Attempts  int       `json:"attempts"`
-	Holder    string    `json:"holder,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-func (w *windowState) String() string {
-	if w == nil {
-		return "none"
-	}
-	return fmt.Sprintf("%s (token %d)", w.Status, w.Token)
-}
-
-func (d deadLetter) letter(topic string) control.Letter {
-	return control.Letter{Topic: topic, Partition: d.Partition, Offset: d.Offset}
-}
-
-func parseDeadLetter(r *kgo.Record) deadLetter {
-	l, err := dlq.Parse(r)
-	d := deadLetter{ID: strconv.FormatInt(r.Offset, 10), Partition: r.Partition, Offset: r.Offset, Headers: map[string]string{},
-		Reason: l.Reason, Origin: l.Origin.String(), Attempts: l.Attempts, Worker: l.Worker, At: l.At,
-		ValueSize: l.ValueSize, ValueSHA256: l.ValueSHA256, Incomplete: l.Missing(), parsed: l}
-	if l.Minimal {
-		d.Incomplete = "a minimal letter (the dead-letter topic refused the full one): no key, value or original headers"
-	}
-	if r.Partition != 0 {
-		d.ID = fmt.Sprintf("%d:%d", r.Partition, r.Offset)
-	}
-	if err != nil {
-		d.LetterError = err.Error()
-	}
-	for _, h := range r.Headers {
-		d.Headers[h.Key] = string(h.Value)
-	}
-	if m, err := jobmsg.Unmarshal(l.Value); err == nil && !l.ValueTruncated {
-		d.WindowID, d.Job, d.Payload = m.ID, m.Job, m.Payload
-	} else {
-		if l.ValueTruncated {
-			d.DecodeError = fmt.Sprintf("the letter holds %d of its %d bytes", len(l.Value), l.ValueSize)
-		} else {
-			d.DecodeError = err.Error()
-		}
-		d.Value = string(l.Value)
-		d.Job = string(l.Key)
-	}
-	return d
-}
-
-// redriveItem is one chosen letter and what redrive does with it.
-type redriveItem struct {
-	deadLetter
-	// Skip says why the letter is left out; empty: it is redriven.
-	Skip string `json:"skip,omitempty"`
-	// With names the letter of the same window that is republished in its
-	// place.
-	With string `json:"with,omitempty"`
-}
+func parseDeadLetter(r *kgo.Record) deadLetter { return control.ParseDeadLetter(r) }
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show" && args[0] != "redrive") {
@@ -247,68 +155,10 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	type redriven struct {
-		ID        string `json:"id"`
-		WindowID  string `json:"window_id"`
-		Partition int32  `json:"partition"`
-		Offset    int64  `json:"offset"`
-	}
-	out := []redriven{}
-	by := "kjobctl " + cli.DefaultID()
-	republished := map[string]redriven{} // by letter id
-	for k := range items {
-		it := &items[k]
-		if it.Skip != "" || it.With != "" {
-			continue
-		}
-		d := it.deadLetter
-		r, err := rd.Begin(cctx, control.Redrive{Letter: d.letter(o.dlqTopic), WindowID: d.WindowID, At: nowFunc().UTC(), By: by}, force)
-		if errors.Is(err, control.ErrAlreadyRedriven) {
-			// Another operator redrove it since this command read the list.
-			it.Skip = fmt.Sprintf("redriven meanwhile at %s by %s", fmtTime(r.At), r.By)
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
-		}
-		topic := d.parsed.Origin.Topic
-		if topic == "" {
-			topic = o.topic
-		}
-		if d.WindowID != "" {
-			// A fresh start: attempts and last error are cleared (the
-			// job's token counter is kept, so fencing still holds).
-			if err := store.Forget(cctx, d.WindowID); err != nil {
-				_ = rd.Delete(context.WithoutCancel(cctx), r.Letter)
-				return fmt.Errorf("dlq redrive: %w (after %d redriven)", err, len(out))
-			}
-		}
-		rec := &kgo.Record{Topic: topic, Key: d.parsed.Key, Value: d.parsed.Value, Headers: d.parsed.Headers}
-		if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
-			_ = rd.Delete(context.WithoutCancel(cctx), r.Letter)
-			return fmt.Errorf("dlq redrive: republish %s to %s (after %d redriven): %w", d.ID, topic, len(out), err)
-		}
-		r.Topic, r.Partition, r.Offset = rec.Topic, rec.Partition, rec.Offset
-		if err := rd.Finish(cctx, r); err != nil {
-			return fmt.Errorf("dlq redrive: %s was republished to %s[%d]@%d, but recording it failed: %w", d.ID, rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		x := redriven{ID: d.ID, WindowID: d.WindowID, Partition: rec.Partition, Offset: rec.Offset}
-		republished[d.ID] = x
-		out = append(out, x)
-	}
-	// Letters of a window republished with another letter are recorded as
-	// redriven too, so --all leaves them out next time.
-	for _, it := range items {
-		if it.With == "" {
-			continue
-		}
-		if _, ok := republished[it.With]; !ok {
-			continue
-		}
-		r := control.Redrive{Letter: it.letter(o.dlqTopic), WindowID: it.WindowID, At: nowFunc().UTC(), By: by, With: it.With}
-		if err := rd.Finish(cctx, r); err != nil {
-			return fmt.Errorf("dlq redrive: %w", err)
-		}
+	out, err := control.ExecuteRedrive(cctx, control.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
+		By: "kjobctl " + cli.DefaultID(), Now: nowFunc}, items, force)
+	if err != nil {
+		return fmt.Errorf("dlq redrive: %w", err)
 	}
 	var skipped []redriveItem
 	for _, it := range items {
@@ -336,50 +186,11 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// planRedrive decides, for each chosen letter, whether it is redriven.
-// Of the letters of one window that are not left out, the last one is
-// republished and the others are recorded with it.
 func planRedrive(chosen []deadLetter, force bool) []redriveItem {
-	items := make([]redriveItem, 0, len(chosen))
-	latest := map[string]string{} // window id -> id of its last letter to redrive
-	for _, d := range chosen {
-		it := redriveItem{deadLetter: d}
-		ws := d.WindowState
-		switch {
-		case d.Incomplete != "":
-			// Even with --force: republishing part of a record is not
-			// redriving it.
-			it.Skip = fmt.Sprintf("the letter holds only part of the original record (%s; value sha256 %s); the original is at %s while that topic retains it",
-				d.Incomplete, orDash(d.ValueSHA256), d.Origin)
-		case d.Redriven != nil && !force:
-			it.Skip = "redriven before, at " + fmtTime(d.Redriven.At) + redriveTarget(d.Redriven)
-		case ws != nil && ws.Status == dedupe.StatusDone && !force:
-			it.Skip = fmt.Sprintf("its window is done since %s (token %d); it would run a second time", fmtTime(ws.UpdatedAt), ws.Token)
-		case ws != nil && ws.Status == dedupe.StatusRunning && !force:
-			it.Skip = fmt.Sprintf("its window is running (token %d, %s)", ws.Token, orDash(ws.Holder))
-		case d.WindowID != "":
-			latest[d.WindowID] = d.ID
-		}
-		items = append(items, it)
-	}
-	for i := range items {
-		it := &items[i]
-		if it.Skip == "" && it.WindowID != "" && latest[it.WindowID] != it.ID {
-			it.With = latest[it.WindowID]
-		}
-	}
-	return items
+	return control.PlanRedrive(chosen, force)
 }
 
-func redriveTarget(r *control.Redrive) string {
-	switch {
-	case r.With != "":
-		return " with letter " + r.With
-	case r.Topic != "":
-		return fmt.Sprintf(" (republished to %s[%d]@%d)", r.Topic, r.Partition, r.Offset)
-	}
-	return " (not confirmed: kjobctl stopped before the record was acknowledged)"
-}
+func redriveTarget(r *control.Redrive) string { return control.RedriveTarget(r) }
 
 func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
 	n := 0
@@ -399,7 +210,7 @@ func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
 		case it.With != "":
 			action = "same window as letter " + it.With + ", republished once"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, windowName(it.deadLetter), stateCell(it.deadLetter), safe(action))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, windowName(it.DeadLetter), stateCell(it.DeadLetter), safe(action))
 	}
 	tw.Flush()
 	if redrivenBefore > 0 {
@@ -427,91 +238,15 @@ func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
 
 // annotate fills in each letter's window state and redrive record.
 func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *control.Redrives, letters []deadLetter) error {
-	var ids []string
-	for _, d := range letters {
-		if d.WindowID != "" && !slices.Contains(ids, d.WindowID) {
-			ids = append(ids, d.WindowID)
-		}
-	}
-	states, err := store.States(ctx, ids)
-	if err != nil {
-		return fmt.Errorf("dlq: window states: %w", err)
-	}
-	redrives, err := rd.List(ctx, o.dlqTopic)
-	if err != nil {
-		return fmt.Errorf("dlq: %w", err)
-	}
-	for i := range letters {
-		d := &letters[i]
-		if st, ok := states[d.WindowID]; ok {
-			d.WindowState = &windowState{Status: st.Status, Token: st.Token, Attempts: st.Attempts, Holder: st.Holder, UpdatedAt: st.UpdatedAt.UTC()}
-		}
-		if r, ok := redrives[d.letter(o.dlqTopic)]; ok {
-			d.Redriven = &r
-		}
-	}
-	return nil
+	return control.AnnotateDeadLetters(ctx, store, rd, o.dlqTopic, letters)
 }
 
-func parseDLQID(s string) (int32, int64, error) {
-	ps, os, ok := strings.Cut(s, ":")
-	if !ok {
-		os, ps = ps, "0"
-	}
-	p, err1 := strconv.ParseInt(ps, 10, 32)
-	o, err2 := strconv.ParseInt(os, 10, 64)
-	if err1 != nil || err2 != nil || p < 0 || o < 0 {
-		return 0, 0, errors.New("bad id")
-	}
-	return int32(p), o, nil
-}
+func parseDLQID(s string) (int32, int64, error) { return control.ParseDeadLetterID(s) }
 
-// readDLQ reads every record of the dead-letter topic.
+// readDLQ reads every record of the dead-letter topic (control.ErrNoTopic,
+// exit 3, if it does not exist).
 func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
-	cl, err := kgo.NewClient(o.kgoOpts()...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, o.dlqTopic)
-	if err != nil {
-		return nil, fmt.Errorf("dlq: %s: %w", o.dlqTopic, err)
-	}
-	if t, ok := td[o.dlqTopic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("dlq: dead-letter topic %s does not exist (a worker creates it when it starts; check --dlq-topic and --topic): %w", o.dlqTopic, errNotFound)
-	}
-	starts, err := adm.ListStartOffsets(ctx, o.dlqTopic)
-	if err != nil {
-		return nil, fmt.Errorf("dlq: %s: %w", o.dlqTopic, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, o.dlqTopic)
-	if err != nil {
-		return nil, fmt.Errorf("dlq: %s: %w", o.dlqTopic, err)
-	}
-	var out []deadLetter
-	var rerr error
-	ends.Each(func(e kadm.ListedOffset) {
-		if rerr != nil || e.Err != nil {
-			return
-		}
-		s, _ := starts.Lookup(e.Topic, e.Partition)
-		recs, err := kread.Range(ctx, o.kgoOpts(), o.dlqTopic, e.Partition, s.Offset, e.Offset)
-		if err != nil {
-			rerr = fmt.Errorf("dlq: %w", err)
-			return
-		}
-		for _, r := range recs {
-			out = append(out, parseDeadLetter(r))
-		}
-	})
-	slices.SortFunc(out, func(a, b deadLetter) int {
-		if a.Partition != b.Partition {
-			return int(a.Partition - b.Partition)
-		}
-		return int(a.Offset - b.Offset)
-	})
-	return out, rerr
+	return control.ReadDeadLetters(ctx, o.kgoOpts(), o.dlqTopic)
 }
 
 // oneLine is s for a table cell: whitespace runs collapsed, made safe,

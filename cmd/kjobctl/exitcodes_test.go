@@ -25,6 +25,7 @@ var subcommands = []struct {
 }{
 	{[]string{"status"}, "--timeout", true, "kjobctl status"},
 	{[]string{"lag"}, "--interval", true, "kjobctl lag"},
+	{[]string{"history"}, "--limit", false, "kjobctl history"},
 	{[]string{"replay"}, "--ack-timeout", true, "kjobctl replay"},
 	{[]string{"backfill"}, "--timeout", false, "kjobctl backfill"},
 	{[]string{"trigger"}, "--timeout", false, "kjobctl trigger"},

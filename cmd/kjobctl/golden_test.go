@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -105,8 +106,28 @@ func TestGoldenLag(t *testing.T) {
 		{Partition: 2, Committed: -1, End: 0, Owner: ""},
 	}}
 	var b bytes.Buffer
+	g.AddTimeLag(&inspect.TimeLagReport{Partitions: []inspect.PartitionTimeLag{
+		{Partition: 0, Committed: 120, End: 120},
+		{Partition: 1, Committed: 95, End: 100, Windows: 2, Age: 42 * time.Second,
+			Oldest: &inspect.UnsettledWindow{ID: "sync@2026-11-22T09:59:18Z", Job: "sync", Status: "running"}},
+		{Partition: 2, Committed: -1},
+	}}, nil)
 	renderLag(&b, g)
 	golden(t, "lag.golden", b.Bytes())
+
+	// A backlog larger than the read cap; and a time lag that could not
+	// be read.
+	b.Reset()
+	g.Partitions[1].TimeLag = &inspect.PartitionTimeLag{Partition: 1, Windows: 5000, AtLeast: true, Age: 3*time.Hour + 2*time.Minute,
+		Oldest: &inspect.UnsettledWindow{ID: "sync@2026-11-22T06:58:00Z", Job: "sync", Status: "pending"}}
+	renderLag(&b, g)
+	b.WriteString("--\n")
+	g.AddTimeLag(nil, errors.New("window records: dial tcp 127.0.0.1:6379: connect: connection refused"))
+	for i := range g.Partitions {
+		g.Partitions[i].TimeLag = nil
+	}
+	renderLag(&b, g)
+	golden(t, "lag-backlog.golden", b.Bytes())
 }
 
 func replayPlan() *control.ReplayPlan {

@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -132,5 +137,88 @@ func TestLagWatch(t *testing.T) {
 	}
 	if code != exitOK || len(lines) < 2 {
 		t.Fatalf("lag --watch -o json: exit %d, %d lines", code, len(lines))
+	}
+}
+
+// TestLagTimeLag: lag shows how late the work is. One window a minute old
+// waits on a partition of a group that has committed offsets but no
+// member: its row shows the window, 1 window not committed (the offset lag
+// says 2: the window and its transaction marker) and a time lag of about a
+// minute; -o json has the same. With Redis down the time lag is unknown,
+// the offsets are still shown, and lag exits 1.
+func TestLagTimeLag(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now().Add(-time.Minute).Truncate(time.Second)
+	m := &jobmsg.Message{ID: jobmsg.WindowID("report", start), Job: "report", Handler: "ok", Window: jobmsg.Window{Start: start, End: start.Add(time.Hour)},
+		ScheduledAt: start, PublishedAt: start, Trigger: jobmsg.TriggerSchedule, Payload: json.RawMessage(`{}`),
+		Policy: jobmsg.Policy{Timeout: jobmsg.Duration(time.Minute), MaxAttempts: 1}}
+	rec, err := jobmsg.Record("kjob.windows", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := inspectJobPartition("report", 2)
+	rec.Partition = p
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID("lag-test"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "kjob.windows", Partition: p, At: rec.Offset, LeaderEpoch: -1})
+	if err := e.adm.CommitAllOffsets(ctx, "kjob-workers", offs); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, stderr := e.kjobctl("lag")
+	if code != exitOK {
+		t.Fatalf("lag: exit %d\n%s%s", code, out, stderr)
+	}
+	var row []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == fmt.Sprint(p) {
+			row = f
+		}
+	}
+	// PARTITION COMMITTED END LAG OWNER TIME LAG WINDOWS OLDEST UNSETTLED
+	if len(row) != 9 || row[3] != "2" || row[4] != "-" || row[6] != "1" || row[7] != m.ID || row[8] != "(pending)" {
+		t.Fatalf("partition %d's row %q, want offset lag 2, no owner, 1 window, the pending window:\n%s", p, row, out)
+	}
+	if age, err := time.ParseDuration(row[5]); err != nil || age < time.Minute || age > 2*time.Minute {
+		t.Fatalf("time lag %q, want about a minute:\n%s", row[5], out)
+	}
+
+	code, out, _ = e.kjobctl("lag", "-o", "json")
+	var g inspect.Group
+	if err := json.Unmarshal([]byte(out), &g); code != exitOK || err != nil {
+		t.Fatalf("lag -o json: exit %d, %v\n%s", code, err, out)
+	}
+	for _, pl := range g.Partitions {
+		if pl.Partition != p {
+			continue
+		}
+		if tl := pl.TimeLag; tl == nil || tl.Windows != 1 || tl.Oldest == nil || tl.Oldest.ID != m.ID || tl.AgeSeconds < 60 {
+			t.Fatalf("lag -o json: partition %d time_lag %+v", p, pl.TimeLag)
+		}
+	}
+	if len(g.TimeLagJobs) != 1 || g.TimeLagJobs[0].Job != "report" || g.TimeLagJobs[0].AgeSeconds < 60 {
+		t.Fatalf("lag -o json: time_lag_jobs %+v", g.TimeLagJobs)
+	}
+
+	e.redis.Kill()
+	code, out, stderr = e.kjobctl("lag", "--timeout", "3s")
+	if code != exitError || !strings.Contains(out, "PARTITION  COMMITTED") || !strings.Contains(out, "Time lag: unknown (") ||
+		!strings.Contains(stderr, "kjobctl: lag: the time lag could not be read (the offsets were)") {
+		t.Fatalf("lag with Redis down: exit %d\n%s%s", code, out, stderr)
 	}
 }

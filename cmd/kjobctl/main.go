@@ -1,5 +1,5 @@
 // Command kjobctl operates kjob: it shows and steers a running deployment
-// (status, lag, replay, backfill, trigger, pause, resume, dead letters), serves
+// (status, lag, history, replay, backfill, trigger, pause, resume, dead letters), serves
 // a live dashboard, runs
 // the embedded development broker and the demo, and checks schedules files.
 //
@@ -35,7 +35,8 @@ const usage = `kjobctl: operate kjob.
 
 Usage:
   kjobctl status                    producer leader, workers and partitions, jobs with next and last windows
-  kjobctl lag [--watch]             per-partition committed offset, end offset, lag and owner
+  kjobctl lag [--watch]             per partition: committed offset, end offset, lag, owner, time lag
+  kjobctl history JOB               the job's past runs: outcome, duration, attempt, token, worker, error
   kjobctl replay --group G MODE     reset the workers' offsets while they run (dry run unless --execute)
   kjobctl backfill JOB --from T1 --to T2   publish past windows (trigger=backfill; dry run unless --execute)
   kjobctl trigger JOB [--payload J] publish one manual window now and print its id
@@ -43,7 +44,7 @@ Usage:
   kjobctl resume JOB [--catchup]    publish them again (--catchup: also the ones skipped while paused; dry run unless --execute)
   kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
   kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
-  kjobctl dashboard [--listen A]    serve a live, read-only page: leader, workers, lag chart, jobs, recent windows
+  kjobctl dashboard [--listen A]    serve a live page: time lag, leader, workers, jobs, recent windows (read-only unless --actions)
   kjobctl dev-broker [flags]        run the embedded Kafka-compatible broker (kfake) for development
   kjobctl demo [flags]              run a broker, Redis, 2 producers and 3 workers on this machine
 
@@ -71,6 +72,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"schedule":   scheduleCmd,
 	"status":     statusCmd,
 	"lag":        lagCmd,
+	"history":    historyCmd,
 	"replay":     replayCmd,
 	"backfill":   backfillCmd,
 	"trigger":    triggerCmd,

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -50,21 +49,10 @@ type signHook func(*kgo.Record) error
 // OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
 func (h signHook) OnProduceRecordBuffered(r *kgo.Record) { _ = h(r) }
 
-// message builds a window of job j starting at start.
+// message builds a window of job j starting at start (see
+// control.WindowMessage, which the dashboard's trigger uses too).
 func message(j *schedule.Job, id string, start time.Time, trigger jobmsg.Trigger, payload json.RawMessage, now time.Time) *jobmsg.Message {
-	end := j.Next(start)
-	if end.IsZero() {
-		end = start.Add(time.Second)
-	}
-	if payload == nil {
-		payload = j.Payload
-	}
-	return &jobmsg.Message{
-		ID: id, Job: j.Name, Handler: j.Handler,
-		Window:      jobmsg.Window{Start: start.UTC(), End: end.UTC()},
-		ScheduledAt: start.UTC(), PublishedAt: now.UTC(), Trigger: trigger, Payload: payload,
-		Policy: j.Policy(), // as the producer's windows: timeout, retries, overlap
-	}
+	return control.WindowMessage(j, id, start, trigger, payload, now)
 }
 
 const triggerUsage = `kjobctl trigger: publish one manual window of JOB now (trigger=manual) and
@@ -119,21 +107,14 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
 		}
 	}
-	now := nowFunc()
-	nonce := make([]byte, 4)
-	_, _ = rand.Read(nonce)
-	m := message(j, jobmsg.ManualID(j.Name, now, hex.EncodeToString(nonce)), now, jobmsg.TriggerManual, p, now)
-	rec, err := jobmsg.Record(o.topic, m)
-	if err != nil {
-		return fmt.Errorf("trigger: %w", err)
-	}
 	cl, err := o.publisher()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(cctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("trigger: publish to %s: %w", o.topic, err)
+	m, rec, err := control.Trigger(cctx, cl, o.topic, j, p, nowFunc())
+	if err != nil {
+		return fmt.Errorf("trigger: %w", err)
 	}
 	if o.output == "json" {
 		return writeJSON(stdout, map[string]any{"id": m.ID, "job": m.Job, "partition": rec.Partition, "offset": rec.Offset, "window": m.Window})

@@ -228,12 +228,26 @@ func joinInts(ps []int32) string {
 
 const lagUsage = `kjobctl lag: per partition of the windows topic, the group's committed
 offset, the log end offset, the lag and the owning worker, and the total,
-as kadm computes them (kadm.Client.Lag).
+as kadm computes them (kadm.Client.Lag); then the time lag: how late the
+work is.
 
 These are the numbers kafka-consumer-groups --describe prints, with one
 difference: for a partition without a committed offset kjobctl (like kadm)
 shows COMMITTED "-" and LAG = log end - log start (the records a worker
 would read from the start), where kafka-consumer-groups shows "-" for both.
+LAG counts offsets, and on kjob's transactional topic a transaction's
+commit marker takes one: one running window reads LAG 2.
+
+TIME LAG is the age of the oldest window of the partition that is
+published and due but not settled (done, dead-lettered, skipped or
+superseded), read from the committed offset on (read committed, at most
+5000 records; "≥" when there were more) and the windows' records in
+Redis; OLDEST UNSETTLED names that window and its state (pending: not
+claimed yet, running, failed); WINDOWS counts the window records past the
+committed offset. It does not need the workers to run. A time lag that
+cannot be read (Redis down) is shown as "?" with the reason, and lag then
+exits 1 (--watch goes on). -o json has it per partition (time_lag) and per
+job (time_lag_jobs).
 
 --watch refreshes until interrupted; a failed refresh (a Kafka blip) is
 shown in its frame and the watch goes on. On a terminal each frame
@@ -291,10 +305,17 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return noGroup()
 		case err != nil:
 			return fmt.Errorf("lag: %w", err)
-		case o.output == "json":
-			return writeJSON(stdout, g)
 		}
-		return renderLag(stdout, g)
+		g.AddTimeLag(in.TimeLag(cctx))
+		if o.output == "json" {
+			err = writeJSON(stdout, g)
+		} else {
+			err = renderLag(stdout, g)
+		}
+		if err == nil && g.TimeLagError != "" {
+			err = fmt.Errorf("lag: the time lag could not be read (the offsets were): %s", g.TimeLagError)
+		}
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -303,6 +324,9 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for first := true; ; first = false {
 		cctx, cancel := o.ctx(ctx)
 		g, err := in.Group(cctx)
+		if err == nil {
+			g.AddTimeLag(in.TimeLag(cctx))
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -346,14 +370,55 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 func renderLag(w io.Writer, g *inspect.Group) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "PARTITION\tCOMMITTED\tEND\tLAG\tOWNER\n")
+	fmt.Fprintf(tw, "PARTITION\tCOMMITTED\tEND\tLAG\tOWNER\tTIME LAG\tWINDOWS\tOLDEST UNSETTLED\n")
+	var worst *inspect.PartitionTimeLag
+	windows, atLeast := 0, false
 	for _, p := range g.Partitions {
 		owner := p.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", p.Partition, fmtOffset(p.Committed), p.End, p.Lag, safe(owner))
+		age, n, oldest := "?", "?", "?"
+		if t := p.TimeLag; t != nil {
+			age, n, oldest = fmtAge(t.Age, t.AtLeast), fmt.Sprint(t.Windows), "-"
+			if t.AtLeast {
+				n = "≥" + n
+			}
+			if t.Oldest != nil {
+				oldest = safe(t.Oldest.ID) + " (" + safe(t.Oldest.Status) + ")"
+			}
+			if worst == nil || t.Age > worst.Age {
+				worst = t
+			}
+			windows += t.Windows
+			atLeast = atLeast || t.AtLeast
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, fmtOffset(p.Committed), p.End, p.Lag, safe(owner), age, n, oldest)
 	}
-	fmt.Fprintf(tw, "TOTAL\t\t\t%d\t\n", g.TotalLag)
-	return tw.Flush()
+	age, n := "?", "?"
+	if worst != nil {
+		age, n = fmtAge(worst.Age, atLeast), fmt.Sprint(windows)
+		if atLeast {
+			n = "≥" + n
+		}
+	}
+	fmt.Fprintf(tw, "TOTAL\t\t\t%d\t\t%s\t%s\t\n", g.TotalLag, age, n)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if g.TimeLagError != "" {
+		_, err := fmt.Fprintf(w, "Time lag: unknown (%s)\n", safe(g.TimeLagError))
+		return err
+	}
+	return nil
+}
+
+// fmtAge formats a time lag to the second ("0s", "42s", "3m5s"), "≥"
+// before it when it is a lower bound.
+func fmtAge(d time.Duration, atLeast bool) string {
+	s := d.Round(time.Second).String()
+	if atLeast {
+		s = "≥" + s
+	}
+	return s
 }

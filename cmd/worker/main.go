@@ -27,6 +27,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
@@ -273,7 +274,16 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer lagCl.Close()
-	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log)
+	// And the time lag: the age of the oldest window not yet settled.
+	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: brokers, ClientOpts: kafkaOpts,
+		Topic: c.topic, Group: c.group, States: store})
+	if err != nil {
+		hcancel()
+		wg.Wait()
+		return err
+	}
+	defer timeLag.Close()
+	lag := metrics.NewLag(reg, kadm.NewClient(lagCl), c.group, c.topic, 5*time.Second, log, metrics.WithTimeLag(timeLag, c.metricsJobLabel), metrics.WithTimeLagMaxJobs(c.metricsMaxJobs))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

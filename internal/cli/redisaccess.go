@@ -19,14 +19,20 @@ import (
 )
 
 // The Redis commands each role's ACL user is granted in deploy/SECURITY.md
-// (its ACL SETUSER lines). Tests check that the two lists and the document
+// (its ACL SETUSER lines). Tests check that the lists and the document
 // agree, and that every command the Lua scripts of pkg/lease (producer)
 // and pkg/dedupe (worker) call is listed. CheckRedisAccess probes them one
 // by one to name the command a script was refused when Redis does not say
 // (Redis 7.0).
+//
+// The worker's ZADD, ZREMRANGEBYRANK and ZREMRANGEBYSCORE record the run
+// history (dedupe.Store.AppendRuns). The operator is kjobctl and the
+// dashboard (kjob-operator): pauses, redrive records, backfill markers,
+// the audit stream, window states, the run history and the producer lease.
 var (
 	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hkeys"}
-	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time"}
+	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore"}
+	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "hkeys", "multi", "exec", "zrevrangebyscore", "xadd", "xrevrange"}
 )
 
 // ErrRedisPermission is wrapped by CheckRedisAccess's error when the Redis
@@ -48,9 +54,10 @@ type RedisUse struct {
 }
 
 // RedisRole is what one binary does in Redis, for CheckRedisAccess.
-// Build it with ProducerRedisRole or WorkerRedisRole.
+// Build it with ProducerRedisRole, WorkerRedisRole or OperatorRedisRole.
 type RedisRole struct {
-	// Name is the role in deploy/SECURITY.md: "producer" or "worker".
+	// Name is the role in deploy/SECURITY.md: "producer", "worker" or
+	// "operator".
 	Name string
 	// User is the ACL user the binary connects as, for messages.
 	User string
@@ -79,10 +86,11 @@ type probeKeys struct {
 const accessCheckJob = "_kjob_access_check"
 
 // WorkerRedisRole returns the worker's Redis role: the idempotency scripts
-// of pkg/dedupe, each run on throwaway windows of a job no schedule can
-// name (their records expire within seconds; the job's token counter, one
-// key, stays), plus PING (readiness) and EVAL (scripts are loaded with it
-// when the server does not have them).
+// of pkg/dedupe and the run history (AppendRuns: ZADD and its trims), each
+// run on throwaway windows of a job no schedule can name (their records
+// and the job's history expire within seconds; the job's token counter,
+// one key, stays), plus PING (readiness) and EVAL (scripts are loaded with
+// it when the server does not have them).
 func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (RedisRole, error) {
 	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace, ClaimTTL: time.Second, Retention: time.Second})
 	if err != nil {
@@ -115,7 +123,140 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 			RedisUse{What: "the unclaim script", Run: func(ctx context.Context) error {
 				return w.batch(ctx, w.st.UnclaimBatch, 2)
 			}},
+			RedisUse{What: "the run history (ZADD, ZREMRANGEBYRANK, ZREMRANGEBYSCORE, PEXPIRE)", Run: func(ctx context.Context) error {
+				// One run, so the append trims too, as a worker settling a
+				// window at a time does.
+				now := time.Now()
+				return w.st.AppendRuns(ctx, []dedupe.Run{{WindowID: w.ids[3], Outcome: dedupe.RunDone, Started: now, Finished: now,
+					Attempt: 1, Token: w.tokens[3], Worker: w.owner, Trigger: "manual"}})
+			}},
 		),
+	}, nil
+}
+
+// OperatorRedisRole returns the Redis role of kjobctl and the dashboard
+// (the kjob-operator user of deploy/SECURITY.md): the pause list (pause,
+// read, resume in a MULTI/EXEC), the dead-letter redrive records, the
+// backfill markers, the audit stream (XADD, XREVRANGE), window states (the
+// state script) and Forget, the run history (ZREVRANGEBYSCORE) and the
+// producer lease at leaseKey (GET, read-only), plus EVAL (scripts are
+// loaded with it when the server does not have them). Pauses, redrive
+// records and markers are of the job _kjob_access_check, which no schedule
+// can name, and are removed again (its last resume stays, one field); the
+// audit stream gets one record saying it was a check. kjobctl has no
+// start-up check: the tests run this role against the documented user.
+func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (RedisRole, error) {
+	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace})
+	if err != nil {
+		return RedisRole{}, err
+	}
+	pauses, err := control.NewPauses(rdb, namespace)
+	if err != nil {
+		return RedisRole{}, err
+	}
+	redrives, err := control.NewRedrives(rdb, namespace)
+	if err != nil {
+		return RedisRole{}, err
+	}
+	published, err := control.NewPublished(rdb, namespace, time.Second)
+	if err != nil {
+		return RedisRole{}, err
+	}
+	audit, err := control.NewAuditLog(rdb, namespace, 0)
+	if err != nil {
+		return RedisRole{}, err
+	}
+	live, err := lease.NewRedisLock(rdb, leaseKey)
+	if err != nil {
+		return RedisRole{}, err
+	}
+	window := func() string { return accessCheckJob + "@" + id + "-" + nonce() }
+	letter := control.Letter{Topic: accessCheckJob, Partition: 0, Offset: 0}
+	return RedisRole{
+		Name: "operator", User: user, Commands: RedisOperatorCommands, KeyPattern: "~kjob:{" + namespace + "}:* ~kjob:{" + namespace + ":*",
+		rdb: rdb, probe: probeKeys{key: "kjob:{" + namespace + "}:access-check:probe"},
+		Uses: []RedisUse{
+			evalUse(rdb), // kjobctl does not PING
+			{What: "the window states (the state script) and Forget (DEL)", Run: func(ctx context.Context) error {
+				id := window()
+				if _, err := st.State(ctx, id); !errors.Is(err, dedupe.ErrNotFound) {
+					return err
+				}
+				return st.Forget(ctx, id)
+			}},
+			{What: "the producer lease (GET)", Run: func(ctx context.Context) error {
+				if _, err := live.Get(ctx); err != nil && !errors.Is(err, lease.ErrNoHolder) {
+					return err
+				}
+				return nil
+			}},
+			{What: "the pause list (HSETNX, HGET, HKEYS, HGETALL; resume: MULTI, HDEL, HSET, EXEC)", Run: func(ctx context.Context) error {
+				now := time.Now().UTC()
+				if _, err := pauses.Pause(ctx, control.Pause{Job: accessCheckJob, Since: now, By: "kjob access check " + id}); err != nil && !errors.Is(err, control.ErrAlreadyPaused) {
+					return err
+				}
+				if _, _, err := pauses.Get(ctx, accessCheckJob); err != nil {
+					return err
+				}
+				if _, err := pauses.Paused(ctx); err != nil {
+					return err
+				}
+				if _, err := pauses.List(ctx); err != nil {
+					return err
+				}
+				if _, err := pauses.PausePeriods(ctx); err != nil {
+					return err
+				}
+				_, err := pauses.ResumeAt(ctx, accessCheckJob, now)
+				return err
+			}},
+			{What: "the redrive records (HSETNX, HSET, HGET, HGETALL, HDEL)", Run: func(ctx context.Context) error {
+				rec := control.Redrive{Letter: letter, At: time.Now().UTC(), By: "kjob access check " + id}
+				r, err := redrives.Begin(ctx, rec, false)
+				if errors.Is(err, control.ErrAlreadyRedriven) { // left by a check that stopped halfway
+					r, err = redrives.Begin(ctx, rec, true)
+				}
+				if err != nil {
+					return err
+				}
+				if err := redrives.Finish(ctx, r); err != nil {
+					return err
+				}
+				if _, _, err := redrives.Get(ctx, letter); err != nil {
+					return err
+				}
+				if _, err := redrives.List(ctx, accessCheckJob); err != nil {
+					return err
+				}
+				return redrives.Delete(ctx, letter)
+			}},
+			{What: "the backfill markers (SET, EXISTS, DEL)", Run: func(ctx context.Context) error {
+				ids := []string{window()}
+				if _, err := published.Reserve(ctx, ids, time.Second); err != nil {
+					return err
+				}
+				if err := published.Confirm(ctx, ids); err != nil {
+					return err
+				}
+				if _, err := published.Marked(ctx, ids); err != nil {
+					return err
+				}
+				return published.Release(ctx, ids)
+			}},
+			{What: "the run history (ZREVRANGEBYSCORE)", Run: func(ctx context.Context) error {
+				_, err := st.Runs(ctx, accessCheckJob, dedupe.RunQuery{Limit: 1})
+				return err
+			}},
+			{What: "the audit log (XADD, XREVRANGE)", Run: func(ctx context.Context) error {
+				err := audit.Append(ctx, control.AuditRecord{At: time.Now().UTC(), Who: id, Tool: "kjob access check", Action: "access-check",
+					Target: audit.Key(), Outcome: "ok", Detail: "a check of the Redis user's permissions; nothing was done", Request: nonce()})
+				if err != nil {
+					return err
+				}
+				_, err = audit.Recent(ctx, 1)
+				return err
+			}},
+		},
 	}, nil
 }
 
@@ -244,10 +385,14 @@ func leaseRound(ctx context.Context, l *lease.RedisLock, id string) error {
 func commonUses(rdb redis.UniversalClient) []RedisUse {
 	return []RedisUse{
 		{What: "PING (readiness)", Run: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		{What: "EVAL (scripts are loaded with it when Redis lacks them)", Run: func(ctx context.Context) error {
-			return rdb.Eval(ctx, "return 1", nil).Err()
-		}},
+		evalUse(rdb),
 	}
+}
+
+func evalUse(rdb redis.UniversalClient) RedisUse {
+	return RedisUse{What: "EVAL (scripts are loaded with it when Redis lacks them)", Run: func(ctx context.Context) error {
+		return rdb.Eval(ctx, "return 1", nil).Err()
+	}}
 }
 
 func nonce() string {
@@ -349,8 +494,9 @@ func (r RedisRole) missing(ctx context.Context, err error) string {
 
 // probeCommand runs command c once so that the server checks the user's
 // permission and, when granted, changes nothing: it reads, or its
-// arguments fail only after the permission check (SET with PX 0, INCRBY
-// and PEXPIRE with a non-number, HSET with an odd field count), or it
+// arguments fail only after the permission check (SET with PX 0, INCRBY,
+// PEXPIRE, ZADD, ZREMRANGEBYRANK and ZREMRANGEBYSCORE with a non-number,
+// HSET with an odd field count), or it
 // increments a counter that may grow (INCR on the throwaway lease's epoch
 // counter) or publishes where nobody listens.
 func (r RedisRole) probeCommand(ctx context.Context, c string) error {
@@ -383,6 +529,12 @@ func (r RedisRole) probeCommand(ctx context.Context, c string) error {
 		err = r.rdb.Do(ctx, "incrby", key, "x").Err()
 	case "pexpire":
 		err = r.rdb.Do(ctx, "pexpire", key, "x").Err()
+	case "zadd":
+		err = r.rdb.Do(ctx, "zadd", key, "x", "m").Err()
+	case "zremrangebyrank":
+		err = r.rdb.Do(ctx, "zremrangebyrank", key, "x", "y").Err()
+	case "zremrangebyscore":
+		err = r.rdb.Do(ctx, "zremrangebyscore", key, "x", "y").Err()
 	case "incr":
 		if r.probe.counter == "" {
 			return nil // no counter that may grow: leave it to the scripts

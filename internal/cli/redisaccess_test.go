@@ -62,9 +62,12 @@ func checkRole(t *testing.T, role string, rdb redis.UniversalClient, user string
 	t.Helper()
 	var r cli.RedisRole
 	var err error
-	if role == "producer" {
+	switch role {
+	case "producer":
 		r, err = cli.ProducerRedisRole(rdb, user, "kjob", "p1", inspect.ProducerLeaseKey("kjob"))
-	} else {
+	case "operator":
+		r, err = cli.OperatorRedisRole(rdb, user, "kjob", "o1", inspect.ProducerLeaseKey("kjob"))
+	default:
 		r, err = cli.WorkerRedisRole(rdb, user, "kjob", "w1")
 	}
 	if err != nil {
@@ -84,8 +87,8 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 	users := documentedRedisUsers(t)
 	// The role works without these: go-redis falls back from HELLO to
 	// AUTH, and standbys poll the lease without release announcements.
-	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello"}}
-	for _, role := range []string{"producer", "worker"} {
+	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello"}, "operator": {"hello"}}
+	for _, role := range []string{"producer", "worker", "operator"} {
 		user := "kjob-" + role
 		for _, cmd := range commandsOf(users[user]) {
 			t.Run(role+"/-"+cmd, func(t *testing.T) {
@@ -122,7 +125,7 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 		}
 	})
 	t.Run("documented users pass", func(t *testing.T) {
-		for _, role := range []string{"producer", "worker"} {
+		for _, role := range []string{"producer", "worker", "operator"} {
 			user := "kjob-" + role
 			rdb := setUser(t, admin, addr, user, without(users, user, ""))
 			logs := &logBuffer{t: t}

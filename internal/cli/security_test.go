@@ -209,7 +209,7 @@ func documentedRedisUsers(t *testing.T) map[string]string {
 		name, args, _ := strings.Cut(rest, " ")
 		users[name] = args
 	}
-	for _, u := range []string{"kjob-producer", "kjob-worker"} {
+	for _, u := range []string{"kjob-producer", "kjob-worker", "kjob-operator"} {
 		if !strings.Contains(users[u], ">PASSWORD") {
 			t.Fatalf("deploy/SECURITY.md: no ACL SETUSER line for %s with >PASSWORD (found %v)", u, users)
 		}
@@ -238,7 +238,7 @@ func commandsOf(line string) []string {
 // access check knows each role needs.
 func TestRedisACLsDocumented(t *testing.T) {
 	users := documentedRedisUsers(t)
-	for user, code := range map[string][]string{"kjob-producer": cli.RedisProducerCommands, "kjob-worker": cli.RedisWorkerCommands} {
+	for user, code := range map[string][]string{"kjob-producer": cli.RedisProducerCommands, "kjob-worker": cli.RedisWorkerCommands, "kjob-operator": cli.RedisOperatorCommands} {
 		doc := commandsOf(users[user])
 		if !reflect.DeepEqual(doc, code) {
 			t.Errorf("%s: deploy/SECURITY.md grants %v, internal/cli lists %v: keep them equal", user, doc, code)
@@ -322,7 +322,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		kfake.User(cli.SASLScramSHA512, "kjob-producer", "producer-secret", kfakeACLs(doc["producer"])...),
 		kfake.User(cli.SASLScramSHA256, "kjob-worker", "worker-secret", kfakeACLs(doc["worker"])...))
 	users := documentedRedisUsers(t)
-	redisAddr := testenv.NewRedisTLS(t, certs, redisUser(users, "kjob-producer"), redisUser(users, "kjob-worker"))
+	redisAddr := testenv.NewRedisTLS(t, certs, redisUser(users, "kjob-producer"), redisUser(users, "kjob-worker"), redisUser(users, "kjob-operator"))
 	logs := &logBuffer{t: t}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -460,6 +460,36 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		defer mu.Unlock()
 		return len(ran) >= 2
 	}, "the worker runs signed windows with only its documented grants")
+
+	// kjobctl and the dashboard, as the documented kjob-operator user:
+	// their check passes, and they read what the worker wrote.
+	ordbOpts := redisClient(t, certs, redisAddr, "kjob-operator", "kjob-operator-pw")
+	ordb, err := ordbOpts.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ordb.Close()
+	orole, err := cli.OperatorRedisRole(ordb, ordbOpts.User(), "kjob", "o1", inspect.ProducerLeaseKey("kjob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.CheckRedisAccess(ctx, log, orole); err != nil {
+		t.Fatalf("operator Redis access check with the documented user: %v", err)
+	}
+	ostore, err := dedupe.New(ordb, dedupe.Config{Namespace: "kjob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranIDs []string
+	mu.Lock()
+	for id := range ran {
+		ranIDs = append(ranIDs, id)
+	}
+	mu.Unlock()
+	states, err := ostore.States(ctx, ranIDs)
+	if err != nil || len(states) == 0 {
+		t.Fatalf("the operator reads the states of %v: %v, %v", ranIDs, states, err)
+	}
 
 	// The operator side (here the superuser, as kjobctl would be with its
 	// own principal) asks the agent to move the worker's partitions back

@@ -41,6 +41,13 @@
 // publishes nothing new before the workers have run the first run's
 // windows. Both are kjobctl's own state in Redis, under their own keys.
 //
+// # Operators' actions
+//
+// Trigger publishes a manual window; ReadDeadLetters, AnnotateDeadLetters,
+// PlanRedrive and ExecuteRedrive list and republish dead letters. kjobctl
+// (trigger, dlq) and the dashboard's actions both call them, so an action
+// does the same whichever tool starts it.
+//
 // # Pauses
 //
 // Pauses stores paused jobs in Redis (one hash per namespace); the producer

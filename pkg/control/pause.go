@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -113,12 +114,20 @@ func (s *Pauses) ResumeAt(ctx context.Context, job string, at time.Time) (Pause,
 	if err != nil {
 		return Pause{}, err
 	}
-	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	cmds, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.HDel(ctx, s.key, job)
 		pipe.HSet(ctx, s.resumed, job, b)
 		return nil
 	})
 	if err != nil {
+		// A command refused while queued (an ACL user without +hdel or
+		// +hset) makes EXEC fail with EXECABORT, which does not say why:
+		// the refused command's own error does.
+		for _, c := range cmds {
+			if cerr := c.Err(); cerr != nil && !strings.HasPrefix(cerr.Error(), "EXECABORT") {
+				return Pause{}, fmt.Errorf("control: resume %s: %s: %w", job, c.Name(), cerr)
+			}
+		}
 		return Pause{}, fmt.Errorf("control: resume %s: %w", job, err)
 	}
 	return p, nil

@@ -25,7 +25,8 @@ import (
 var (
 	// ErrNoGroup: the group has no members and no committed offsets.
 	ErrNoGroup = errors.New("group does not exist")
-	// ErrNoTopic: the windows topic does not exist.
+	// ErrNoTopic: the windows topic (a replay) or the dead-letter topic
+	// (ReadDeadLetters) does not exist.
 	ErrNoTopic = errors.New("topic does not exist")
 	// ErrNoPartition: a requested partition is not in the topic.
 	ErrNoPartition = errors.New("no such partition")

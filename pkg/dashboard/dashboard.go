@@ -1,19 +1,25 @@
-// Package dashboard serves kjob's built-in, read-only operator page: who
-// leads, which worker owns which partition, how far behind each partition
-// is (as a chart over the last minutes), every job with its next run and
-// last outcome, the most recent windows and what became of them, and the
-// dead-letter count. It is what `kjobctl dashboard` runs, and it can be
-// mounted in any other HTTP server:
+// Package dashboard serves kjob's built-in operator page: how late the work
+// is (the time lag, as the headline chart over the last minutes), who
+// leads, which worker owns which partition, the offset lag, every job with
+// its next run and last outcome, the most recent windows and what became
+// of them, and the dead-letter count; and per job a page of its past runs
+// with their durations, success rate and p50/p95 duration. It is what
+// `kjobctl dashboard` runs, and it can be mounted in any other HTTP
+// server:
 //
-//	d, err := dashboard.New(dashboard.Config{Inspector: in, States: store, Brokers: brokers, Topic: "kjob.windows"})
+//	d, err := dashboard.New(dashboard.Config{Inspector: in, States: store, TimeLag: tl, Runs: store,
+//		Brokers: brokers, Topic: "kjob.windows"})
 //	go d.Run(ctx)                 // refreshes every Interval until ctx ends
-//	http.Handle("/", d)           // the page, its assets and /api/state, /api/events
+//	http.Handle("/", d)           // the pages, their assets and /api/...
 //
-// The page's HTML, script and style are embedded in the binary (no CDN, no
+// The pages' HTML, script and style are embedded in the binary (no CDN, no
 // build step) and update live from a server-sent event stream; a browser
-// without EventSource polls /api/state instead. The dashboard only reads:
-// it lists the windows topic's newest records with a read-committed
-// consumer that joins no group and asks Redis for each window's state.
+// without EventSource polls /api/state instead. By default the dashboard
+// only reads: it lists the windows topic's newest records with a
+// read-committed consumer that joins no group and asks Redis for each
+// window's state. With Config.Actions it also triggers, pauses, resumes,
+// redrives and replays, through the same functions as kjobctl (see
+// Actions); every request then needs authentication.
 package dashboard
 
 import (
@@ -26,6 +32,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +63,16 @@ type States interface {
 	State(ctx context.Context, id string) (dedupe.State, error)
 }
 
+// TimeLagReader reads the time lag; *inspect.TimeLag implements it.
+type TimeLagReader interface {
+	Read(ctx context.Context) (*inspect.TimeLagReport, error)
+}
+
+// RunReader reads a job's past runs; *dedupe.Store implements it.
+type RunReader interface {
+	Runs(ctx context.Context, job string, q dedupe.RunQuery) ([]dedupe.Run, error)
+}
+
 // Config configures a Dashboard. Inspector, Brokers and Topic are
 // required.
 type Config struct {
@@ -64,6 +81,15 @@ type Config struct {
 	// States supplies the outcome of recent windows. Nil: recent windows
 	// are listed with outcome "unknown".
 	States States
+	// TimeLag supplies the time lag, the headline chart. Nil: the page
+	// shows the offset lag only.
+	TimeLag TimeLagReader
+	// Runs supplies the jobs' past runs for the job pages. Nil: the job
+	// pages show no runs.
+	Runs RunReader
+	// Actions turns on the actions (see Actions). Nil: the dashboard is
+	// read-only and answers only GET and HEAD.
+	Actions *Actions
 	// Brokers and ClientOpts (TLS, SASL) reach the Kafka cluster; Topic is
 	// the windows topic whose newest records are listed.
 	Brokers    []string
@@ -96,6 +122,8 @@ type Dashboard struct {
 	done     chan struct{} // closed when Run returns: ends the event streams
 	doneOnce sync.Once
 
+	actions *actionState // nil: read-only
+
 	mu      sync.Mutex
 	state   *State
 	history []LagPoint
@@ -113,8 +141,15 @@ type State struct {
 	// Snapshot is the inspector's view: leader, group with lag and owners,
 	// jobs, dead letters, and the parts it could not read (Errors).
 	Snapshot *inspect.Snapshot `json:"snapshot"`
-	// Lag is the total and per-partition lag over the last History.
+	// Lag is the total and per-partition lag and time lag over the last
+	// History.
 	Lag []LagPoint `json:"lag"`
+	// TimeLag is the time lag now (nil without Config.TimeLag or when it
+	// could not be read: see TimeLagError).
+	TimeLag      *inspect.TimeLagReport `json:"time_lag,omitempty"`
+	TimeLagError string                 `json:"time_lag_error,omitempty"`
+	// Actions is true when the actions are on.
+	Actions bool `json:"actions"`
 	// Recent lists the newest windows of the topic, newest first.
 	Recent []Execution `json:"recent"`
 	// Errors lists what could not be read in this refresh.
@@ -125,10 +160,17 @@ type State struct {
 type LagPoint struct {
 	At time.Time `json:"at"`
 	// Partitions maps a partition (as a decimal string, for JSON) to its
-	// lag.
+	// offset lag (transaction markers included).
 	Partitions map[string]int64 `json:"partitions"`
 	// Total is the sum over the partitions.
 	Total int64 `json:"total"`
+	// Ages maps a partition to its time lag in seconds (the age of its
+	// oldest unsettled due window), Windows to the window records past its
+	// committed offset; both absent when the time lag was not read.
+	Ages    map[string]float64 `json:"ages,omitempty"`
+	Windows map[string]int     `json:"windows,omitempty"`
+	// MaxAge is the largest of Ages.
+	MaxAge float64 `json:"max_age"`
 }
 
 // Execution is one recent window and what became of it.
@@ -193,13 +235,21 @@ func New(cfg Config) (*Dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dashboard{
+	d := &Dashboard{
 		cfg:    cfg,
 		static: http.FileServerFS(sub),
 		tail:   newTail(cfg.Brokers, cfg.ClientOpts, cfg.Topic, cfg.Recent),
 		subs:   map[chan []byte]struct{}{},
 		done:   make(chan struct{}),
-	}, nil
+	}
+	if cfg.Actions != nil {
+		a := *cfg.Actions
+		if err := a.validate(); err != nil {
+			return nil, err
+		}
+		d.actions = &actionState{a: &a, plans: map[string]storedPlan{}}
+	}
+	return d, nil
 }
 
 // Run follows the windows topic and refreshes the state every Interval
@@ -252,6 +302,14 @@ func (d *Dashboard) refresh(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		st.Errors = append(st.Errors, "recent windows: "+err.Error())
 	}
+	st.Actions = d.actions != nil
+	if d.cfg.TimeLag != nil {
+		st.TimeLag, err = d.cfg.TimeLag.Read(rctx)
+		if err != nil && ctx.Err() == nil {
+			st.TimeLag, st.TimeLagError = nil, err.Error()
+			st.Errors = append(st.Errors, "time lag: "+err.Error())
+		}
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -260,11 +318,21 @@ func (d *Dashboard) refresh(ctx context.Context) {
 	}
 
 	d.mu.Lock()
-	if g := snap.Group; g != nil {
+	if g, tl := snap.Group, st.TimeLag; g != nil || tl != nil {
 		p := LagPoint{At: now, Partitions: map[string]int64{}}
-		for _, pl := range g.Partitions {
-			p.Partitions[fmt.Sprint(pl.Partition)] = pl.Lag
-			p.Total += pl.Lag
+		if g != nil {
+			for _, pl := range g.Partitions {
+				p.Partitions[fmt.Sprint(pl.Partition)] = pl.Lag
+				p.Total += pl.Lag
+			}
+		}
+		if tl != nil {
+			p.Ages, p.Windows = map[string]float64{}, map[string]int{}
+			for _, pt := range tl.Partitions {
+				k := fmt.Sprint(pt.Partition)
+				p.Ages[k], p.Windows[k] = pt.AgeSeconds, pt.Windows
+				p.MaxAge = max(p.MaxAge, pt.AgeSeconds)
+			}
 		}
 		d.history = append(d.history, p)
 	}
@@ -325,23 +393,63 @@ func (d *Dashboard) recent(ctx context.Context) ([]Execution, error) {
 	return out, errors.Join(errs...)
 }
 
-// ServeHTTP serves the page (/), its assets, the state as JSON
-// (/api/state) and a server-sent event stream of it (/api/events). It
-// answers only GET and HEAD. Event streams end when Run returns.
+// ServeHTTP serves the page (/), the job page (/job.html?job=NAME), their
+// assets, the state as JSON (/api/state), a server-sent event stream of it
+// (/api/events) and a job's runs (/api/job?name=NAME). Read-only, it
+// answers only GET and HEAD. With Actions, every request needs
+// authentication (401 without it), and it also serves /api/session,
+// /api/deadletters, /api/audit and the actions (POST /api/actions/NAME).
+// Event streams end when Run returns.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	var s session
+	if d.actions != nil {
+		user, ok := d.authenticate(w, r)
+		if !ok {
+			return
+		}
+		s = session{user: user, id: d.session(w, r)}
+		if name, ok := strings.CutPrefix(r.URL.Path, "/api/actions/"); ok {
+			d.serveAction(w, r, s, name)
+			return
+		}
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "the dashboard is read-only: only GET and HEAD", http.StatusMethodNotAllowed)
+		if d.actions == nil {
+			http.Error(w, "the dashboard is read-only: only GET and HEAD", http.StatusMethodNotAllowed)
+		} else {
+			http.Error(w, "only GET and HEAD here; actions are POST /api/actions/NAME", http.StatusMethodNotAllowed)
+		}
 		return
 	}
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	switch r.URL.Path {
 	case "/api/state":
 		d.serveState(w)
 	case "/api/events":
 		d.serveEvents(w, r)
+	case "/api/job":
+		d.serveJob(w, r)
+	case "/api/session":
+		if d.actions == nil {
+			writeJSONStatus(w, http.StatusOK, map[string]any{"actions": false})
+			return
+		}
+		d.serveSession(w, s)
+	case "/api/deadletters", "/api/audit":
+		if d.actions == nil {
+			http.Error(w, "the dashboard's actions are off", http.StatusNotFound)
+			return
+		}
+		if r.URL.Path == "/api/audit" {
+			d.serveAudit(w, r)
+		} else {
+			d.serveDeadLetters(w, r)
+		}
 	default:
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		d.static.ServeHTTP(w, r)
 	}
 }

@@ -74,6 +74,12 @@
 //	                          (a completion within the claim keeps the
 //	                          claim's TTL, which exceeds Retention)
 //	kjob:{<ns>:<job>}:token   counter of fencing tokens; no TTL
+//	kjob:{<ns>:<job>}:runs    sorted set: the job's run history (AppendRuns,
+//	                          Runs; see history.go), one member per batch of
+//	                          runs settled together, scored by its newest
+//	                          run's end (Unix ms); at most HistoryBatches
+//	                          members, none older than Retention; TTL
+//	                          Retention from the last trim
 //
 // The live claim is part of the window's hash: the latest token and its
 // holder own the window while status is "running" and the server's TIME

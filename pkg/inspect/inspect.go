@@ -1,18 +1,22 @@
 // Package inspect reads what a running kjob deployment is doing, for
-// kjobctl status and lag and for dashboards: the producer leader (from its
-// lease), the workers' group members and their partitions, per-partition
-// lag as kadm computes it, and per job its schedule, next fire times, last
-// published window and that window's outcome. It only reads.
+// kjobctl status and lag, dashboards and the workers' metrics: the
+// producer leader (from its lease), the workers' group members and their
+// partitions, per-partition lag as kadm computes it, per job its schedule,
+// next fire times, last published window and that window's outcome, and
+// the time lag: per partition and per job the age of the oldest window
+// that is published and due but not settled (TimeLag). It only reads.
 //
 //	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Jobs: file.Jobs})
 //	defer in.Close()
 //	snap, err := in.Snapshot(ctx)
+//	lag, err := in.TimeLag(ctx)
 package inspect
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -221,15 +225,52 @@ type Group struct {
 	Partitions []PartitionLag `json:"partitions"`
 	// TotalLag is the sum of the partitions' lag.
 	TotalLag int64 `json:"total_lag"`
+	// TimeLagJobs is the time lag per job and TimeLagError why it could
+	// not be read, when AddTimeLag was called (kjobctl lag).
+	TimeLagJobs  []JobTimeLag `json:"time_lag_jobs,omitempty"`
+	TimeLagError string       `json:"time_lag_error,omitempty"`
+}
+
+// AddTimeLag adds a time lag read (TimeLag) to g: each partition's
+// PartitionLag.TimeLag and the jobs' TimeLagJobs, or, if err is not nil,
+// TimeLagError.
+func (g *Group) AddTimeLag(r *TimeLagReport, err error) {
+	if err != nil {
+		g.TimeLagError = err.Error()
+		return
+	}
+	byPart := map[int32]*PartitionTimeLag{}
+	for i := range r.Partitions {
+		byPart[r.Partitions[i].Partition] = &r.Partitions[i]
+	}
+	for i := range g.Partitions {
+		g.Partitions[i].TimeLag = byPart[g.Partitions[i].Partition]
+	}
+	g.TimeLagJobs = r.Jobs
 }
 
 // Member is one group member.
 type Member struct {
 	// ClientID is the worker id (the worker sends it as Kafka client id).
-	ClientID   string  `json:"client_id"`
-	MemberID   string  `json:"member_id"`
+	ClientID string `json:"client_id"`
+	MemberID string `json:"member_id"`
+	// Host is the client host as the broker reports it, with the member's
+	// ephemeral port ("/10.0.3.7:51234"); Address is its address alone
+	// ("10.0.3.7"), which names the machine or pod.
 	Host       string  `json:"host"`
+	Address    string  `json:"address"`
 	Partitions []int32 `json:"partitions"`
+}
+
+// HostAddress returns the address part of a client host as Kafka reports
+// it: without a leading '/' and without the port ("/10.0.3.7:51234" ->
+// "10.0.3.7", "/[::1]:5000" -> "::1").
+func HostAddress(host string) string {
+	host = strings.TrimPrefix(host, "/")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 }
 
 // PartitionLag is one partition of the windows topic as the group sees it.
@@ -244,6 +285,8 @@ type PartitionLag struct {
 	Lag int64 `json:"lag"`
 	// Owner is the owning member's client id; empty if unassigned.
 	Owner string `json:"owner"`
+	// TimeLag is the partition's time lag, when read (Group.AddTimeLag).
+	TimeLag *PartitionTimeLag `json:"time_lag,omitempty"`
 }
 
 // JobStatus is one job's schedule and latest window.
@@ -389,7 +432,7 @@ func (in *Inspector) Group(ctx context.Context) (*Group, error) {
 	g := &Group{Name: in.cfg.Group, State: l.State}
 	owner := map[int32]string{}
 	for _, m := range l.Members {
-		mem := Member{ClientID: m.ClientID, MemberID: m.MemberID, Host: m.ClientHost, Partitions: []int32{}}
+		mem := Member{ClientID: m.ClientID, MemberID: m.MemberID, Host: m.ClientHost, Address: HostAddress(m.ClientHost), Partitions: []int32{}}
 		if c, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range c.Topics {
 				if t.Topic == in.cfg.Topic {

@@ -205,3 +205,11 @@ func TestSnapshotDown(t *testing.T) {
 		t.Fatalf("job %+v: want partition, pause and last window unknown", a)
 	}
 }
+
+func TestHostAddress(t *testing.T) {
+	for in, want := range map[string]string{"/127.0.0.1:50001": "127.0.0.1", "/[::1]:5000": "::1", "10.0.3.7:9": "10.0.3.7", "worker-0.kjob": "worker-0.kjob", "/[fe80::1]": "fe80::1", "": ""} {
+		if got := inspect.HostAddress(in); got != want {
+			t.Errorf("HostAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

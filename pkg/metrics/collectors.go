@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/inspect"
 )
 
 // RedisPool returns a collector of a Redis client's connection pool
@@ -54,6 +55,10 @@ func (c *redisPool) Collect(ch chan<- prometheus.Metric) {
 // kjob_consumer_end_offset), refreshed by Run every interval with kadm, so
 // a scrape never waits for Kafka. The workers commit past transaction
 // markers, so a drained group reads 0 here as in every Kafka tool.
+//
+// With WithTimeLag it also exports the time lag (see timeLagCollector):
+// how old the oldest published, due and unsettled window is, per
+// partition and per job, and how old each job's newest settled window is.
 type Lag struct {
 	adm              *kadm.Client
 	group, topic     string
@@ -61,11 +66,53 @@ type Lag struct {
 	log              *slog.Logger
 	lag, commit, end *prometheus.GaugeVec
 	errors           prometheus.Counter
+	timeLag          *timeLagCollector // nil without WithTimeLag
+}
+
+// LagOption configures NewLag.
+type LagOption func(*lagOptions)
+
+type lagOptions struct {
+	timeLag  TimeLagReader
+	withTime bool
+	jobLabel bool
+	maxJobs  int
+	now      func() time.Time
+}
+
+// TimeLagReader measures the time lag; *inspect.TimeLag implements it.
+type TimeLagReader interface {
+	Read(ctx context.Context) (*inspect.TimeLagReport, error)
+}
+
+// WithTimeLag makes the Lag collector read r every refresh and export the
+// time lag: kjob_oldest_unsettled_window_age_seconds,
+// kjob_consumer_lag_windows and kjob_time_lag_truncated per partition,
+// and, per job, kjob_job_oldest_unsettled_window_age_seconds and
+// kjob_newest_settled_window_age_seconds; jobLabel false reports those two
+// under kjob_job="" (the largest age over the jobs), as WithoutJobLabel
+// does for the other metrics.
+func WithTimeLag(r TimeLagReader, jobLabel bool) LagOption {
+	return func(o *lagOptions) { o.timeLag, o.withTime, o.jobLabel = r, true, jobLabel }
+}
+
+// WithTimeLagMaxJobs bounds the kjob_job values of the time lag's per-job
+// series at n (at least 1; default DefaultMaxJobLabels), as
+// WithMaxJobLabels does for the other metrics: the first n job names seen
+// keep their own series, later ones share kjob_job=OtherJobLabel (with the
+// largest age among them). Pass the bound given to WithMaxJobLabels (the
+// worker's --metrics-max-jobs).
+func WithTimeLagMaxJobs(n int) LagOption {
+	return func(o *lagOptions) { o.maxJobs = max(n, 1) }
 }
 
 // NewLag creates the lag collector and registers it with reg; call Run to
 // refresh it.
-func NewLag(reg prometheus.Registerer, adm *kadm.Client, group, topic string, interval time.Duration, log *slog.Logger) *Lag {
+func NewLag(reg prometheus.Registerer, adm *kadm.Client, group, topic string, interval time.Duration, log *slog.Logger, opts ...LagOption) *Lag {
+	var o lagOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	l := &Lag{adm: adm, group: group, topic: topic, interval: interval, log: log,
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kjob_consumer_lag",
 			Help: "Records of the windows topic not yet committed by the worker group, per partition (end offset - committed offset)."}, []string{"partition"}),
@@ -77,6 +124,10 @@ func NewLag(reg prometheus.Registerer, adm *kadm.Client, group, topic string, in
 			Help: "Lag refreshes that failed (Kafka unreachable)."}),
 	}
 	reg.MustRegister(l.lag, l.commit, l.end, l.errors)
+	if o.withTime {
+		l.timeLag = newTimeLagCollector(o.timeLag, o.jobLabel, o.maxJobs, o.now)
+		reg.MustRegister(l.timeLag)
+	}
 	return l
 }
 
@@ -94,8 +145,17 @@ func (l *Lag) Run(ctx context.Context) {
 	}
 }
 
-// Refresh reads the lag once.
+// Refresh reads the lag once, and the time lag with WithTimeLag.
 func (l *Lag) Refresh(ctx context.Context) {
+	if l.timeLag != nil {
+		rctx, cancel := context.WithTimeout(ctx, max(l.interval, 5*time.Second))
+		err := l.timeLag.refresh(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			l.timeLag.errors.Inc()
+			l.log.Debug("cannot read the time lag", "group", l.group, "err", err)
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, l.interval)
 	defer cancel()
 	lags, err := l.adm.Lag(rctx, l.group)
@@ -130,7 +190,7 @@ func (l *Lag) Refresh(ctx context.Context) {
 func Names() []string {
 	var d describer
 	New(&d)
-	NewLag(&d, nil, "", "", time.Second, nil)
+	NewLag(&d, nil, "", "", time.Second, nil, WithTimeLag(nil, true))
 	d.MustRegister(RedisPool(nil), Stalls(nil))
 	return d.names()
 }

@@ -1,75 +1,19 @@
-// kjob dashboard: renders the state pushed on /api/events (or polled from
-// /api/state). Everything is built with DOM calls and textContent, so no
-// value from the deployment is ever parsed as HTML.
+// kjob dashboard, main page: renders the state pushed on /api/events (or
+// polled from /api/state) and, with the actions on, the dead letters, the
+// replay form and the audit log.
 "use strict";
 
-const palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"];
 let last = null; // the last state received
-let pollTimer = null;
+let plan = null; // the replay plan waiting for its confirmation
 
-function $(id) { return document.getElementById(id); }
-
-function el(tag, text, cls) {
-  const e = document.createElement(tag);
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  if (cls) e.className = cls;
-  return e;
+function jobLink(name) {
+  const a = el("a", name);
+  a.href = "job.html?name=" + encodeURIComponent(name);
+  return a;
 }
 
-function svg(tag, attrs) {
-  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
-  for (const k in attrs) e.setAttribute(k, attrs[k]);
-  return e;
-}
-
-function fmtDur(ms) {
-  const neg = ms < 0;
-  let s = Math.round(Math.abs(ms) / 1000);
-  let out;
-  if (s < 60) out = s + "s";
-  else if (s < 3600) out = Math.floor(s / 60) + "m" + (s % 60 ? (s % 60) + "s" : "");
-  else if (s < 86400) out = Math.floor(s / 3600) + "h" + (Math.floor(s / 60) % 60 ? (Math.floor(s / 60) % 60) + "m" : "");
-  else out = Math.floor(s / 86400) + "d" + (Math.floor(s / 3600) % 24 ? (Math.floor(s / 3600) % 24) + "h" : "");
-  return neg ? out + " ago" : "in " + out;
-}
-
-function isSet(t) { return t && !t.startsWith("0001-01-01"); }
-
-function rel(t) {
-  if (!isSet(t)) return "-";
-  return fmtDur(new Date(t).getTime() - Date.now());
-}
-
-function ago(t) {
-  if (!isSet(t)) return "-";
-  const ms = Date.now() - new Date(t).getTime();
-  return ms < 1000 ? "just now" : fmtDur(-ms);
-}
-
-function utc(t) { return isSet(t) ? t.replace(".000Z", "Z") : "-"; }
-
-function outcome(o) { return el("span", o || "-", "outcome " + String(o || "").split(" ")[0]); }
-
-function fillTable(id, rows) {
-  const body = $(id).tBodies[0];
-  body.replaceChildren(...rows.map((cells) => {
-    const tr = document.createElement("tr");
-    for (const c of cells) {
-      const td = document.createElement("td");
-      if (c instanceof Node) td.appendChild(c);
-      else if (c && typeof c === "object") { td.textContent = c.text; td.className = c.cls || ""; if (c.title) td.title = c.title; }
-      else td.textContent = c === undefined || c === null ? "-" : String(c);
-      tr.appendChild(td);
-    }
-    return tr;
-  }));
-  if (rows.length === 0) {
-    const tr = document.createElement("tr");
-    const td = el("td", "none", "meta");
-    td.colSpan = $(id).tHead.rows[0].cells.length;
-    tr.appendChild(td);
-    body.appendChild(tr);
-  }
+function ageText(tl, atLeast) {
+  return (atLeast ? "≥ " : "") + secs(tl);
 }
 
 function render(st) {
@@ -78,35 +22,59 @@ function render(st) {
   $("namespace").textContent = st.namespace ? "· " + st.namespace : "";
   $("updated").textContent = new Date(st.at).toLocaleTimeString();
   $("interval").textContent = (st.interval_ms / 1000) + "s";
+  $("mode").textContent = st.actions ? "actions on" : "read-only";
 
-  // Leader.
-  // A part that could not be read shows "unknown", never a zero value.
+  // Time lag: the headline. A part that could not be read shows
+  // "unknown", never a zero value.
+  const tl = st.time_lag;
+  if (tl) {
+    $("time-lag").textContent = ageText(tl.age_seconds, tl.at_least);
+    $("time-lag-meta").textContent = tl.oldest ? "oldest: " + tl.oldest.id + " (" + tl.oldest.status + ")" : "no due window waits";
+    let windows = 0;
+    for (const p of tl.partitions || []) windows += p.windows;
+    $("total-lag").textContent = (tl.at_least ? "≥ " : "") + windows;
+  } else {
+    $("time-lag").textContent = "unknown";
+    $("time-lag-meta").textContent = st.time_lag_error || "the time lag is not configured";
+    $("total-lag").textContent = "unknown";
+  }
+  const g = snap.group;
+  $("total-lag-meta").textContent = "window records not yet committed" + (g && !snap.group_error ? " (offsets: " + g.total_lag + ")" : "");
+
   const l = snap.leader;
   $("leader-holder").textContent = snap.leader_error ? "unknown" : l ? l.holder : "none";
   $("leader-meta").textContent = snap.leader_error ? snap.leader_error : l ? "epoch " + l.epoch + " · since " + utc(l.since) : "no producer holds the lease";
-
-  // Group.
-  const g = snap.group;
   $("group-state").textContent = snap.group_error ? "unknown" : g ? g.state : "no group";
   $("group-meta").textContent = snap.group_error ? snap.group_error : g ? g.name + " · " + (g.members || []).length + " member(s)" : "no worker has joined yet";
-  $("total-lag").textContent = g && !snap.group_error ? g.total_lag : "unknown";
   $("dead-letters").textContent = snap.dead_letters_error ? "unknown" : snap.dead_letters;
 
-  // Errors.
   $("errors").replaceChildren(...(st.errors || []).map((e) => el("li", e)));
 
-  fillTable("members", (g && g.members || []).map((m) => [m.client_id, m.host, (m.partitions || []).join(", ") || "-"]));
-  fillTable("partitions", (g && g.partitions || []).map((p) => [p.partition, p.owner || "-", p.committed < 0 ? "-" : p.committed, p.end, p.lag]));
+  fillTable("members", (g && g.members || []).map((m) => [
+    m.client_id, { text: m.address || "-", title: "member " + m.member_id + " from " + m.host }, (m.partitions || []).join(", ") || "-"]));
+  const tlp = {};
+  for (const p of (tl && tl.partitions) || []) tlp[p.partition] = p;
+  fillTable("partitions", (g && g.partitions || []).map((p) => {
+    const t = tlp[p.partition];
+    return [p.partition, p.owner || "-",
+      t ? ageText(t.age_seconds, t.at_least) : "?", t ? (t.at_least ? "≥ " : "") + t.windows : "?",
+      t && t.oldest ? { text: t.oldest.id + " (" + t.oldest.status + ")", cls: "id", title: t.oldest.id } : (t ? "-" : "?"),
+      p.committed < 0 ? "-" : p.committed, p.end, p.lag];
+  }));
 
+  const tlj = {};
+  for (const j of (tl && tl.jobs) || []) tlj[j.job] = j;
   fillTable("jobs", (snap.jobs || []).map((j) => {
     const state = !j.in_file ? "not in file" : j.paused_unknown ? "unknown" : j.paused ? "paused" : j.enabled ? "enabled" : "disabled";
     const next = (j.next || [])[0];
     const lw = j.last;
+    const t = tlj[j.name];
     return [
-      j.name, j.schedule || "-", j.timezone || "-", state, j.partition_unknown ? "?" : j.partition,
-      next ? { text: rel(next), title: utc(next), cls: "rel", } : "-",
+      jobLink(j.name), j.schedule || "-", j.timezone || "-", state, j.partition_unknown ? "?" : j.partition,
+      next ? { text: rel(next), title: utc(next), cls: "rel" } : "-",
       lw ? { text: lw.id, cls: "id", title: "published " + utc(lw.published_at) } : "-",
       j.last_unknown ? "unknown" : lw ? outcome(lw.outcome) : "-",
+      t ? ageText(t.age_seconds, t.at_least) : "-",
     ];
   }));
 
@@ -117,51 +85,26 @@ function render(st) {
     { text: r.updated_at ? ago(r.updated_at) : "-", title: utc(r.updated_at || "") },
   ]));
 
-  drawLag(st);
+  drawCharts(st);
 }
 
-function drawLag(st) {
-  const chart = $("lag-chart");
-  const W = 800, H = 220, L = 44, R = 8, T = 10, B = 22;
+function drawCharts(st) {
   const pts = st.lag || [];
-  const parts = new Set();
-  for (const p of pts) for (const k in p.partitions) parts.add(k);
-  const keys = [...parts].sort((a, b) => Number(a) - Number(b));
-  let maxLag = 1;
-  for (const p of pts) for (const k of keys) maxLag = Math.max(maxLag, p.partitions[k] || 0);
   const end = new Date(st.at).getTime();
   const first = pts.length ? new Date(pts[0].at).getTime() : end;
-  const span = Math.max(end - first, 60000);
-  const x = (t) => L + (W - L - R) * (1 - (end - t) / span);
-  const y = (v) => T + (H - T - B) * (1 - v / maxLag);
-  const nodes = [];
-  for (let i = 0; i <= 4; i++) {
-    const v = Math.round(maxLag * i / 4);
-    nodes.push(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
-    const t = svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" });
-    t.textContent = String(v);
-    nodes.push(t);
-  }
-  for (let i = 0; i <= 4; i++) {
-    const t = svg("text", { x: L + (W - L - R) * i / 4, y: H - 6, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle", class: "axis" });
-    const back = span * (4 - i) / 4;
-    t.textContent = i === 4 ? "now" : "-" + fmtDur(back).replace("in ", "");
-    nodes.push(t);
-  }
-  keys.forEach((k, i) => {
-    // A negative lag means kadm could not compute it: no point.
-    const coords = pts.filter((p) => k in p.partitions && p.partitions[k] >= 0).map((p) => x(new Date(p.at).getTime()).toFixed(1) + "," + y(p.partitions[k]).toFixed(1));
-    nodes.push(svg("polyline", { points: coords.join(" "), stroke: palette[i % palette.length], "data-partition": k }));
-  });
-  chart.replaceChildren(...nodes);
-  $("lag-span").textContent = "(last " + fmtDur(span).replace("in ", "") + ", max " + maxLag + ")";
-  $("lag-legend").replaceChildren(...keys.map((k, i) => {
-    const s = el("span", "partition " + k);
-    const sw = el("i");
-    sw.style.background = palette[i % palette.length];
-    s.prepend(sw);
-    return s;
-  }));
+  const spanMS = Math.max(end - first, 60000);
+  const ages = pts.filter((p) => p.ages).map((p) => ({ t: new Date(p.at).getTime(), v: p.ages }));
+  const a = lineChart($("age-chart"), ages, end, spanMS, secs, "data-partition", 2);
+  legend("age-legend", a.keys, (k) => "partition " + k);
+  let maxAge = 0;
+  for (const p of ages) for (const k in p.v) maxAge = Math.max(maxAge, p.v[k]);
+  $("age-span").textContent = "(last " + span(spanMS) + ", max " + secs(maxAge) + ")";
+  const offs = pts.map((p) => ({ t: new Date(p.at).getTime(), v: p.partitions || {} }));
+  const o = lineChart($("lag-chart"), offs, end, spanMS, (v) => String(Math.round(v * 10) / 10), "data-partition", 4);
+  legend("lag-legend", o.keys, (k) => "partition " + k);
+  let maxLag = 0;
+  for (const p of offs) for (const k in p.v) maxLag = Math.max(maxLag, p.v[k]);
+  $("lag-span").textContent = "(offsets, last " + span(spanMS) + ", max " + maxLag + ")";
 }
 
 function setConn(cls, text) {
@@ -178,7 +121,7 @@ async function poll() {
   } catch (e) {
     setConn("down", "disconnected");
   }
-  pollTimer = setTimeout(poll, last ? last.interval_ms : 2000);
+  setTimeout(poll, last ? last.interval_ms : 2000);
 }
 
 function connect() {
@@ -188,6 +131,86 @@ function connect() {
   es.onerror = () => setConn("connecting", "reconnecting");
 }
 
+// Dead letters, with a redrive button for each letter a redrive would
+// republish.
+async function loadLetters() {
+  const r = await fetch("api/deadletters", { cache: "no-store", credentials: "same-origin" });
+  const b = await r.json();
+  if (!r.ok) { showResult("dlq-result", { ok: false, status: r.status, body: b }); return; }
+  fillTable("dlq", (b.letters || []).map((d) => {
+    let cell = el("span", d.skip ? "left out: " + d.skip : d.with ? "with letter " + d.with : "", "meta");
+    if (!d.skip && !d.with) {
+      cell = el("button", "Redrive");
+      cell.type = "button";
+      cell.dataset.letter = d.id;
+      cell.addEventListener("click", async () => {
+        if (!confirm("Redrive dead letter " + d.id + " (" + (d.window_id || "undecodable") + ")? Its window runs again.")) return;
+        cell.disabled = true;
+        const res = await act("redrive", { letter: d.id });
+        showResult("dlq-result", res);
+        loadLetters();
+        loadAudit();
+      });
+    }
+    return [d.id, { text: d.window_id || "(undecodable)", cls: "id", title: d.window_id || d.value || "" }, { text: d.reason, cls: "id", title: d.reason },
+      d.window_state ? d.window_state.status + " (token " + d.window_state.token + ")" : "none",
+      d.redriven ? utc(d.redriven.at) : "-", cell];
+  }));
+}
+
+async function loadAudit() {
+  const r = await fetch("api/audit", { cache: "no-store", credentials: "same-origin" });
+  if (!r.ok) return;
+  const b = await r.json();
+  fillTable("audit", (b.records || []).map((a) => [utc(a.at), a.who, a.action, a.target, outcome(a.outcome), { text: a.detail || "", cls: "id", title: a.detail || "" }]));
+}
+
+function replayBody() {
+  const body = { group: $("replay-group").value.trim(), mode: $("replay-mode").value, value: $("replay-value").value.trim(), rerun: $("replay-rerun").checked };
+  const job = $("replay-job").value.trim();
+  if (job) body.job = job;
+  return body;
+}
+
+function showPlan(p) {
+  $("replay-plan-view").hidden = false;
+  fillTable("replay-table", p.partitions.map((x) => [x.partition, x.owner || "-", x.before < 0 ? "-" : x.before, x.target, x.replayed, x.log_start, x.log_end,
+    x.clamped ? "clamped to " + x.clamped : ""]));
+  const notes = [];
+  notes.push(p.online ? "Group " + p.group + " (" + p.state + "): through the control topic, each partition's owner seeks and commits." :
+    "Group " + p.group + " has no members: offsets are committed directly.");
+  if (p.spec.rerun) notes.push("Done markers of " + (p.rerun || []).length + " replayed windows will be cleared, so they run again.");
+  else {
+    if ((p.retry || []).length) notes.push("Records of " + p.retry.length + " failed or dead-lettered window(s) in the range will be cleared, so they run again: " + p.retry.map((r) => r.id).join(", "));
+    notes.push("Windows already done are skipped when re-delivered.");
+  }
+  $("replay-notes").textContent = notes.join(" ");
+}
+
+function setupActions() {
+  $("dlq-reload").addEventListener("click", loadLetters);
+  $("replay-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("replay-plan-view").hidden = true;
+    plan = null;
+    const res = await act("replay-plan", replayBody());
+    showResult("replay-result", res);
+    if (res.ok) { plan = res.body.plan_id; showPlan(res.body.plan); }
+    loadAudit();
+  });
+  $("replay-execute").addEventListener("click", async () => {
+    if (!plan || !confirm("Execute this replay? The workers' offsets move and the windows in the range are delivered again.")) return;
+    const res = await act("replay-execute", { plan: plan });
+    plan = null;
+    $("replay-plan-view").hidden = true;
+    showResult("replay-result", res);
+    loadAudit();
+  });
+  loadLetters();
+  loadAudit();
+}
+
 // Relative times ("in 3s", "12s ago") move on between updates.
 setInterval(() => { if (last) render(last); }, 1000);
 connect();
+loadSession().then((s) => { if (s) setupActions(); });
