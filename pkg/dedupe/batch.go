@@ -135,14 +135,35 @@ type Settlement struct {
 // no per-window result is known, and the caller may retry; windows settled
 // by the failed call then report ErrAlreadyDone (a repeated extend or
 // release succeeds).
-func (s *Store) Settle(ctx context.Context, ss []Settlement) ([]error, error) {
-	return s.settle(ctx, ss, "settle batch", "settle batch of "+strconv.Itoa(len(ss)))
+//
+// runs, if any, are appended to their jobs' run history (AppendRuns) in
+// the same round trip, after the settlements: a worker records the
+// settlements of its last call with its next one, so the history costs no
+// round trip of its own. Appending is best effort: its errors are not
+// reported (a history lost to an outage is not a settlement lost), but an
+// invalid run fails the call before anything is sent.
+func (s *Store) Settle(ctx context.Context, ss []Settlement, runs ...Run) ([]error, error) {
+	return s.settle(ctx, ss, runs, "settle batch", "settle batch of "+strconv.Itoa(len(ss)))
 }
 
 // settle is Settle, with what naming the call in batch-wide errors and
 // invalid in errors about invalid window ids.
-func (s *Store) settle(ctx context.Context, ss []Settlement, invalid, what string) ([]error, error) {
+func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid, what string) ([]error, error) {
+	var history []func(redis.Pipeliner)
+	if len(runs) > 0 {
+		for i := range runs {
+			if _, err := runJob(&runs[i]); err != nil {
+				return nil, fmt.Errorf("%s: run %d: %w", what, i, err)
+			}
+		}
+		history = append(history, func(pipe redis.Pipeliner) { _ = s.appendRuns(ctx, pipe, runs) })
+	}
 	if len(ss) == 0 {
+		if len(runs) > 0 {
+			pipe := s.rdb.Pipeline()
+			history[0](pipe)
+			_, _ = pipe.Exec(ctx)
+		}
 		return nil, nil
 	}
 	ids := make([]string, len(ss))
@@ -160,14 +181,15 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, invalid, what strin
 	args := func(g *batchGroup) []any { return s.settleArgs(ss, g) }
 	results := func(call *batchGroup, cmd *redis.Cmd) error { return settleResults(ss, call.idx, cmd, errs) }
 	if len(groups) > 1 && s.crossJob(ctx) {
-		if groups, err = s.across(ctx, settleScript, groups, args, results); err != nil {
+		if groups, err = s.across(ctx, settleScript, groups, args, results, history...); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if len(groups) == 0 {
 			return errs, nil
 		}
+		history = nil // sent with the calls above
 	}
-	cmds, err := s.pipeline(ctx, settleScript, groups, args)
+	cmds, err := s.pipeline(ctx, settleScript, groups, args, history...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -257,7 +279,7 @@ func (s *Store) settleAll(ctx context.Context, op Op, ids []string, tokens []int
 	for i, id := range ids {
 		ss[i] = Settlement{ID: id, Op: op, Token: tokens[i]}
 	}
-	return s.settle(ctx, ss, op.String()+" batch", op.String()+" batch of "+strconv.Itoa(len(ss)))
+	return s.settle(ctx, ss, nil, op.String()+" batch", op.String()+" batch of "+strconv.Itoa(len(ss)))
 }
 
 // batchGroup is the windows of one job in a batch: the keys of one script
@@ -305,8 +327,8 @@ func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
 
 // pipeline runs script once per group; see pipelineCmds. It returns an
 // error if any command failed.
-func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any) ([]*redis.Cmd, error) {
-	cmds := s.pipelineCmds(ctx, script, groups, argsOf)
+func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+	cmds := s.pipelineCmds(ctx, script, groups, argsOf, extra...)
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
 			return nil, err
@@ -319,14 +341,18 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*ba
 // EVALSHA. Commands the server answered NOSCRIPT (script cache flushed, a
 // new server, another Cluster node) did not run; they are sent again as
 // EVAL, which also caches the script. The caller checks each command's
-// error.
-func (s *Store) pipelineCmds(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any) []*redis.Cmd {
+// error. extra adds commands of the caller's own to the same pipeline,
+// after the scripts (sent once: not again with the EVALs).
+func (s *Store) pipelineCmds(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
 	args := make([][]any, len(groups))
 	pipe := s.rdb.Pipeline()
 	for i, g := range groups {
 		args[i] = argsOf(g)
 		cmds[i] = script.EvalSha(ctx, pipe, g.keys, args[i]...)
+	}
+	for _, add := range extra {
+		add(pipe)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 
@@ -421,12 +447,12 @@ func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owne
 // because their keys span hash slots (a cluster behind a proxy that
 // reported itself standalone): those did not run, and the caller runs them
 // one job per call; from then on the store makes only such calls.
-func (s *Store) across(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, use func(call *batchGroup, cmd *redis.Cmd) error) ([]*batchGroup, error) {
+func (s *Store) across(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, use func(call *batchGroup, cmd *redis.Cmd) error, extra ...func(redis.Pipeliner)) ([]*batchGroup, error) {
 	calls := make([]*batchGroup, 0, 1)
 	for _, run := range bundle(groups) {
 		calls = append(calls, merge(run))
 	}
-	cmds := s.pipelineCmds(ctx, script, calls, argsOf)
+	cmds := s.pipelineCmds(ctx, script, calls, argsOf, extra...)
 	var left []*batchGroup
 	for c, cmd := range cmds {
 		if slotError(cmd.Err()) {

@@ -335,7 +335,7 @@ func (s *Store) DeadLetter(ctx context.Context, id string, token int64, reason s
 
 // settleOne settles one window (see Settle).
 func (s *Store) settleOne(ctx context.Context, st Settlement) error {
-	errs, err := s.settle(ctx, []Settlement{st}, st.Op.String(), st.Op.String()+" "+st.ID)
+	errs, err := s.settle(ctx, []Settlement{st}, nil, st.Op.String(), st.Op.String()+" "+st.ID)
 	if err != nil {
 		return err
 	}

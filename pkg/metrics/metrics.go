@@ -299,8 +299,8 @@ func (s *instrumented) ClaimBatch(ctx context.Context, ids []string, owner strin
 	return cs, err
 }
 
-func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
-	errs, err := s.Store.Settle(ctx, ss)
+func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
+	errs, err := s.Store.Settle(ctx, ss, runs...)
 	if err != nil {
 		ops := map[dedupe.Op]bool{}
 		for _, st := range ss {

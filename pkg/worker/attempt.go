@@ -293,6 +293,7 @@ func (l *loop) attemptEnded(a *attempt, res result) {
 // bounded by the store call timeout; the attempts' own step-down timers
 // cancel any handler whose claim goes unproven meanwhile.
 func (l *loop) extendClaims() {
+	l.flushRuns = true // history of a quiet partition: with the next kick
 	if l.extend || len(l.running) == 0 {
 		return
 	}

@@ -47,12 +47,12 @@ func (c *callCounter) ClaimBatch(ctx context.Context, ids []string, owner string
 	return c.Store.ClaimBatch(ctx, ids, owner)
 }
 
-func (c *callCounter) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+func (c *callCounter) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
 	c.settles.Add(1)
 	c.settled.Add(int64(len(ss)))
 	t := time.Now()
 	defer func() { c.settleNS.Add(int64(time.Since(t))) }()
-	return c.Store.Settle(ctx, ss)
+	return c.Store.Settle(ctx, ss, runs...)
 }
 
 func benchBacklog(b *testing.B, partitions int32) {
@@ -115,7 +115,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	b.StopTimer()
 	if info, err := r.Client().Info(ctx, "commandstats").Result(); err == nil {
 		for _, line := range strings.Split(info, "\r\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") {
+			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_z") || strings.HasPrefix(line, "cmdstat_pexpire") {
 				b.Log(line)
 			}
 		}

@@ -547,3 +547,61 @@ func TestRefusedCompletionGivesTheClaimAheadBack(t *testing.T) {
 		t.Errorf("runs %v, want %v (the second after the first's re-run, as attempt 1)", order, want)
 	}
 }
+
+// Every settlement is recorded in its job's run history (with the next
+// settle call, or on its own within an extend interval): a retried
+// window's failed attempt and its success, and a skipped window; a
+// redelivered window skipped as done is not a settlement and is not
+// recorded.
+func TestSettlementsAreRecordedInTheRunHistory(t *testing.T) {
+	e := newEnv(t, 1, 30*time.Second)
+	g := newGates()
+	var fails sync.Map
+	mux := handler.NewMux()
+	mux.Handle("g", g)
+	mux.HandleFunc("flaky", func(_ context.Context, j *handler.Job) error {
+		if _, failed := fails.LoadOrStore(j.ID(), true); !failed {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	})
+	skipPol := overlapPolicy(jobmsg.OverlapSkip)
+	held, skipped := window("skipper", "g", 0, skipPol), window("skipper", "g", 1, skipPol)
+	g.hold(held.ID)
+	flaky := window("flaky", "flaky", 0, defaultPolicy)
+	x := &execs{}
+	start(t, e.config("w1", mux, x))
+	e.publish(held, flaky)
+	g.waitStarted(t, held.ID)
+	e.publish(skipped)
+	testenv.Eventually(t, 20*time.Second, func() bool { return x.count(OutcomeSkipped) == 1 && x.count(OutcomeDone) == 1 }, "the skip and the retried window settle")
+	g.open(held.ID)
+	testenv.Eventually(t, 20*time.Second, func() bool { return x.count(OutcomeDone) == 2 }, "the held window completes")
+
+	ctx := context.Background()
+	runs := func(job string) []dedupe.Run {
+		rs, err := e.store.Runs(ctx, job, dedupe.RunQuery{})
+		if err != nil {
+			t.Fatalf("runs of %s: %v", job, err)
+		}
+		return rs
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(runs("flaky")) == 2 && len(runs("skipper")) == 2 }, "the history holds every settlement")
+	fr := runs("flaky") // newest first; the test's clock is frozen, so by token
+	slices.SortFunc(fr, func(a, b dedupe.Run) int { return int(b.Token - a.Token) })
+	if fr[0].Outcome != dedupe.RunDone || fr[1].Outcome != dedupe.RunFailed || fr[0].Attempt != 2 || fr[1].Attempt != 1 ||
+		fr[0].Token <= fr[1].Token || fr[1].Error != "first attempt fails" || fr[0].Worker != "w1" || fr[0].Trigger != "schedule" {
+		t.Errorf("flaky's history %+v; want done (attempt 2) after failed (attempt 1, its error), higher token, worker w1", fr)
+	}
+	sr := runs("skipper")
+	outcomes := []string{sr[0].Outcome, sr[1].Outcome}
+	slices.Sort(outcomes)
+	if !slices.Equal(outcomes, []string{dedupe.RunDone, dedupe.RunSkipped}) {
+		t.Errorf("skipper's history %+v; want one done and one skipped", sr)
+	}
+	for _, r := range sr {
+		if r.Outcome == dedupe.RunSkipped && (r.WindowID != skipped.ID || r.Error == "" || r.Attempt != 0) {
+			t.Errorf("skipped run %+v; want window %s, its reason, no attempt", r, skipped.ID)
+		}
+	}
+}

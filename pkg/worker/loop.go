@@ -79,9 +79,16 @@ type loop struct {
 	claiming int    // claim calls in flight (at most maxClaimCalls)
 	ops      []op   // settlements queued
 	settling bool   // a settle call is in flight
-	extend   bool   // an extend call is in flight
-	letters  []letter
-	writing  bool // a dead letter is being produced
+	// runs are the settlements reported and not yet recorded in the jobs'
+	// run history: they go with a settle call once they are historyDelay
+	// old (so a backlog's runs of one job are packed together), or on
+	// their own at the next extend tick when none comes.
+	runs      []dedupe.Run
+	runsSince time.Time // when the oldest of runs was reported
+	flushRuns bool
+	extend    bool // an extend call is in flight
+	letters   []letter
+	writing   bool // a dead letter is being produced
 
 	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
 	timers  map[*time.Timer]struct{}
@@ -206,7 +213,7 @@ func (l *loop) drain() {
 // idle reports whether nothing is in flight: every attempt returned or
 // was abandoned, and no store call or dead letter is under way.
 func (l *loop) idle() bool {
-	return len(l.running) == 0 && l.claiming == 0 && !l.settling && len(l.ops) == 0 && !l.extend && !l.writing && len(l.letters) == 0
+	return len(l.running) == 0 && l.claiming == 0 && !l.settling && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
 }
 
 // halt stops starting windows: the ones waiting for a slot or a claim
@@ -292,6 +299,15 @@ func (l *loop) dropAhead(wn *win) {
 	}
 }
 
+// The run history is written with the settle calls: a run waits until
+// historyDelay after the oldest unrecorded one (or maxPendingRuns are
+// waiting), so that in a backlog each job's runs are packed into few
+// members and the history costs little per run.
+const (
+	historyDelay   = 100 * time.Millisecond
+	maxPendingRuns = 4096
+)
+
 // maxClaimCalls bounds the claim calls a partition has in flight: a
 // second one lets windows that became ready meanwhile be claimed without
 // waiting for the first to return.
@@ -329,16 +345,21 @@ func (l *loop) kick() {
 			})
 		}()
 	}
-	if !l.settling && len(l.ops) > 0 {
+	historyDue := len(l.runs) > 0 && (l.flushRuns || l.halted || len(l.runs) >= maxPendingRuns || time.Since(l.runsSince) >= historyDelay)
+	if !l.settling && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
 		l.settling = true
 		batch := l.ops
 		l.ops = nil
+		var runs []dedupe.Run
+		if historyDue {
+			runs, l.runs, l.flushRuns = l.runs, nil, false
+		}
 		ss := make([]dedupe.Settlement, len(batch))
 		for i, o := range batch {
 			ss[i] = o.st
 		}
 		go func() {
-			errs, err := l.w.settleBatch(l.ctx, ss)
+			errs, err := l.w.settleBatch(l.ctx, ss, runs)
 			l.inbox.post(func() {
 				l.settling = false
 				for i, o := range batch {
@@ -659,6 +680,17 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 		e.Started, e.Finished = now, now
 	}
 	l.w.executed(e)
+	if outcome != OutcomeSkippedDone { // a redelivery, not a settlement
+		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
+			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		if len(l.runs) == 0 {
+			l.runsSince = time.Now()
+		}
+		l.runs = append(l.runs, r)
+	}
 }
 
 // policyOf maps a window's overlap policy to its lane policy (decoding

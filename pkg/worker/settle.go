@@ -310,7 +310,7 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 			w.storeUp(w.log)
 			return cs, start, nil
 		}
-		if errors.Is(err, dedupe.ErrInvalidID) {
+		if errors.Is(err, dedupe.ErrInvalidID) || errors.Is(err, dedupe.ErrInvalidRun) {
 			return nil, time.Time{}, err
 		}
 		if ctx.Err() != nil {
@@ -327,17 +327,17 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 // settleBatch calls Store.Settle until it answers. Its first try runs even
 // if ctx is already done (results are worth recording on the way out);
 // retries stop when ctx is done, returning ctx.Err().
-func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement, runs []dedupe.Run) ([]error, error) {
 	delay := retryMin
 	for {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
-		errs, err := w.cfg.Store.Settle(cctx, ss)
+		errs, err := w.cfg.Store.Settle(cctx, ss, runs...)
 		cancel()
 		if err == nil {
 			w.storeUp(w.log)
 			return errs, nil
 		}
-		if errors.Is(err, dedupe.ErrInvalidID) {
+		if errors.Is(err, dedupe.ErrInvalidID) || errors.Is(err, dedupe.ErrInvalidRun) {
 			// Cannot happen with decoded windows; answer each as fenced so
 			// nothing loops on it.
 			errs = make([]error, len(ss))

@@ -135,10 +135,10 @@ func (s *countingStore) proof(id string, token int64) time.Time {
 	return s.proofs[proofKey(id, token)]
 }
 
-func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement) ([]error, error) {
+func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
 	s.settleCalls.Add(1)
 	start := time.Now()
-	errs, err := s.Store.Settle(ctx, ss)
+	errs, err := s.Store.Settle(ctx, ss, runs...)
 	completes, extends := false, false
 	for i, st := range ss {
 		switch st.Op {
