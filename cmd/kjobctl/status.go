@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -26,7 +27,11 @@ and last window with its outcome.
 A part that cannot be read (Kafka or Redis down) is shown as "unknown
 (<error>)", never as an empty value, and status then exits 1 (with -o json
 it still prints what it could read, with the errors in leader_error,
-group_error, jobs_error and dead_letters_error).
+group_error, jobs_error, dead_letters_error and stalls_error).
+
+A partition a worker reports it cannot move (its oldest record cannot be
+settled: a dead letter the broker does not take, Redis not answering) is
+listed under "Stalled partitions", and status then exits 1 too.
 
 With --lease-backend kubernetes (KJOB_LEASE_BACKEND, as the producer's) the
 leader is read from the coordination.k8s.io Lease: holderIdentity,
@@ -66,7 +71,13 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	return partialErr(snap)
+	if err := partialErr(snap); err != nil {
+		return err
+	}
+	if len(snap.Stalls) > 0 {
+		return fmt.Errorf("status: %d partition(s) cannot move (see Stalled partitions)", len(snap.Stalls))
+	}
+	return nil
 }
 
 // partialErr is status's error when parts of the snapshot are unknown.
@@ -77,6 +88,7 @@ func partialErr(s *inspect.Snapshot) error {
 	var parts []string
 	for _, p := range []struct{ name, err string }{
 		{"the producer leader", s.LeaderError}, {"the group", s.GroupError}, {"the jobs", s.JobsError}, {"the dead letters", s.DeadLettersError},
+		{"the stalled partitions", s.StallsError},
 	} {
 		if p.err != "" {
 			parts = append(parts, p.name)
@@ -179,6 +191,22 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 		fmt.Fprintf(w, "\nDead letters: unknown (%s)\n", safe(s.DeadLettersError))
 	} else {
 		fmt.Fprintf(w, "\nDead letters: %d\n", s.DeadLetters)
+	}
+	switch {
+	case s.StallsError != "":
+		fmt.Fprintf(w, "Stalled partitions: unknown (%s)\n", safe(s.StallsError))
+	case len(s.Stalls) > 0:
+		fmt.Fprintf(w, "Stalled partitions: %d\n", len(s.Stalls))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PARTITION\tOFFSET\tWORKER\tSINCE\tREASON")
+		for _, st := range s.Stalls {
+			off := strconv.FormatInt(st.Offset, 10)
+			if st.Offset < 0 {
+				off = "-"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", st.Partition, off, safe(st.Worker), st.Since.UTC().Format(time.RFC3339), safe(st.Reason))
+		}
+		tw.Flush()
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
 )
 
@@ -22,8 +24,8 @@ func TestStatusDown(t *testing.T) {
 	e.redis.Kill()
 	code, out, stderr := e.kjobctl("status", "--timeout", "5s")
 	expect(t, code, stderr, exitError,
-		"kjobctl: status: could not read the producer leader, the group, the jobs, the dead letters (the errors are in the output): inspect: parts of the snapshot could not be read")
-	for _, want := range []string{"Producer leader: unknown (", "Group kjob-workers: unknown (", "Dead letters: unknown (", "Jobs: partly unknown ("} {
+		"kjobctl: status: could not read the producer leader, the group, the jobs, the dead letters, the stalled partitions (the errors are in the output): inspect: parts of the snapshot could not be read")
+	for _, want := range []string{"Producer leader: unknown (", "Group kjob-workers: unknown (", "Dead letters: unknown (", "Jobs: partly unknown (", "Stalled partitions: unknown ("} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -116,3 +118,33 @@ func TestStatusKubernetesLease(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// A partition a worker reports it cannot move is listed with its worker,
+// offset, since and reason, and status exits 1 (a lapsed report is not).
+func TestStatusShowsStalledPartitions(t *testing.T) {
+	e := newOpsEnv(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := e.store.ReportStalls(ctx, "worker-7", []dedupe.Stall{{Partition: 2, Offset: 41, Window: "report@x", Since: now.Add(-time.Minute), Until: now.Add(time.Minute),
+		Reason: "its dead letter cannot be written: TOPIC_AUTHORIZATION_FAILED"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.ReportStalls(ctx, "worker-gone", []dedupe.Stall{{Partition: 0, Offset: 3, Since: now.Add(-time.Hour), Until: now.Add(-time.Minute), Reason: "lapsed"}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := e.kjobctl("status", "--timeout", "10s")
+	expect(t, code, stderr, exitError, "kjobctl: status: 1 partition(s) cannot move (see Stalled partitions)")
+	for _, want := range []string{"Stalled partitions: 1", "worker-7", "41", "its dead letter cannot be written: TOPIC_AUTHORIZATION_FAILED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "worker-gone") {
+		t.Errorf("status shows a lapsed stall report:\n%s", out)
+	}
+	code, out, _ = e.kjobctl("status", "--timeout", "10s", "-o", "json")
+	var s inspect.Snapshot
+	if code != exitError || json.Unmarshal([]byte(out), &s) != nil || len(s.Stalls) != 1 || s.Stalls[0].Worker != "worker-7" {
+		t.Fatalf("status -o json: exit %d\n%s", code, out)
+	}
+}

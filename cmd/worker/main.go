@@ -43,15 +43,15 @@ func main() {
 }
 
 type config struct {
-	brokers, topic, group, dlq, namespace, id, httpAddr, logFormat, logLevel string
-	redis                                                                    cli.RedisOptions
-	claimTTL, retention, grace, sessionTimeout, heartbeat, extend            time.Duration
-	rf, concurrency, maxUncommitted                                          int
-	kafkaSec                                                                 cli.KafkaSecurity
-	signing                                                                  cli.SigningOptions
-	checkACLs, metricsJobLabel                                               bool
-	httpAllowHosts                                                           string
-	metricsMaxJobs                                                           int
+	brokers, topic, group, dlq, namespace, id, httpAddr, logFormat, logLevel  string
+	redis                                                                     cli.RedisOptions
+	claimTTL, retention, grace, sessionTimeout, heartbeat, extend, stallAfter time.Duration
+	rf, concurrency, maxUncommitted                                           int
+	kafkaSec                                                                  cli.KafkaSecurity
+	signing                                                                   cli.SigningOptions
+	checkACLs, metricsJobLabel                                                bool
+	httpAllowHosts                                                            string
+	metricsMaxJobs                                                            int
 }
 
 func run(ctx context.Context, args []string) error {
@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string) error {
 	f.Duration(&c.extend, "claim-extend", "KJOB_CLAIM_EXTEND", 0, "how often a running handler's claim is extended; must be less than claim-ttl/2 (default claim-ttl/3)")
 	f.Duration(&c.retention, "retention", "KJOB_RETENTION", 7*24*time.Hour, "how long done markers are kept: the replay horizon")
 	f.Duration(&c.grace, "grace", "KJOB_GRACE", 10*time.Second, "on shutdown or revoke, how long in-flight handlers may finish; also how long a handler that ignores cancellation is waited for")
+	f.Duration(&c.stallAfter, "stall-after", "KJOB_STALL_AFTER", worker.DefaultStallAfter, "how long settling a partition's oldest record may keep failing (its dead letter refused, Redis not answering) before the partition is reported stalled: /readyz 503, kjob_partition_stalled_seconds, kjobctl status")
 	f.IntRange(&c.concurrency, "concurrency", "KJOB_CONCURRENCY", worker.DefaultConcurrency, 1, 1_000_000, "how many windows run at once across the partitions this worker owns; windows of one job follow its overlap policy (1 runs one window at a time)")
 	f.IntRange(&c.maxUncommitted, "max-uncommitted", "KJOB_MAX_UNCOMMITTED", partition.DefaultMaxUncommitted, 1, 10_000_000, "per partition, how many records may be fetched and not yet committed (from the first unsettled one on) before fetching pauses: bounds memory and what a crash re-delivers")
 	f.Duration(&c.sessionTimeout, "session-timeout", "KJOB_SESSION_TIMEOUT", 6*time.Second, "consumer group session timeout (real Kafka brokers refuse less than 6s by default)")
@@ -215,6 +216,7 @@ func run(ctx context.Context, args []string) error {
 		WorkerID:            c.id,
 		Grace:               c.grace,
 		Concurrency:         c.concurrency,
+		StallAfter:          c.stallAfter,
 		MaxUncommitted:      c.maxUncommitted,
 		ClaimExtendInterval: c.extend,
 		SessionTimeout:      c.sessionTimeout,
@@ -227,7 +229,7 @@ func run(ctx context.Context, args []string) error {
 		return f.Explain(err, map[string]string{
 			"Config.Brokers": "brokers", "Config.Topic": "topic", "Config.Group": "group", "Config.DeadLetterTopic": "dlq-topic",
 			"Config.WorkerID": "id", "Config.Grace": "grace", "Config.ClaimExtendInterval": "claim-extend",
-			"Config.Concurrency": "concurrency", "Config.MaxUncommitted": "max-uncommitted",
+			"Config.Concurrency": "concurrency", "Config.MaxUncommitted": "max-uncommitted", "Config.StallAfter": "stall-after",
 			"Config.SessionTimeout": "session-timeout", "Config.HeartbeatInterval": "heartbeat",
 		})
 	}

@@ -31,7 +31,7 @@ import (
 // the audit stream, window states, the run history and the producer lease.
 var (
 	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hkeys"}
-	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore"}
+	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore", "hkeys", "hdel"}
 	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "hkeys", "multi", "exec", "zrevrangebyscore", "xadd", "xrevrange"}
 )
 
@@ -129,6 +129,15 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 				now := time.Now()
 				return w.st.AppendRuns(ctx, []dedupe.Run{{WindowID: w.ids[3], Outcome: dedupe.RunDone, Started: now, Finished: now,
 					Attempt: 1, Token: w.tokens[3], Worker: w.owner, Trigger: "manual"}})
+			}},
+			RedisUse{What: "the stall reports (HKEYS, HSET, HDEL)", Run: func(ctx context.Context) error {
+				// A stall of a worker no one runs, reported then withdrawn.
+				who := w.owner + "-" + accessCheckJob
+				now := time.Now()
+				if err := w.st.ReportStalls(ctx, who, []dedupe.Stall{{Partition: 0, Offset: -1, Reason: "kjob access check", Since: now, Until: now.Add(time.Second)}}); err != nil {
+					return err
+				}
+				return w.st.ReportStalls(ctx, who, nil)
 			}},
 		),
 	}, nil
@@ -519,6 +528,8 @@ func (r RedisRole) probeCommand(ctx context.Context, c string) error {
 		err = r.rdb.HMGet(ctx, key, "f").Err()
 	case "hkeys":
 		err = r.rdb.HKeys(ctx, key).Err()
+	case "hdel":
+		err = r.rdb.HDel(ctx, key, "f").Err() // the probe key holds nothing
 	case "del":
 		err = r.rdb.Del(ctx, key).Err()
 	case "set":

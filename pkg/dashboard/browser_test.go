@@ -317,9 +317,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcl.Close()
+	// A stall a worker reports (its dead-letter topic refusing letters).
+	now := time.Now()
+	if err := d.store.ReportStalls(ctx, "worker-stuck", []dedupe.Stall{{Partition: 0, Offset: 7, Since: now.Add(-time.Minute), Until: now.Add(10 * time.Minute),
+		Reason: "its dead letter cannot be written: TOPIC_AUTHORIZATION_FAILED"}}); err != nil {
+		t.Fatal(err)
+	}
 	url := d.serve(nil)
 
 	b.navigate(b.ctx, url+"/")
+	b.wait(b.ctx, "the stalled partition", `[...document.querySelectorAll("#stalls li")].some(li => li.textContent.startsWith("Partition 0 cannot move at offset 7") && li.textContent.includes("worker-stuck") && li.textContent.includes("TOPIC_AUTHORIZATION_FAILED"))`)
 	b.wait(b.ctx, "the live event stream", text("#conn")+` === "live"`)
 	b.wait(b.ctx, "the time lag headline", `/^(≥ )?[0-9.]+(µs|ms|s|m)/.test(`+text("#time-lag")+`) && `+text("#time-lag-meta")+` !== ""`)
 	b.wait(b.ctx, "the leader", text("#leader-holder")+` === "producer-test"`)

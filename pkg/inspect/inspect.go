@@ -177,6 +177,13 @@ type Snapshot struct {
 	Jobs []JobStatus `json:"jobs"`
 	// DeadLetters counts the records in the dead-letter topic.
 	DeadLetters int64 `json:"dead_letters"`
+	// Stalls are the partitions workers report they cannot move (their
+	// oldest unsettled record cannot be settled: a dead letter the broker
+	// does not take, the idempotency store not answering), read from
+	// Redis; empty when none.
+	Stalls []dedupe.Stall `json:"stalls,omitempty"`
+	// StallsError says why the stalls could not be read.
+	StallsError string `json:"stalls_error,omitempty"`
 	// Errors lists parts that could not be read (the rest is still shown).
 	Errors []string `json:"errors,omitempty"`
 	// LeaderError, GroupError, JobsError and DeadLettersError say why a
@@ -352,8 +359,10 @@ func (in *Inspector) Snapshot(ctx context.Context) (*Snapshot, error) {
 		leaderErr, groupErr, dlqErr error
 		jobsErr                     error
 	)
-	wg.Add(4)
+	var stallsErr error
+	wg.Add(5)
 	go func() { defer wg.Done(); s.Leader, leaderErr = in.Leader(ctx) }()
+	go func() { defer wg.Done(); s.Stalls, stallsErr = in.Stalls(ctx) }()
 	go func() {
 		defer wg.Done()
 		g, err := in.Group(ctx)
@@ -385,7 +394,20 @@ func (in *Inspector) Snapshot(ctx context.Context) (*Snapshot, error) {
 		s.DeadLetters, s.DeadLettersError = 0, dlqErr.Error()
 		s.Errors = append(s.Errors, "dead letters: "+s.DeadLettersError)
 	}
+	if stallsErr != nil {
+		s.Stalls, s.StallsError = nil, stallsErr.Error()
+		s.Errors = append(s.Errors, "stalled partitions: "+s.StallsError)
+	}
 	return s, nil
+}
+
+// Stalls returns the partitions workers report they cannot move (see
+// dedupe.Stall); none without Redis.
+func (in *Inspector) Stalls(ctx context.Context) ([]dedupe.Stall, error) {
+	if in.store == nil {
+		return nil, nil
+	}
+	return in.store.Stalls(ctx, in.cfg.Now())
 }
 
 // ProducerLeaseKey is the Redis key of the producer lease of namespace

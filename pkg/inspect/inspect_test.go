@@ -195,8 +195,8 @@ func TestSnapshotDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.LeaderError == "" || s.GroupError == "" || s.JobsError == "" || s.DeadLettersError == "" || len(s.Errors) != 4 {
-		t.Fatalf("part errors: leader %q group %q jobs %q dead letters %q", s.LeaderError, s.GroupError, s.JobsError, s.DeadLettersError)
+	if s.LeaderError == "" || s.GroupError == "" || s.JobsError == "" || s.DeadLettersError == "" || s.StallsError == "" || len(s.Errors) != 5 {
+		t.Fatalf("part errors: leader %q group %q jobs %q dead letters %q stalls %q", s.LeaderError, s.GroupError, s.JobsError, s.DeadLettersError, s.StallsError)
 	}
 	if s.Leader != nil || s.Group != nil || s.DeadLetters != 0 || !errors.Is(s.Err(), inspect.ErrPartial) {
 		t.Fatalf("snapshot %+v", s)

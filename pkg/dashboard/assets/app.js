@@ -48,6 +48,8 @@ function render(st) {
   $("group-meta").textContent = snap.group_error ? snap.group_error : g ? g.name + " · " + (g.members || []).length + " member(s)" : "no worker has joined yet";
   $("dead-letters").textContent = snap.dead_letters_error ? "unknown" : snap.dead_letters;
 
+  $("stalls").replaceChildren(...(snap.stalls || []).map((x) => el("li",
+    "Partition " + x.partition + " cannot move" + (x.offset >= 0 ? " at offset " + x.offset : "") + " since " + utc(x.since) + " (" + x.worker + "): " + x.reason)));
   $("errors").replaceChildren(...(st.errors || []).map((e) => el("li", e)));
 
   fillTable("members", (g && g.members || []).map((m) => [
