@@ -231,7 +231,7 @@ func New(cfg Config) (*Consumer, error) {
 		parts:   map[int32]*part{},
 		drained: make(chan struct{}, 1),
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait)}
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait), kgo.WithHooks(&connWatch{c: c})}
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
@@ -310,14 +310,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.base = context.WithoutCancel(ctx)
 	c.mu.Unlock()
 
-	committed := make(chan struct{})
+	committed, watched := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(committed)
 		c.commitDrained(ctx)
 	}()
+	go func() {
+		defer close(watched)
+		c.watchTopic(ctx)
+	}()
 	c.cl.AddConsumeTopics(c.cfg.Topic)
 	c.poll(ctx)
 	<-committed // ctx is done: it returns at once, or when its commit in flight does
+	<-watched
 	c.shutdown()
 	return nil
 }
