@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// readFetchBytes bounds one fetch of a read (kgo's default is 50 MB).
+const readFetchBytes = 1 << 20
+
 // Range returns the records of topic[partition] at offsets [from, to), read
 // committed: records of aborted transactions and transaction markers are
 // left out. opts are the client options (seed brokers, TLS, SASL). It reads
@@ -37,6 +40,10 @@ func Each(ctx context.Context, opts []kgo.Opt, topic string, partition int32, fr
 		return nil
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...),
+		// One bounded fetch in flight: the client would otherwise buffer up
+		// to 50 MB per broker ahead of what is read, a cost a worker's
+		// time-lag collector paid every few seconds.
+		kgo.FetchMaxBytes(readFetchBytes), kgo.FetchMaxPartitionBytes(readFetchBytes), kgo.MaxConcurrentFetches(1),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
