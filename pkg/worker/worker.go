@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/keepalive"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
@@ -352,9 +353,11 @@ type Worker struct {
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 	inFlight  atomic.Int64 // attempts running (not abandoned)
 
-	// proof is how long a claim proves the window ours after the start of
-	// the call that took or last extended it: ClaimTTL - margin.
-	proof time.Duration
+	// claims is how a running handler's claim is kept proven: ClaimTTL
+	// and ClaimExtendInterval. A claim proves the window ours for
+	// claims.Proof() (ClaimTTL - margin) after the start of the call that
+	// took or last extended it.
+	claims keepalive.Policy
 }
 
 // New validates cfg and builds the worker and its Kafka client (which joins
@@ -363,12 +366,16 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	claims, err := keepalive.NewPolicy(cfg.Store.ClaimTTL(), cfg.ClaimExtendInterval)
+	if err != nil {
+		return nil, fmt.Errorf("worker: Config.ClaimExtendInterval = %v with the store's ClaimTTL %v: %w", cfg.ClaimExtendInterval, cfg.Store.ClaimTTL(), err)
+	}
 	w := &Worker{
-		cfg:   cfg,
-		log:   cfg.Logger.With("worker", cfg.WorkerID),
-		h:     handler.Recover()(cfg.Handler),
-		slots: lanes.NewSlots(cfg.Concurrency),
-		proof: cfg.Store.ClaimTTL() - max(cfg.ClaimExtendInterval, cfg.Store.ClaimTTL()/5),
+		cfg:    cfg,
+		log:    cfg.Logger.With("worker", cfg.WorkerID),
+		h:      handler.Recover()(cfg.Handler),
+		slots:  lanes.NewSlots(cfg.Concurrency),
+		claims: claims,
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
