@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kjob/kjob/internal/backoff"
+	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/keepalive"
 )
 
@@ -324,7 +326,7 @@ const (
 // backoff when it fails, and sends on wake (without blocking) for every
 // release announced by another holder.
 func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
-	backoff := watchBackoffMin
+	b := backoff.Backoff{Min: watchBackoffMin, Max: watchBackoffMax}
 	lastErr := ""
 	for {
 		started := time.Now()
@@ -341,19 +343,17 @@ func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
 			return
 		}
 		if time.Since(started) > watchBackoffMax {
-			backoff = watchBackoffMin // it ran fine for a while
+			b.Reset() // it ran fine for a while
 		}
+		delay := b.Next()
 		if msg := err.Error(); msg != lastErr {
 			e.log.Warn("lease: cannot watch for releases; standbys poll every retry interval meanwhile",
-				"holder", e.holder, "err", err, "retry_interval", e.retryInterval, "retry_watch_in", backoff)
+				"holder", e.holder, "err", err, "retry_interval", e.retryInterval, "retry_watch_in", delay)
 			lastErr = msg
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, delay) != nil {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, watchBackoffMax)
 	}
 }
 
