@@ -12,9 +12,10 @@
 // is the start of the last call that proved it (Prove): strictly before
 // the backend can let it go, so the owner stops relying on it first.
 //
-// A Keepalive costs one allocation and one runtime timer (Policy.Start),
-// or nothing and no timer when its owner drives it from a timer it already
-// has (Init and Check); it never starts a goroutine. Prove is a lock-free
+// A Keepalive started with Policy.Start has one runtime timer (about 0.9µs
+// and three small allocations to start and stop); one embedded in its
+// owner and driven by a timer the owner already has (Init and Check) has
+// none and allocates nothing. It never starts a goroutine. Prove is a lock-free
 // compare-and-swap, safe from any goroutine, and never moves the proof
 // back. Expiry is final: a proof that arrives after the deadline has
 // passed does not revive it.
