@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/signing"
 )
@@ -24,7 +25,7 @@ func CheckKafkaAccess(ctx context.Context, log *slog.Logger, brokers []string, o
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	delay := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		unverified, err := access.Check(cctx, cl, need)
@@ -41,13 +42,13 @@ func CheckKafkaAccess(ctx context.Context, log *slog.Logger, brokers []string, o
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		delay := b.Next()
 		log.Warn("cannot check kafka access yet; retrying", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 

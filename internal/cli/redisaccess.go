@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/lease"
@@ -418,7 +419,7 @@ func nonce() string {
 // It retries while Redis cannot be reached or answers with another error,
 // and returns nil when every use succeeded, or ctx.Err().
 func CheckRedisAccess(ctx context.Context, log *slog.Logger, role RedisRole) error {
-	delay := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := role.run(ctx, log)
 		if err == nil || errors.Is(err, ErrRedisPermission) {
@@ -430,13 +431,13 @@ func CheckRedisAccess(ctx context.Context, log *slog.Logger, role RedisRole) err
 		if isAuthError(err) {
 			return fmt.Errorf("redis refused user %q: %w (check --redis-url and --redis-password-file)", role.User, err)
 		}
+		delay := b.Next()
 		log.Warn("cannot check redis permissions yet; retrying", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 

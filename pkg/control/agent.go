@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 )
@@ -106,7 +107,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("control: kafka client: %w", err)
 	}
 	defer cl.Close()
-	delay := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := EnsureTopic(tctx, kadm.NewClient(cl), a.cfg.ControlTopic, a.cfg.ReplicationFactor)
@@ -120,13 +121,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		delay := b.Next()
 		a.log.Warn("cannot check the control topic; retrying", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 	a.log.Info("control agent running", "group", a.cfg.Group)
 	for {

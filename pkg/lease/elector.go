@@ -8,6 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kjob/kjob/internal/backoff"
+	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/keepalive"
 )
 
 // Defaults and bounds of Config.
@@ -113,7 +117,7 @@ type Elector struct {
 	ttl           time.Duration
 	renewInterval time.Duration
 	retryInterval time.Duration
-	margin        time.Duration
+	keep          keepalive.Policy // TTL and RenewInterval: when a term steps down
 	log           *slog.Logger
 	onChange      func(Event)
 
@@ -158,13 +162,17 @@ func NewElector(cfg Config) (*Elector, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	keep, err := keepalive.NewPolicy(cfg.TTL, cfg.RenewInterval)
+	if err != nil { // cannot happen: validated above
+		return nil, fmt.Errorf("lease: Config.TTL, Config.RenewInterval: %w", err)
+	}
 	return &Elector{
 		lock:          cfg.Lock,
 		holder:        cfg.Holder,
 		ttl:           cfg.TTL,
 		renewInterval: cfg.RenewInterval,
 		retryInterval: cfg.RetryInterval,
-		margin:        max(cfg.RenewInterval, cfg.TTL/5),
+		keep:          keep,
 		log:           cfg.Logger,
 		onChange:      cfg.OnChange,
 	}, nil
@@ -252,7 +260,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 			return err
 		}
 		start := time.Now()
-		actx, cancel := context.WithTimeout(ctx, e.ttl-e.margin)
+		actx, cancel := context.WithTimeout(ctx, e.keep.Proof())
 		rec, ok, err := e.lock.TryAcquire(actx, e.holder, e.ttl)
 		cancel()
 		switch {
@@ -271,11 +279,11 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 				_ = e.releaseCall(ctx, rec)
 				return ctx.Err()
 			}
-			if took := time.Since(start); took >= e.ttl-e.margin {
+			if took := time.Since(start); took >= e.keep.Proof() {
 				// The step-down deadline passed while the call was in
 				// flight: the lease proves nothing any more.
 				e.log.Warn("lease acquired too late to lead; releasing it", "holder", rec.Holder, "epoch", rec.Epoch,
-					"reason", fmt.Sprintf("acquisition took %v, step-down deadline is %v", took.Round(time.Millisecond), e.ttl-e.margin))
+					"reason", fmt.Sprintf("acquisition took %v, step-down deadline is %v", took.Round(time.Millisecond), e.keep.Proof()))
 				_ = e.releaseCall(ctx, rec)
 				break
 			}
@@ -318,7 +326,7 @@ const (
 // backoff when it fails, and sends on wake (without blocking) for every
 // release announced by another holder.
 func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
-	backoff := watchBackoffMin
+	b := backoff.Backoff{Min: watchBackoffMin, Max: watchBackoffMax}
 	lastErr := ""
 	for {
 		started := time.Now()
@@ -335,25 +343,18 @@ func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
 			return
 		}
 		if time.Since(started) > watchBackoffMax {
-			backoff = watchBackoffMin // it ran fine for a while
+			b.Reset() // it ran fine for a while
 		}
+		delay := b.Next()
 		if msg := err.Error(); msg != lastErr {
 			e.log.Warn("lease: cannot watch for releases; standbys poll every retry interval meanwhile",
-				"holder", e.holder, "err", err, "retry_interval", e.retryInterval, "retry_watch_in", backoff)
+				"holder", e.holder, "err", err, "retry_interval", e.retryInterval, "retry_watch_in", delay)
 			lastErr = msg
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, delay) != nil {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, watchBackoffMax)
 	}
-}
-
-type renewResult struct {
-	start time.Time
-	err   error
 }
 
 // term runs one tenure: it starts lead, renews the lease until leadership
@@ -361,8 +362,10 @@ type renewResult struct {
 // to return, and releases the lease when that is useful.
 func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason string, lead func(context.Context) error) {
 	// A call that started at s and succeeded proves the lease until s+TTL;
-	// step down a margin before that.
-	deadline := start.Add(e.ttl - e.margin)
+	// the keepalive is Done a margin before that unless a renewal proved
+	// it again.
+	ka := e.keep.Start(start, nil)
+	defer ka.Stop()
 
 	leadCtx, cancelLead := context.WithCancelCause(ctx)
 	defer cancelLead(nil)
@@ -376,11 +379,9 @@ func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason 
 	leadDone := make(chan error, 1)
 	go func() { leadDone <- lead(leadCtx) }()
 
-	deadlineTimer := time.NewTimer(time.Until(deadline))
-	defer deadlineTimer.Stop()
 	ticker := time.NewTicker(e.renewInterval)
 	defer ticker.Stop()
-	renewDone := make(chan renewResult, 1)
+	renewDone := make(chan error, 1)
 	var (
 		renewing     bool      // a renewal is in flight
 		renewStart   time.Time // when it started
@@ -412,7 +413,7 @@ loop:
 				why = "lead returned: " + leadErr.Error()
 			}
 			break loop
-		case <-deadlineTimer.C:
+		case <-ka.Done():
 			why = "deadline passed"
 			switch {
 			case renewing:
@@ -430,27 +431,28 @@ loop:
 				continue // the previous renewal is still in flight
 			}
 			renewing, renewStart = true, time.Now()
-			go func(start, deadline time.Time) {
-				rctx, cancel := context.WithDeadline(renewCtx, deadline)
+			go func(start time.Time) {
+				// An answer after the deadline proves nothing.
+				rctx, cancel := context.WithDeadline(renewCtx, ka.Deadline())
 				defer cancel()
-				renewDone <- renewResult{start: start, err: e.lock.Renew(rctx, rec, e.ttl)}
-			}(renewStart, deadline)
-		case r := <-renewDone:
+				err := e.lock.Renew(rctx, rec, e.ttl)
+				if err == nil {
+					ka.Prove(start) // now, not when the loop gets to it
+				}
+				renewDone <- err
+			}(renewStart)
+		case err := <-renewDone:
 			renewing = false
 			switch {
-			case r.err == nil:
+			case err == nil:
 				lastRenewErr = nil
-				if d := r.start.Add(e.ttl - e.margin); d.After(deadline) {
-					deadline = d
-					deadlineTimer.Reset(time.Until(deadline))
-				}
-			case errors.Is(r.err, ErrLost):
-				kind, why = Lost, "renew failed: "+r.err.Error()
+			case errors.Is(err, ErrLost):
+				kind, why = Lost, "renew failed: "+err.Error()
 				break loop
 			default:
-				lastRenewErr = r.err
+				lastRenewErr = err
 				e.log.Warn("lease renew failed; retrying until the step-down deadline",
-					"holder", rec.Holder, "epoch", rec.Epoch, "err", r.err, "deadline_in", time.Until(deadline).Round(time.Millisecond))
+					"holder", rec.Holder, "epoch", rec.Epoch, "err", err, "deadline_in", time.Until(ka.Deadline()).Round(time.Millisecond))
 			}
 		}
 	}

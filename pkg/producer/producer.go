@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/schedule"
@@ -270,7 +271,7 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	backoff := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = topic.Ensure(tctx, adm,
@@ -281,13 +282,11 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 		if err == nil || errors.Is(err, topic.ErrMismatch) {
 			return err
 		}
-		p.log.Warn("cannot reach kafka to check topics; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		delay := b.Next()
+		p.log.Warn("cannot reach kafka to check topics; retrying", "err", err, "retry_in", delay)
+		if err := clock.Sleep(ctx, delay); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -328,7 +327,7 @@ func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) tim
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
 	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
-	backoff := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := p.term(ctx, t)
 		if ctx.Err() != nil {
@@ -337,13 +336,11 @@ func (p *Producer) lead(ctx context.Context) error {
 		if errors.Is(err, ErrFenced) {
 			return err // another replica publishes; let the elector re-campaign
 		}
-		p.log.Warn("publishing term ended; starting a new one", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		delay := b.Next()
+		p.log.Warn("publishing term ended; starting a new one", "err", err, "retry_in", delay)
+		if clock.Sleep(ctx, delay) != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

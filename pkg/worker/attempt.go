@@ -9,14 +9,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kjob/kjob/internal/keepalive"
 	"github.com/kjob/kjob/pkg/dedupe"
 )
 
-// mono is the monotonic clock of claim proofs: nanoseconds since the
-// process started. Claim deadlines never use the wall clock.
+// mono is the monotonic clock of the attempts' timers: nanoseconds since
+// the process started. Claim and abandonment deadlines never use the wall
+// clock.
 var monoBase = time.Now()
 
 func mono() int64 { return int64(time.Since(monoBase)) }
+
+// monoOf returns t (read from time.Now, so with its monotonic reading) on
+// the mono clock.
+func monoOf(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 
 // result is how an attempt ended: what the settle step turns into an
 // outcome.
@@ -40,22 +46,24 @@ type result struct {
 var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
 
 // attempt is one handler run under a claim. The loop owns it; the claim's
-// proof and the attempt's one timer are shared with the extend calls and
-// the timer's function, which may cancel the handler themselves: stepping
-// down never waits for the loop.
+// keepalive and the attempt's one timer are shared with the extend calls
+// and the timer's function, which may cancel the handler themselves:
+// stepping down never waits for the loop.
 //
-// The timer fires at the earlier of the step-down deadline (w.proof after
-// the start of the last call that proved the claim) and the abandonment
-// deadline (Grace after the handler's context was done: its timeout, or
-// when it was cancelled).
+// The timer fires at the earlier of the claim's step-down deadline (its
+// keepalive's Deadline: w.claims.Proof() after the start of the last call
+// that proved the claim) and the abandonment deadline (Grace after the
+// handler's context was done: its timeout, or when it was cancelled). The
+// keepalive has no timer of its own: this one drives it (Check).
 type attempt struct {
 	l  *loop
 	wn *win
 
-	proven    atomic.Int64 // mono() at the start of the call that last proved the claim
+	// claim is the claim kept proven: extends Prove it, a fence Stops it,
+	// and it expires (stepDown) if no call proved it in time.
+	claim     keepalive.Keepalive
 	cancelled atomic.Int64 // mono() when the handler's context was cancelled early; 0 if not
 	fenced    atomic.Bool
-	unproven  atomic.Bool
 	mu        sync.Mutex
 	why       error       // the cause the handler was cancelled with (fence, step-down)
 	timer     *time.Timer // guarded by mu: step-down and abandonment
@@ -73,23 +81,23 @@ type attempt struct {
 // at proven. The handler's context is bounded by the window's timeout and
 // the partition's ownership, and is cancelled with cause ErrClaimUnproven a
 // margin before the claim could expire unless an extend proved it again
-// (w.proof after the start of the last successful claim or extend). If that
-// moment has passed already, the handler does not start.
+// (w.claims.Proof() after the start of the last successful claim or
+// extend). If that moment has passed already, the handler does not start.
 func (l *loop) start(wn *win, proven time.Time) {
 	w := l.w
 	a := &attempt{l: l, wn: wn, started: w.cfg.Now()}
 	wn.att, wn.state = a, stRunning
 	l.running[a] = struct{}{}
-	now := mono()
-	at := now - int64(time.Since(proven))
-	a.proven.Store(at)
-	if at+int64(w.proof) <= now {
+	t := time.Now()
+	if age := t.Sub(proven); age >= w.claims.Proof() {
 		a.ended = true
 		err := fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
-			ErrClaimUnproven, time.Since(proven).Round(time.Millisecond), w.proof)
+			ErrClaimUnproven, age.Round(time.Millisecond), w.claims.Proof())
 		l.attemptEnded(a, result{err: err, unproven: true, started: a.started, finished: a.started})
 		return
 	}
+	a.claim.Init(w.claims, proven, a.stepDown)
+	now := monoOf(t)
 	timeout := time.Duration(wn.msg.Policy.Timeout)
 	a.timeoutAt = now + int64(timeout)
 	cctx, cancel := context.WithCancelCause(l.ctx)
@@ -121,8 +129,8 @@ func (l *loop) start(wn *win, proven time.Time) {
 // the abandonment deadline.
 func (a *attempt) next(now int64) time.Duration {
 	at := a.abandonAt()
-	if !a.unproven.Load() && !a.fenced.Load() {
-		at = min(at, a.proven.Load()+int64(a.l.w.proof))
+	if a.claim.Err() == nil { // neither stepped down nor fenced
+		at = min(at, monoOf(a.claim.Deadline()))
 	}
 	return time.Duration(max(at-now, 0))
 }
@@ -138,14 +146,14 @@ func (a *attempt) abandonAt() int64 {
 }
 
 // onTimer runs on the attempt's timer: if no call proved the claim since,
-// it cancels the handler with ErrClaimUnproven, strictly before the claim
-// can expire; past the abandonment deadline it has the loop abandon the
-// handler; otherwise it waits for the next deadline.
+// the claim's keepalive expires and cancels the handler (stepDown) with
+// ErrClaimUnproven, strictly before the claim can expire; past the
+// abandonment deadline it has the loop abandon the handler; otherwise it
+// waits for the next deadline.
 func (a *attempt) onTimer() {
-	now := mono()
-	if !a.unproven.Load() && !a.fenced.Load() && a.proven.Load()+int64(a.l.w.proof) <= now {
-		a.stepDown(now)
-	}
+	t := time.Now()
+	a.claim.Check(t)
+	now := monoOf(t)
 	if a.abandonAt() <= now {
 		a.l.inbox.post(func() { a.l.abandon(a) })
 		return
@@ -162,17 +170,15 @@ func (a *attempt) rearm(now int64) {
 	}
 }
 
-// stepDown cancels the handler: its claim can no longer be proven.
-func (a *attempt) stepDown(now int64) {
-	if !a.unproven.CompareAndSwap(false, true) {
-		return
-	}
+// stepDown cancels the handler: its claim can no longer be proven. It is
+// the claim keepalive's onExpire, run once, on the attempt's timer.
+func (a *attempt) stepDown(x keepalive.Expiry) {
 	ttl := a.l.w.cfg.Store.ClaimTTL()
-	why := fmt.Sprintf("no extend succeeded for %v", time.Duration(now-a.proven.Load()).Round(time.Millisecond))
-	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, ttl-a.l.w.proof)
+	why := fmt.Sprintf("no extend succeeded for %v", x.Unproven().Round(time.Millisecond))
+	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, a.l.w.claims.Margin())
 	a.l.log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire",
 		"window", a.wn.msg.ID, "token", a.wn.claim.Token, "reason", why, "claim_ttl", ttl)
-	a.cancelWith(err, now)
+	a.cancelWith(err, monoOf(x.At))
 }
 
 // cancelWith cancels the handler's context with cause, and starts its
@@ -191,21 +197,14 @@ func (a *attempt) noteCancelled(now int64) {
 	}
 }
 
-// prove records that a call started at (mono) renewed the claim.
-func (a *attempt) prove(at int64) {
-	for {
-		old := a.proven.Load()
-		if at <= old || a.proven.CompareAndSwap(old, at) {
-			return
-		}
-	}
-}
-
-// fence cancels the handler: an extend found the claim taken over.
+// fence cancels the handler: an extend found the claim taken over. The
+// claim's keepalive stops (no step-down follows), unless it expired
+// first: then the handler was cancelled as stepped down already.
 func (a *attempt) fence(err error) {
-	if a.unproven.Load() || !a.fenced.CompareAndSwap(false, true) {
+	if !a.claim.Stop() {
 		return
 	}
+	a.fenced.Store(true)
 	a.l.log.Warn("claim lost while the handler runs; cancelling it", "window", a.wn.msg.ID, "token", a.wn.claim.Token, "err", err)
 	a.cancelWith(fmt.Errorf("claim lost: %w", err), mono())
 }
@@ -260,7 +259,7 @@ func (l *loop) stopAttempt(a *attempt, res *result) {
 	a.timer.Stop()
 	a.timer = nil
 	a.mu.Unlock()
-	res.fenced, res.unproven = a.fenced.Load(), a.unproven.Load()
+	res.fenced, res.unproven = a.fenced.Load(), errors.Is(a.claim.Err(), keepalive.ErrExpired)
 	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
 	if (res.fenced || res.unproven) && !res.abandoned {
 		res.err = a.whyErr()
@@ -300,7 +299,7 @@ func (l *loop) extendClaims() {
 	var atts []*attempt
 	var ss []dedupe.Settlement
 	for a := range l.running {
-		if a.fenced.Load() || a.unproven.Load() {
+		if a.claim.Err() != nil { // fenced or stepped down
 			continue
 		}
 		atts = append(atts, a)
@@ -312,7 +311,7 @@ func (l *loop) extendClaims() {
 	l.extend = true
 	w := l.w
 	go func() {
-		at := mono()
+		at := time.Now()
 		cctx, cancel := context.WithTimeout(l.ctx, storeCallTimeout)
 		errs, err := w.cfg.Store.Settle(cctx, ss)
 		cancel()
@@ -326,7 +325,7 @@ func (l *loop) extendClaims() {
 			switch {
 			case err != nil:
 			case errs[i] == nil:
-				a.prove(at)
+				a.claim.Prove(at)
 			case errors.Is(errs[i], dedupe.ErrFenced), errors.Is(errs[i], dedupe.ErrAlreadyDone):
 				a.fence(errs[i])
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/pkg/dlq"
 )
 
@@ -66,7 +66,7 @@ func (w *Worker) letterMeta(reason string, attempts int, at time.Time) dlq.Meta 
 func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string, attempts int) error {
 	at := w.cfg.Now()
 	log := w.log.With("topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset, "dlq_topic", w.cfg.DeadLetterTopic)
-	delay := retryMin
+	b := backoff.Backoff{Min: retryMin, Max: retryMax}
 	logged, minimal := false, false
 	w.stalls.letterStarted(rec, time.Now())
 	defer w.stalls.letterDone(rec.Partition)
@@ -102,10 +102,9 @@ func (w *Worker) deadLetter(ctx context.Context, rec *kgo.Record, reason string,
 			logged = true
 			log.Warn("cannot produce dead letter; retrying, the record is not acknowledged meanwhile", "err", err)
 		}
-		if err := clock.Sleep(ctx, delay); err != nil {
+		if err := b.Sleep(ctx); err != nil {
 			return err
 		}
-		delay = min(2*delay, retryMax)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 )
@@ -132,7 +132,7 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		l.deadLetter(wn, cause.Error(), c.Attempt, c.Token, report)
 		return
 	}
-	wait := backoff(wn.msg.Policy, c.Attempt)
+	wait := retryDelay(wn.msg.Policy, c.Attempt)
 	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)
 	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
 		switch {
@@ -297,7 +297,7 @@ func (l *loop) doneLogged(batch []op, errs []error, err error) {
 // Claimed claim is proven from), ctx.Err() if ctx ends first, or a
 // non-retryable error (dedupe.ErrInvalidID).
 func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, time.Time, error) {
-	delay := retryMin
+	b := backoff.Backoff{Min: retryMin, Max: retryMax}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, time.Time{}, err
@@ -317,10 +317,9 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 			return nil, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(w.log, "claim", err)
-		if err := clock.Sleep(ctx, delay); err != nil {
+		if err := b.Sleep(ctx); err != nil {
 			return nil, time.Time{}, err
 		}
-		delay = min(2*delay, retryMax)
 	}
 }
 
@@ -328,7 +327,7 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 // if ctx is already done (results are worth recording on the way out);
 // retries stop when ctx is done, returning ctx.Err().
 func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement, runs []dedupe.Run) ([]error, error) {
-	delay := retryMin
+	b := backoff.Backoff{Min: retryMin, Max: retryMax}
 	for {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
 		errs, err := w.cfg.Store.Settle(cctx, ss, runs...)
@@ -350,10 +349,9 @@ func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement, runs [
 			return nil, ctx.Err()
 		}
 		w.storeFailed(w.log, "settle", err)
-		if err := clock.Sleep(ctx, delay); err != nil {
+		if err := b.Sleep(ctx); err != nil {
 			return nil, err
 		}
-		delay = min(2*delay, retryMax)
 	}
 }
 

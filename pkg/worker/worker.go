@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/keepalive"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
@@ -352,9 +353,11 @@ type Worker struct {
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 	inFlight  atomic.Int64 // attempts running (not abandoned)
 
-	// proof is how long a claim proves the window ours after the start of
-	// the call that took or last extended it: ClaimTTL - margin.
-	proof time.Duration
+	// claims is how a running handler's claim is kept proven: ClaimTTL
+	// and ClaimExtendInterval. A claim proves the window ours for
+	// claims.Proof() (ClaimTTL - margin) after the start of the call that
+	// took or last extended it.
+	claims keepalive.Policy
 }
 
 // New validates cfg and builds the worker and its Kafka client (which joins
@@ -363,12 +366,16 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	claims, err := keepalive.NewPolicy(cfg.Store.ClaimTTL(), cfg.ClaimExtendInterval)
+	if err != nil {
+		return nil, fmt.Errorf("worker: Config.ClaimExtendInterval = %v with the store's ClaimTTL %v: %w", cfg.ClaimExtendInterval, cfg.Store.ClaimTTL(), err)
+	}
 	w := &Worker{
-		cfg:   cfg,
-		log:   cfg.Logger.With("worker", cfg.WorkerID),
-		h:     handler.Recover()(cfg.Handler),
-		slots: lanes.NewSlots(cfg.Concurrency),
-		proof: cfg.Store.ClaimTTL() - max(cfg.ClaimExtendInterval, cfg.Store.ClaimTTL()/5),
+		cfg:    cfg,
+		log:    cfg.Logger.With("worker", cfg.WorkerID),
+		h:      handler.Recover()(cfg.Handler),
+		slots:  lanes.NewSlots(cfg.Concurrency),
+		claims: claims,
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
@@ -437,7 +444,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 func (w *Worker) ensureDLQ(ctx context.Context) error {
 	adm := kadm.NewClient(w.consumer.Client())
-	delay := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := topic.Ensure(tctx, adm, topic.Spec{Name: w.cfg.DeadLetterTopic, Partitions: 1, ReplicationFactor: w.cfg.ReplicationFactor})
@@ -451,11 +458,11 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		delay := b.Next()
 		w.log.Warn("cannot reach kafka to check the dead-letter topic; retrying", "topic", w.cfg.DeadLetterTopic, "err", err, "retry_in", delay)
 		if err := clock.Sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(2*delay, 5*time.Second)
 	}
 }
 
@@ -467,19 +474,10 @@ func (w *Worker) parse(rec *kgo.Record) (*jobmsg.Message, error) {
 	return jobmsg.FromRecord(rec)
 }
 
-// backoff is min(MaxBackoff, Backoff*2^(attempt-1)) with equal jitter.
-func backoff(p jobmsg.Policy, attempt int) time.Duration {
-	base, ceil := time.Duration(p.Backoff), time.Duration(p.MaxBackoff)
-	if base <= 0 {
-		return 0
-	}
-	d := base
-	for i := 1; i < attempt && d < ceil; i++ {
-		d *= 2
-	}
-	d = min(d, ceil)
-	half := d / 2
-	return half + rand.N(d-half+1)
+// retryDelay is how long a failed attempt waits before the window is
+// claimed again: min(MaxBackoff, Backoff*2^(attempt-1)) with equal jitter.
+func retryDelay(p jobmsg.Policy, attempt int) time.Duration {
+	return backoff.Exponential(time.Duration(p.Backoff), time.Duration(p.MaxBackoff), attempt, backoff.Equal)
 }
 
 // beyondHorizon reports whether rec is older than the store's Retention,

@@ -393,13 +393,13 @@ func TestBackoff(t *testing.T) {
 		full    time.Duration
 	}{{1, 100 * time.Millisecond}, {2, 200 * time.Millisecond}, {3, 400 * time.Millisecond}, {4, 800 * time.Millisecond}, {5, time.Second}, {60, time.Second}} {
 		for range 100 {
-			d := backoff(p, tc.attempt)
+			d := retryDelay(p, tc.attempt)
 			if d < tc.full/2 || d > tc.full {
-				t.Fatalf("backoff(attempt %d) = %v, want within [%v, %v]", tc.attempt, d, tc.full/2, tc.full)
+				t.Fatalf("retryDelay(attempt %d) = %v, want within [%v, %v]", tc.attempt, d, tc.full/2, tc.full)
 			}
 		}
 	}
-	if d := backoff(jobmsg.Policy{}, 3); d != 0 {
+	if d := retryDelay(jobmsg.Policy{}, 3); d != 0 {
 		t.Fatalf("backoff with zero policy = %v, want 0", d)
 	}
 }
