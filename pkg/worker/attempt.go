@@ -263,6 +263,14 @@ func (l *loop) stopAttempt(a *attempt, res *result) {
 	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
 	if (res.fenced || res.unproven) && !res.abandoned {
 		res.err = a.whyErr()
+		if res.err == nil {
+			// The handler returned while the step-down (or fence) that
+			// flipped the flag was still recording its cause.
+			res.err = ErrClaimUnproven
+			if res.fenced {
+				res.err = fmt.Errorf("claim lost: %w", dedupe.ErrFenced)
+			}
+		}
 	}
 	a.stopTimeout()
 	a.cancel(nil)
