@@ -16,7 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 // TestDashboardActions runs kjobctl dashboard --actions as an operator
@@ -101,7 +101,7 @@ func TestDashboardActions(t *testing.T) {
 	if e.endOffsets() <= before {
 		t.Fatal("the trigger published nothing")
 	}
-	audit, err := control.NewAuditLog(e.redis.Client(), "ops", 0)
+	audit, err := operator.NewAuditLog(e.redis.Client(), "ops", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

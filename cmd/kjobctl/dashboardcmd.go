@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -68,7 +68,7 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	f.String(&usersFile, "auth-users", "KJOB_DASHBOARD_USERS", "", "with --actions: file of USER:BCRYPT-HASH lines (htpasswd -B -n USER) for HTTP basic auth")
 	f.String(&tokensFile, "auth-tokens", "KJOB_DASHBOARD_TOKENS", "", "with --actions: file of NAME:TOKEN lines for bearer tokens (at least 32 characters each)")
 	f.String(&allowOrigins, "allow-origin", "KJOB_DASHBOARD_ALLOW_ORIGIN", "", "with --actions: comma-separated origins besides the dashboard's own that may send actions (e.g. https://kjob.example.com, a TLS proxy's)")
-	f.Int(&auditLen, "audit-len", "", control.DefaultAuditLen, "with --actions: how many audit records Redis keeps (about)")
+	f.Int(&auditLen, "audit-len", "", operator.DefaultAuditLen, "with --actions: how many audit records Redis keeps (about)")
 	o.registerRetention(f)
 	o.needSchedules = false
 	if err := f.Parse(args); err != nil {
@@ -174,7 +174,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 	if err != nil {
 		return nil, nil, err
 	}
-	audit, err := control.NewAuditLog(o.rdb, o.namespace, auditLen)
+	audit, err := operator.NewAuditLog(o.rdb, o.namespace, auditLen)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,7 +199,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	closers = append(closers, red.Close)
-	rp, err := control.NewReplayer(control.ReplayerConfig{
+	rp, err := operator.NewReplayer(operator.ReplayerConfig{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
 		IssuedBy: "kjob dashboard " + cli.DefaultID(), Now: nowFunc,
 	})
@@ -208,7 +208,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	closers = append(closers, rp.Close)
-	op, err := control.NewOperator(control.OperatorConfig{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Publisher: pub, Redriver: red,
+	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Publisher: pub, Redriver: red,
 		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()

@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/devredis"
 )
 

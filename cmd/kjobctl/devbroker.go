@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 )
 
 const devBrokerUsage = `kjobctl dev-broker: run kfake, franz-go's Kafka-compatible broker, as a process.

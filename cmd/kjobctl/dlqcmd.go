@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -39,15 +40,15 @@ the same window are republished once. Redriven letters stay in the
 dead-letter topic.`
 
 // The dead letters, their parsing (pkg/dlq), planning and redrive live in
-// pkg/control, which the dashboard's actions use too; kjobctl renders them,
+// pkg/operator, which the dashboard's actions use too; kjobctl renders them,
 // every text from a record made safe.
 type (
-	deadLetter  = control.DeadLetter
-	windowState = control.WindowState
-	redriveItem = control.RedriveItem
+	deadLetter  = operator.DeadLetter
+	windowState = operator.WindowState
+	redriveItem = operator.RedriveItem
 )
 
-func parseDeadLetter(r *kgo.Record) deadLetter { return control.ParseDeadLetter(r) }
+func parseDeadLetter(r *kgo.Record) deadLetter { return operator.ParseDeadLetter(r) }
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show" && args[0] != "redrive") {
@@ -155,7 +156,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	out, err := control.ExecuteRedrive(cctx, control.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
+	out, err := operator.ExecuteRedrive(cctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
 		By: "kjobctl " + cli.DefaultID(), Now: nowFunc}, items, force)
 	if err != nil {
 		return fmt.Errorf("dlq redrive: %w", err)
@@ -187,10 +188,10 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func planRedrive(chosen []deadLetter, force bool) []redriveItem {
-	return control.PlanRedrive(chosen, force)
+	return operator.PlanRedrive(chosen, force)
 }
 
-func redriveTarget(r *control.Redrive) string { return control.RedriveTarget(r) }
+func redriveTarget(r *operator.Redrive) string { return operator.RedriveTarget(r) }
 
 func renderRedrivePlan(w io.Writer, items []redriveItem, redrivenBefore int) {
 	n := 0
@@ -237,16 +238,20 @@ func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
 }
 
 // annotate fills in each letter's window state and redrive record.
-func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *control.Redrives, letters []deadLetter) error {
-	return control.AnnotateDeadLetters(ctx, store, rd, o.dlqTopic, letters)
+func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *operator.Redrives, letters []deadLetter) error {
+	return operator.AnnotateDeadLetters(ctx, store, rd, o.dlqTopic, letters)
 }
 
-func parseDLQID(s string) (int32, int64, error) { return control.ParseDeadLetterID(s) }
+func parseDLQID(s string) (int32, int64, error) { return operator.ParseDeadLetterID(s) }
 
-// readDLQ reads every record of the dead-letter topic (control.ErrNoTopic,
-// exit 3, if it does not exist).
+// readDLQ reads every record of the dead-letter topic (operator.ErrNoTopic,
+// exit 3, if it does not exist: the error names the flags to check).
 func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
-	return control.ReadDeadLetters(ctx, o.kgoOpts(), o.dlqTopic)
+	ls, err := operator.ReadDeadLetters(ctx, o.kgoOpts(), o.dlqTopic)
+	if errors.Is(err, operator.ErrNoTopic) {
+		err = fmt.Errorf("%w; check --dlq-topic and --topic", err)
+	}
+	return ls, err
 }
 
 // oneLine is s for a table cell: whitespace runs collapsed, made safe,
@@ -280,7 +285,7 @@ func stateCell(d deadLetter) string {
 	return safe(d.WindowState.String())
 }
 
-func redrivenCell(r *control.Redrive) string {
+func redrivenCell(r *operator.Redrive) string {
 	switch {
 	case r == nil:
 		return "-"

@@ -12,9 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dlq"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -130,11 +130,11 @@ func TestGoldenLag(t *testing.T) {
 	golden(t, "lag-backlog.golden", b.Bytes())
 }
 
-func replayPlan() *control.ReplayPlan {
-	return &control.ReplayPlan{
-		Spec:  control.ReplaySpec{Group: "kjob-workers", Mode: control.ByDuration, Duration: time.Hour, Job: "sync", Rerun: true},
+func replayPlan() *operator.ReplayPlan {
+	return &operator.ReplayPlan{
+		Spec:  operator.ReplaySpec{Group: "kjob-workers", Mode: operator.ByDuration, Duration: time.Hour, Job: "sync", Rerun: true},
 		Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
-		Partitions: []control.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 420, Target: 60, Start: 0, End: 420, Replayed: 360, After: -1}},
+		Partitions: []operator.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 420, Target: 60, Start: 0, End: 420, Replayed: 360, After: -1}},
 		Rerun:      []string{"sync@2026-11-22T09:00:00Z", "sync@2026-11-22T09:00:10Z"},
 		OtherJobs:  []string{"cleanup"},
 	}
@@ -152,8 +152,8 @@ func TestGoldenReplay(t *testing.T) {
 	golden(t, "replay-executed.golden", b.Bytes())
 
 	b.Reset()
-	p = &control.ReplayPlan{Spec: control.ReplaySpec{Mode: control.ToOffset, Offset: 1000}, Group: "kjob-workers", Topic: "kjob.windows", State: "Empty",
-		Partitions: []control.ReplayPartition{
+	p = &operator.ReplayPlan{Spec: operator.ReplaySpec{Mode: operator.ToOffset, Offset: 1000}, Group: "kjob-workers", Topic: "kjob.windows", State: "Empty",
+		Partitions: []operator.ReplayPartition{
 			{Partition: 0, Before: 10, Target: 12, End: 12, Clamped: "latest", After: 12, AppliedBy: "kadm"},
 			{Partition: 1, Before: -1, Target: 7, End: 7, Clamped: "latest", After: 7, AppliedBy: "kadm"},
 		}}
@@ -163,14 +163,14 @@ func TestGoldenReplay(t *testing.T) {
 	// A plain replay: failed and dead-lettered windows run again; a long
 	// list is cut at 20 rows.
 	b.Reset()
-	p = &control.ReplayPlan{Spec: control.ReplaySpec{Mode: control.ShiftBy, Offset: -60}, Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
-		Partitions: []control.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 100, Target: 40, Start: 0, End: 100, Replayed: 30, ReplayedOffsets: 60, After: -1}}}
+	p = &operator.ReplayPlan{Spec: operator.ReplaySpec{Mode: operator.ShiftBy, Offset: -60}, Group: "kjob-workers", Topic: "kjob.windows", Online: true, State: "Stable",
+		Partitions: []operator.ReplayPartition{{Partition: 0, Owner: "worker-1", Before: 100, Target: 40, Start: 0, End: 100, Replayed: 30, ReplayedOffsets: 60, After: -1}}}
 	for i := range 22 {
 		st := "dead"
 		if i%2 == 1 {
 			st = "failed"
 		}
-		p.Retry = append(p.Retry, control.RetryWindow{ID: fmt.Sprintf("sync@2026-11-22T09:%02d:00Z", i), Status: st})
+		p.Retry = append(p.Retry, operator.RetryWindow{ID: fmt.Sprintf("sync@2026-11-22T09:%02d:00Z", i), Status: st})
 	}
 	renderReplay(&b, "table", p, false)
 	golden(t, "replay-retry.golden", b.Bytes())
@@ -199,7 +199,7 @@ func TestGoldenDLQ(t *testing.T) {
 	again := *rec
 	again.Offset = 5
 	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad), parseDeadLetter(&again)}
-	ls[0].Redriven = &control.Redrive{Letter: control.Letter{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
+	ls[0].Redriven = &operator.Redrive{Letter: operator.Letter{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
 		At: t0, By: "kjobctl ops@host", Topic: "kjob.windows", Partition: 0, Offset: 80}
 	ls[2].WindowState = &windowState{Status: "dead", Token: 12, Attempts: 3, Holder: "worker-1", UpdatedAt: t0.Add(time.Minute)}
 	ls[0].WindowState = ls[2].WindowState

@@ -46,14 +46,14 @@ func (o *opts) leaseDesc() string {
 		}
 		return "kubernetes Lease " + ns + "/" + o.kubeLeaseName()
 	}
-	return "redis key " + inspect.ProducerLeaseKey(o.namespace)
+	return "redis key " + o.deployment().LeaseKey()
 }
 
 func (o *opts) kubeLeaseName() string {
 	if o.leaseName != "" {
 		return o.leaseName
 	}
-	return "kjob-producer-" + o.namespace
+	return o.deployment().LeaseName()
 }
 
 // leaderSource returns how status reads the producer leader: nil for the

@@ -13,8 +13,8 @@ import (
 
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
@@ -58,7 +58,7 @@ func TestGoldenLive(t *testing.T) {
 	e := newOpsEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lock, err := lease.NewRedisLock(e.redis.Client(), inspect.ProducerLeaseKey("ops"))
+	lock, err := lease.NewRedisLock(e.redis.Client(), names.Deployment{Namespace: "ops"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/buildinfo"
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 const usage = `kjobctl: operate kjob.
@@ -129,7 +129,7 @@ var exitCodes = []exitRule{
 	{exitNotFound, "not found: job, group, topic, partition or dead letter",
 		func(err error) bool {
 			return errors.Is(err, errNotFound) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
-				errors.Is(err, control.ErrNoTopic) || errors.Is(err, inspect.ErrNoTopic)
+				errors.Is(err, operator.ErrNoTopic) || errors.Is(err, inspect.ErrNoTopic)
 		}},
 	{exitDryRun, "dry run: the plan was printed and nothing changed (add --execute)", func(err error) bool { return errors.Is(err, errDryRun) }},
 	{exitConflict, "refused by the current state: already paused, not paused, group rebalancing, chosen dead letters left out of a redrive",
@@ -162,7 +162,11 @@ func exitCode(err error) int {
 }
 
 // exit prints err (made safe: it may quote a record) and returns its code.
+// A windows topic the read side did not find is named by its flag.
 func exit(stderr io.Writer, err error) int {
+	if errors.Is(err, inspect.ErrNoTopic) {
+		err = fmt.Errorf("%w; check --topic", err)
+	}
 	code := exitCode(err)
 	if code != exitOK {
 		fmt.Fprintln(stderr, "kjobctl:", safeLines(err.Error()))

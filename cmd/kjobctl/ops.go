@@ -14,10 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -55,12 +57,12 @@ type opts struct {
 
 func (o *opts) register(f *cli.Flags) {
 	f.String(&o.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
-	f.String(&o.topic, "topic", "KJOB_TOPIC", "kjob.windows", "windows topic")
+	f.String(&o.topic, "topic", "KJOB_TOPIC", names.DefaultTopic, "windows topic")
 	f.String(&o.stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "the producer's state topic (default <topic>.state)")
 	f.String(&o.dlqTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&o.controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic the workers read (default <topic>.control)")
-	f.String(&o.group, "group", "KJOB_GROUP", "kjob-workers", "the workers' consumer group")
-	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name (Redis key prefix)")
+	f.String(&o.group, "group", "KJOB_GROUP", names.DefaultGroup, "the workers' consumer group")
+	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name (Redis key prefix)")
 	o.redis.Register(f)
 	o.kafkaSec.Register(f)
 	o.signing.RegisterProducer(f)
@@ -79,14 +81,15 @@ func (o *opts) setup() error {
 	if _, err := cli.Brokers(o.brokers); err != nil {
 		return fmt.Errorf("--brokers/KJOB_BROKERS=%s: %v: %w", o.brokers, err, errUsage)
 	}
+	d := o.deployment()
 	if o.stateTopic == "" {
-		o.stateTopic = o.topic + ".state"
+		o.stateTopic = d.StateTopic()
 	}
 	if o.dlqTopic == "" {
-		o.dlqTopic = o.topic + ".dlq"
+		o.dlqTopic = d.DeadLetterTopic()
 	}
 	if o.controlTopic == "" {
-		o.controlTopic = control.DefaultTopic(o.topic)
+		o.controlTopic = d.ControlTopic()
 	}
 	if o.schedules != "" {
 		f, err := schedule.Load(o.schedules)
@@ -135,6 +138,12 @@ func (o *opts) registerLease(f *cli.Flags) {
 	f.String(&o.kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig file for --lease-backend kubernetes (default ~/.kube/config, or in-cluster credentials)")
 }
 
+// deployment names the deployment kjobctl operates: the names of its
+// topics and keys derive from it.
+func (o *opts) deployment() names.Deployment {
+	return names.Deployment{Namespace: o.namespace, Topic: o.topic}
+}
+
 func (o *opts) brokerList() []string { return strings.Split(o.brokers, ",") }
 
 func (o *opts) kgoOpts() []kgo.Opt {
@@ -145,12 +154,14 @@ func (o *opts) store() (*dedupe.Store, error) {
 	return dedupe.New(o.rdb, dedupe.Config{Namespace: o.namespace})
 }
 
-func (o *opts) pauses() (*control.Pauses, error) { return control.NewPauses(o.rdb, o.namespace) }
+func (o *opts) pauses() (*pause.Store, error) { return pause.New(o.rdb, o.namespace) }
 
-func (o *opts) redrives() (*control.Redrives, error) { return control.NewRedrives(o.rdb, o.namespace) }
+func (o *opts) redrives() (*operator.Redrives, error) {
+	return operator.NewRedrives(o.rdb, o.namespace)
+}
 
-func (o *opts) published() (*control.Published, error) {
-	return control.NewPublished(o.rdb, o.namespace, o.retention)
+func (o *opts) published() (*operator.Published, error) {
+	return operator.NewPublished(o.rdb, o.namespace, o.retention)
 }
 
 func (o *opts) inspector() (*inspect.Inspector, error) {
@@ -180,15 +191,15 @@ func (o *opts) job(cmd, name string) (*schedule.Job, error) {
 	if o.file == nil {
 		return nil, fmt.Errorf("%s: no schedules file: --schedules %q cannot be read; pass the producer's schedules file: %w", cmd, o.schedules, errUsage)
 	}
-	var names []string
+	var known []string
 	for _, j := range o.file.Jobs {
 		if j.Name == name {
 			return j, nil
 		}
-		names = append(names, j.Name)
+		known = append(known, j.Name)
 	}
-	slices.Sort(names)
-	return nil, fmt.Errorf("%s: unknown job %q: %s has %s: %w", cmd, name, o.file.Path, strings.Join(names, ", "), errNotFound)
+	slices.Sort(known)
+	return nil, fmt.Errorf("%s: unknown job %q: %s has %s: %w", cmd, name, o.file.Path, strings.Join(known, ", "), errNotFound)
 }
 
 func (o *opts) ctx(parent context.Context) (context.Context, context.CancelFunc) {

@@ -22,7 +22,7 @@ import (
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/signing"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -196,7 +196,7 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"lag", "--group", "ghosts"}, exitNotFound, `kjobctl: lag: group "ghosts" does not exist (no members, no committed offsets on kjob.windows); check --group: not found`},
 		{[]string{"trigger", "report", "--payload", "[1]"}, exitUsage, `kjobctl: trigger: --payload "[1]": want a JSON object such as {"url":"http://127.0.0.1:8080/hook"}: usage`},
 		{[]string{"resume", "report"}, exitConflict, `kjobctl: resume: job report is not paused: refused`},
-		{[]string{"dlq", "show", "12"}, exitNotFound, `kjobctl: dlq: dead-letter topic kjob.windows.dlq: topic does not exist (a worker creates it when it starts; check --dlq-topic and --topic)`},
+		{[]string{"dlq", "show", "12"}, exitNotFound, `kjobctl: dlq: dead-letter topic kjob.windows.dlq: topic does not exist (a worker creates it when it starts); check --dlq-topic and --topic`},
 		{[]string{"dlq", "show", "x"}, exitUsage, `kjobctl: dlq show: ID "x": want a dead-letter id as "kjobctl dlq list" prints it (an offset such as 12): usage`},
 		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
@@ -434,4 +434,4 @@ func TestTriggerSigns(t *testing.T) {
 	expect(t, code, stderr, exitUsage, `kjobctl: --signing-key-id "k1" needs --signing-keys-dir: usage`)
 }
 
-func inspectJobPartition(job string, n int) int32 { return inspect.JobPartition(job, n) }
+func inspectJobPartition(job string, n int) int32 { return names.JobPartition(job, n) }

@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/pause"
 )
 
 const pauseUsage = `kjobctl pause: stop the producer publishing JOB's windows until "kjobctl
@@ -104,8 +104,8 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	defer cancel()
 	now := nowFunc().UTC()
 	if cmd == "pause" {
-		p, err := ps.Pause(cctx, control.Pause{Job: j.Name, Since: now, By: cli.DefaultID()})
-		if errors.Is(err, control.ErrAlreadyPaused) {
+		p, err := ps.Pause(cctx, pause.Pause{Job: j.Name, Since: now, By: cli.DefaultID()})
+		if errors.Is(err, pause.ErrAlreadyPaused) {
 			return fmt.Errorf("pause: job %s is already paused (since %s by %s): %w", j.Name, fmtTime(p.Since), p.By, errConflict)
 		}
 		if err != nil {
@@ -152,7 +152,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 		return fmt.Errorf("resume: %w", errDryRun)
 	}
 	if _, err := ps.ResumeAt(cctx, j.Name, now); err != nil {
-		if errors.Is(err, control.ErrNotPaused) {
+		if errors.Is(err, pause.ErrNotPaused) {
 			return fmt.Errorf("resume: job %s is not paused (resumed meanwhile): %w", j.Name, errConflict)
 		}
 		return err

@@ -13,9 +13,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -31,7 +32,7 @@ func (o *opts) redriver() (*kgo.Client, error) { return o.producerClient(nil) }
 
 func (o *opts) producerClient(sign func(*kgo.Record) error) (*kgo.Client, error) {
 	opts := append(o.kgoOpts(),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordPartitioner(names.Partitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.AllowAutoTopicCreation(),
 	)
@@ -48,12 +49,6 @@ type signHook func(*kgo.Record) error
 
 // OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
 func (h signHook) OnProduceRecordBuffered(r *kgo.Record) { _ = h(r) }
-
-// message builds a window of job j starting at start (see
-// control.WindowMessage, which the dashboard's trigger uses too).
-func message(j *schedule.Job, id string, start time.Time, trigger jobmsg.Trigger, payload json.RawMessage, now time.Time) *jobmsg.Message {
-	return control.WindowMessage(j, id, start, trigger, payload, now)
-}
 
 const triggerUsage = `kjobctl trigger: publish one manual window of JOB now (trigger=manual) and
 print its id. The window is [now, the job's next fire time). It runs even if
@@ -112,7 +107,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
-	m, rec, err := control.Trigger(cctx, cl, o.topic, j, p, nowFunc())
+	m, rec, err := operator.Trigger(cctx, cl, o.topic, j, p, nowFunc())
 	if err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
@@ -271,7 +266,7 @@ var errPublish = errors.New("publishing stopped")
 // res. Without execute it only fills in res.
 //
 // Windows the workers have a record of (dedupe) are left out; so are
-// windows whose published marker (control.Published) is set. Markers are
+// windows whose published marker (operator.Published) is set. Markers are
 // reserved before producing and confirmed once Kafka acknowledged the
 // record; a window whose produce failed has its marker released, so
 // running the command again publishes exactly the missing windows.
@@ -385,7 +380,7 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 	produced = true // from here on the callbacks account for every window
 	for k, i := range todo {
 		id := ids[i]
-		rec, err := jobmsg.Record(o.topic, message(w.job, id, w.starts[i], w.trigger, nil, now))
+		_, rec, err := w.job.Record(o.topic, schedule.Publication{Start: w.starts[i], Trigger: w.trigger, ID: id, PublishedAt: now})
 		if err != nil {
 			return err
 		}

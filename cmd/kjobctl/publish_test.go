@@ -207,7 +207,8 @@ func TestTriggerWarns(t *testing.T) {
 }
 
 // Every window kjobctl builds (trigger, backfill, resume --catchup all go
-// through message) carries the job's whole policy, as the producer's do.
+// through schedule.Job.Message, as the producer) carries the job's whole
+// policy, as the producer's do.
 func TestWindowMessageCarriesJobPolicy(t *testing.T) {
 	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@every 1m\"\n    handler: log\n"+
 		"    timeout: 5m\n    retries: {max_attempts: 7, backoff: 3s, max_backoff: 2m}\n    overlap: latest\n"))
@@ -219,7 +220,7 @@ func TestWindowMessageCarriesJobPolicy(t *testing.T) {
 	want := jobmsg.Policy{Timeout: jobmsg.Duration(5 * time.Minute), MaxAttempts: 7, Backoff: jobmsg.Duration(3 * time.Second),
 		MaxBackoff: jobmsg.Duration(2 * time.Minute), Overlap: jobmsg.OverlapLatest}
 	for _, trig := range []jobmsg.Trigger{jobmsg.TriggerManual, jobmsg.TriggerBackfill, jobmsg.TriggerCatchup} {
-		m := message(j, jobmsg.BackfillID("a", start), start, trig, nil, start)
+		m := j.Message(schedule.Publication{Start: start, Trigger: trig, ID: jobmsg.BackfillID("a", start), PublishedAt: start})
 		if m.Policy != want || m.Policy != j.Policy() {
 			t.Errorf("%s: policy %+v, want %+v", trig, m.Policy, want)
 		}

@@ -17,8 +17,9 @@ import (
 
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
@@ -70,11 +71,11 @@ func TestReplayWhilePublishing(t *testing.T) {
 	flags[len(flags)-3] = sched // --schedules
 	code, out, stderr := runCmd(t, flags...)
 	var plan struct {
-		control.ReplayPlan
+		operator.ReplayPlan
 		Executed bool `json:"executed"`
 	}
 	if code != exitOK || json.Unmarshal([]byte(out), &plan) != nil || !plan.Executed || !plan.Online || len(plan.Partitions) != 1 ||
-		plan.Partitions[0].AppliedBy != "w1" || plan.Partitions[0].Partition != inspect.JobPartition("tick", 2) {
+		plan.Partitions[0].AppliedBy != "w1" || plan.Partitions[0].Partition != names.JobPartition("tick", 2) {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, stderr)
 	}
 	rerun := map[string]bool{}
@@ -128,7 +129,7 @@ func TestReplayEmptyGroupCommand(t *testing.T) {
 			t.Fatalf("trigger: %s", stderr)
 		}
 	}
-	part := inspect.JobPartition("report", 2)
+	part := names.JobPartition("report", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := e.adm.CommitOffsets(ctx, "kjob-workers", kadm.OffsetsFromRecords(kgo.Record{Topic: "kjob.windows", Partition: part, Offset: 2, LeaderEpoch: -1}))

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/cmd/internal/cli"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 const replayUsage = `kjobctl replay: move the workers' committed offsets back (or forward), like
@@ -70,7 +70,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	spec := control.ReplaySpec{Group: o.group, Job: job, Rerun: rerun}
+	spec := operator.ReplaySpec{Group: o.group, Job: job, Rerun: rerun}
 	var modes []string
 	if toDatetime != "" {
 		t, err := parseTime("replay: --to-datetime", toDatetime)
@@ -82,7 +82,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				"and every window not yet run would be skipped; replay from a past time, use --to-latest if skipping is what you want, or add --allow-future: %w",
 				fmtTime(t), fmtTime(now), errUsage)
 		}
-		spec.Mode, spec.Time = control.ToDatetime, t
+		spec.Mode, spec.Time = operator.ToDatetime, t
 		modes = append(modes, "--to-datetime")
 	}
 	if byDuration != "" {
@@ -90,7 +90,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("replay: --by-duration %q: want a positive duration such as 2h30m or PT2H30M: %w", byDuration, errUsage)
 		}
-		spec.Mode, spec.Duration = control.ByDuration, d
+		spec.Mode, spec.Duration = operator.ByDuration, d
 		modes = append(modes, "--by-duration")
 	}
 	if toOffset != "" {
@@ -98,7 +98,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil || n < 0 {
 			return fmt.Errorf("replay: --to-offset %q: want an offset >= 0: %w", toOffset, errUsage)
 		}
-		spec.Mode, spec.Offset = control.ToOffset, n
+		spec.Mode, spec.Offset = operator.ToOffset, n
 		modes = append(modes, "--to-offset")
 	}
 	if shiftBy != "" {
@@ -106,15 +106,15 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("replay: --shift-by %q: want a whole number such as -10: %w", shiftBy, errUsage)
 		}
-		spec.Mode, spec.Offset = control.ShiftBy, n
+		spec.Mode, spec.Offset = operator.ShiftBy, n
 		modes = append(modes, "--shift-by")
 	}
 	if toEarliest {
-		spec.Mode = control.ToEarliest
+		spec.Mode = operator.ToEarliest
 		modes = append(modes, "--to-earliest")
 	}
 	if toLatest {
-		spec.Mode = control.ToLatest
+		spec.Mode = operator.ToLatest
 		modes = append(modes, "--to-latest")
 	}
 	if len(modes) != 1 {
@@ -142,7 +142,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	r, err := control.NewReplayer(control.ReplayerConfig{
+	r, err := operator.NewReplayer(operator.ReplayerConfig{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
 		IssuedBy: "kjobctl " + cli.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
 	})
@@ -168,13 +168,26 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return renderReplay(stdout, o.output, plan, true)
 }
 
+// replaySpecFlags are the flags of replay's ReplaySpec fields: the
+// planner's errors about a field name it by its flag.
+var replaySpecFlags = map[string]string{
+	"ReplaySpec.Group": "group", "ReplaySpec.Job": "job", "ReplaySpec.Partitions": "partition",
+}
+
+// replayErr gives a replay's error its exit code, naming the flags it is
+// about.
 func replayErr(err error) error {
+	err = cli.InFlags(err, replaySpecFlags)
 	switch {
-	case errors.Is(err, control.ErrNoGroup), errors.Is(err, control.ErrNoPartition):
+	case errors.Is(err, operator.ErrNoGroup):
+		return fmt.Errorf("%w; check --group: %w", err, errNotFound)
+	case errors.Is(err, operator.ErrNoTopic):
+		return fmt.Errorf("%w; check --topic", err)
+	case errors.Is(err, operator.ErrNoPartition):
 		return fmt.Errorf("%w: %w", err, errNotFound)
-	case errors.Is(err, control.ErrRebalancing):
+	case errors.Is(err, operator.ErrRebalancing):
 		return fmt.Errorf("%w: %w", err, errConflict)
-	case errors.Is(err, control.ErrInvalidSpec):
+	case errors.Is(err, operator.ErrInvalidSpec):
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
 	return err
@@ -217,11 +230,11 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-func renderReplay(w io.Writer, output string, plan *control.ReplayPlan, executed bool) error {
+func renderReplay(w io.Writer, output string, plan *operator.ReplayPlan, executed bool) error {
 	if output == "json" {
 		return writeJSON(w, struct {
 			Executed bool `json:"executed"`
-			*control.ReplayPlan
+			*operator.ReplayPlan
 		}{executed, plan})
 	}
 	how := "through the control topic: each partition's owner seeks and commits"

@@ -9,9 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dlq"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 // Escape sequences an attacker who can write records would send: set the
@@ -87,7 +87,7 @@ func TestDLQOutputEscapesControlCharacters(t *testing.T) {
 	bad.Offset = 4
 	ls := []deadLetter{parseDeadLetter(good), parseDeadLetter(bad)}
 	ls[0].WindowState = &windowState{Status: "running", Token: 3, Holder: "worker-" + clearScreen}
-	ls[1].Redriven = &control.Redrive{At: t0, By: "kjobctl " + setTitle, Topic: "kjob.windows" + clearScreen}
+	ls[1].Redriven = &operator.Redrive{At: t0, By: "kjobctl " + setTitle, Topic: "kjob.windows" + clearScreen}
 
 	var b bytes.Buffer
 	if err := renderDLQList(&b, ls); err != nil {
@@ -157,7 +157,7 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 	assertInert(t, "replay", b.String())
 	b.Reset()
 	p.Spec.Rerun = false
-	p.Retry = []control.RetryWindow{{ID: "sync@" + hostile, Status: "dead" + setTitle}}
+	p.Retry = []operator.RetryWindow{{ID: "sync@" + hostile, Status: "dead" + setTitle}}
 	renderReplay(&b, "table", p, false)
 	assertInert(t, "replay retry", b.String())
 }

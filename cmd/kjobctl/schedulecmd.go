@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 

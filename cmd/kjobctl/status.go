@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/inspect"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/producer"
 )
 
@@ -16,7 +16,7 @@ import (
 func newElector(backend, leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, rdb redis.UniversalClient, log *slog.Logger, onChange func(lease.Event)) (producer.Elector, error) {
 	switch backend {
 	case "redis":
-		lock, err := lease.NewRedisLock(rdb, inspect.ProducerLeaseKey(namespace))
+		lock, err := lease.NewRedisLock(rdb, names.Deployment{Namespace: namespace}.LeaseKey())
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/lease/kubelease"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/producer"
 )
 
@@ -31,7 +32,7 @@ func kubeElector(leaseNS, leaseName, namespace, id string, ttl, renew time.Durat
 		leaseNS = strings.TrimSpace(string(b))
 	}
 	if leaseName == "" {
-		leaseName = "kjob-producer-" + namespace
+		leaseName = names.Deployment{Namespace: namespace}.LeaseName()
 	}
 	rc, err := rest.InClusterConfig()
 	if err != nil {

@@ -18,12 +18,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
-	"github.com/kjob/kjob/pkg/control"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	ktopic "github.com/kjob/kjob/pkg/topic"
@@ -51,14 +51,14 @@ func run(ctx context.Context, args []string) error {
 	)
 	f := cli.NewFlags("producer", usage)
 	f.String(&brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
-	f.String(&topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic to publish windows to")
+	f.String(&topic, "topic", "KJOB_TOPIC", names.DefaultTopic, "topic to publish windows to")
 	f.String(&stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)")
 	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", 1, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)")
 	f.IntRange(&rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of created topics (1 to 32767)")
 	f.String(&txnID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)")
 	f.Duration(&txnTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", 10*time.Second, "Kafka transaction timeout")
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
-	f.String(&namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
+	f.String(&namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&id, "id", "KJOB_ID", cli.DefaultID(), "this replica's id (lease holder name)")
 	kafkaSec.Register(f)
 	f.Bool(&checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the producer's ACLs (deploy/SECURITY.md)")
@@ -125,8 +125,9 @@ func run(ctx context.Context, args []string) error {
 	// the size of the jobs it yields; hand that memory back to the OS now
 	// rather than carrying it for the life of the process.
 	debug.FreeOSMemory()
+	d := names.Deployment{Namespace: namespace, Topic: topic}
 	if txnID == "" {
-		txnID = "kjob-producer-" + namespace
+		txnID = d.TransactionalID()
 	}
 	rdb, err := redisOpts.Client()
 	if err != nil {
@@ -141,11 +142,11 @@ func run(ctx context.Context, args []string) error {
 	reg, m := obs.Registry, obs.Metrics
 	elector, err := newElector(leaseBackend, leaseNS, leaseName, namespace, id, leaseTTL, renew, rdb, log, m.LeaseChanged)
 	if err != nil {
-		return f.Explain(err, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew", "Config.Holder": "id",
-			"LeaseDuration": "lease-ttl", "RetryPeriod": "lease-renew", "Config.Identity": "id",
-			"kubelease: Config.Namespace": "lease-namespace", "Config.Name is": "lease-name"})
+		return f.WithFlags(err, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew", "Config.Holder": "id",
+			"Config.RenewDeadline": "lease-ttl", "LeaseDuration": "lease-ttl", "Config.RetryPeriod": "lease-renew", "RenewDeadline": "lease-ttl",
+			"Config.Identity": "id", "Config.Namespace": "lease-namespace", "Config.Name": "lease-name"})
 	}
-	pauses, err := control.NewPauses(rdb, namespace)
+	pauses, err := pause.New(rdb, namespace)
 	if err != nil {
 		return err
 	}
@@ -161,6 +162,7 @@ func run(ctx context.Context, args []string) error {
 		Brokers:            brokerList,
 		ClientOpts:         append(obs.KafkaOpts(true), kafkaOpts...),
 		Sign:               sign,
+		Namespace:          namespace,
 		Topic:              topic,
 		StateTopic:         stateTopic,
 		Partitions:         int32(partitions),
@@ -176,7 +178,7 @@ func run(ctx context.Context, args []string) error {
 		OnSkipped:          m.Skipped,
 	})
 	if err != nil {
-		return f.Explain(err, map[string]string{"Brokers": "brokers", "StateTopic": "state-topic", "Partitions": "partitions",
+		return f.WithFlags(err, map[string]string{"Brokers": "brokers", "StateTopic": "state-topic", "Partitions": "partitions",
 			"ReplicationFactor": "replication-factor", "TransactionalID": "transactional-id", "TransactionTimeout": "transaction-timeout"})
 	}
 
@@ -197,7 +199,7 @@ func run(ctx context.Context, args []string) error {
 		health.Waiting("waiting for kafka (checking the producer's ACLs)")
 		st := stateTopic
 		if st == "" {
-			st = topic + ".state"
+			st = d.StateTopic()
 		}
 		if err := cli.CheckKafkaAccess(ctx, log, brokerList, kafkaOpts, access.Producer(topic, st, txnID)); err != nil {
 			if ctx.Err() != nil {
@@ -210,7 +212,7 @@ func run(ctx context.Context, args []string) error {
 		health.Waiting("waiting for redis (checking the producer's Redis permissions)")
 		leaseKey := ""
 		if leaseBackend == "redis" {
-			leaseKey = inspect.ProducerLeaseKey(namespace)
+			leaseKey = d.LeaseKey()
 		}
 		role, err := cli.ProducerRedisRole(rdb, redisOpts.User(), namespace, id, leaseKey)
 		if err != nil {
@@ -249,7 +251,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if errors.Is(err, ktopic.ErrMismatch) {
-		return f.Explain(err, map[string]string{"partitions, configured": "partitions", "replication factor": "replication-factor"})
+		return f.WithFlags(err, map[string]string{"Spec.Partitions": "partitions", "Spec.ReplicationFactor": "replication-factor"})
 	}
 	return err
 }

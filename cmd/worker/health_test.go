@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/testenv"
 )
 

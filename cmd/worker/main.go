@@ -22,13 +22,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 	"github.com/kjob/kjob/pkg/worker"
@@ -60,12 +61,12 @@ func run(ctx context.Context, args []string) error {
 	var checkRedis bool
 	f := cli.NewFlags("worker", usage)
 	f.String(&c.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
-	f.String(&c.topic, "topic", "KJOB_TOPIC", "kjob.windows", "topic the producer publishes windows to")
-	f.String(&c.group, "group", "KJOB_GROUP", "kjob-workers", "consumer group of the workers")
+	f.String(&c.topic, "topic", "KJOB_TOPIC", names.DefaultTopic, "topic the producer publishes windows to")
+	f.String(&c.group, "group", "KJOB_GROUP", names.DefaultGroup, "consumer group of the workers")
 	f.String(&c.dlq, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
 	f.IntRange(&c.rf, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of the dead-letter and control topics when created (1 to 32767)")
-	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", "kjob", "deployment name: prefixes Redis keys; one per kjob deployment")
+	f.String(&c.namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name: prefixes Redis keys; one per kjob deployment")
 	f.String(&c.id, "id", "KJOB_ID", cli.DefaultID(), "this worker's id (claim owner, group member)")
 	c.kafkaSec.Register(f)
 	f.Bool(&c.checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the worker's ACLs (deploy/SECURITY.md)")
@@ -137,7 +138,7 @@ func run(ctx context.Context, args []string) error {
 	defer rdb.Close()
 	store, err := dedupe.New(rdb, dedupe.Config{Namespace: c.namespace, ClaimTTL: c.claimTTL, Retention: c.retention})
 	if err != nil {
-		return f.Explain(err, map[string]string{"Config.Namespace": "namespace", "Config.ClaimTTL": "claim-ttl", "Config.Retention": "retention"})
+		return f.WithFlags(err, map[string]string{"Config.Namespace": "namespace", "Config.ClaimTTL": "claim-ttl", "Config.Retention": "retention"})
 	}
 
 	kafkaOpts, err := c.kafkaSec.ClientOpts()
@@ -175,13 +176,14 @@ func run(ctx context.Context, args []string) error {
 
 	if c.checkACLs {
 		health.Waiting("waiting for kafka (checking the worker's ACLs)")
+		d := names.Deployment{Namespace: c.namespace, Topic: c.topic}
 		dlq := c.dlq
 		if dlq == "" {
-			dlq = c.topic + ".dlq"
+			dlq = d.DeadLetterTopic()
 		}
 		ctrl := controlTopic
 		if ctrl == "" {
-			ctrl = control.DefaultTopic(c.topic)
+			ctrl = d.ControlTopic()
 		}
 		if err := cli.CheckKafkaAccess(ctx, log, brokers, kafkaOpts, access.Worker(c.topic, dlq, ctrl, c.group)); err != nil {
 			if ctx.Err() != nil {
@@ -226,7 +228,7 @@ func run(ctx context.Context, args []string) error {
 		OnAttempt:           tr.Attempt,
 	})
 	if err != nil {
-		return f.Explain(err, map[string]string{
+		return f.WithFlags(err, map[string]string{
 			"Config.Brokers": "brokers", "Config.Topic": "topic", "Config.Group": "group", "Config.DeadLetterTopic": "dlq-topic",
 			"Config.WorkerID": "id", "Config.Grace": "grace", "Config.ClaimExtendInterval": "claim-extend",
 			"Config.Concurrency": "concurrency", "Config.MaxUncommitted": "max-uncommitted", "Config.StallAfter": "stall-after",
@@ -258,7 +260,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		hcancel()
 		wg.Wait()
-		return f.Explain(err, map[string]string{"AgentConfig.ControlTopic": "control-topic", "AgentConfig.Topic": "topic", "AgentConfig.Group": "group"})
+		return f.WithFlags(err, map[string]string{"AgentConfig.ControlTopic": "control-topic", "AgentConfig.Topic": "topic", "AgentConfig.Group": "group"})
 	}
 	wg.Add(1)
 	go func() {

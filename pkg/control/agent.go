@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/backoff"
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 )
@@ -35,7 +37,8 @@ type AgentConfig struct {
 	Group string
 	// Topic is the windows topic.
 	Topic string
-	// ControlTopic is the control topic. Default DefaultTopic(Topic).
+	// ControlTopic is the control topic. Default Topic + ".control"
+	// (names.Deployment.ControlTopic).
 	ControlTopic string
 	// ReplicationFactor of the control topic when the Agent creates it.
 	// Default 1.
@@ -56,27 +59,34 @@ type Agent struct {
 	log *slog.Logger
 }
 
-// NewAgent validates cfg and returns an Agent.
+// configError is a *configerr.Error about field of AgentConfig.
+func configError(field string, value any, reason string) error {
+	return &configerr.Error{Op: "control", Field: field, Value: value, Reason: reason}
+}
+
+// NewAgent validates cfg and returns an Agent. A setting it refuses is a
+// *configerr.Error.
 func NewAgent(cfg AgentConfig) (*Agent, error) {
 	switch {
 	case len(cfg.Brokers) == 0:
-		return nil, errors.New(`control: AgentConfig.Brokers is empty; set at least one seed broker, e.g. "localhost:9092"`)
+		return nil, configError("AgentConfig.Brokers", nil, `is empty; set at least one seed broker, e.g. "localhost:9092"`)
 	case cfg.Group == "":
-		return nil, errors.New(`control: AgentConfig.Group is empty; set the workers' consumer group, e.g. "kjob-workers"`)
+		return nil, configError("AgentConfig.Group", nil, `is empty; set the workers' consumer group, e.g. "kjob-workers"`)
 	case cfg.Topic == "":
-		return nil, errors.New(`control: AgentConfig.Topic is empty; set the windows topic, e.g. "kjob.windows"`)
+		return nil, configError("AgentConfig.Topic", nil, `is empty; set the windows topic, e.g. "kjob.windows"`)
 	case cfg.Member == "":
-		return nil, errors.New("control: AgentConfig.Member is empty; set the worker id")
+		return nil, configError("AgentConfig.Member", nil, "is empty; set the worker id")
 	case cfg.Seeker == nil:
-		return nil, errors.New("control: AgentConfig.Seeker is nil; pass the *worker.Worker")
+		return nil, configError("AgentConfig.Seeker", nil, "is nil; pass the *worker.Worker")
 	case cfg.ReplicationFactor < 0:
-		return nil, fmt.Errorf("control: AgentConfig.ReplicationFactor = %d is negative; set it to the replica count, or 0 for 1", cfg.ReplicationFactor)
+		return nil, configError("AgentConfig.ReplicationFactor", cfg.ReplicationFactor, "is negative; set it to the replica count, or 0 for 1")
 	}
+	ctl := names.Deployment{Topic: cfg.Topic}.ControlTopic()
 	if cfg.ControlTopic == "" {
-		cfg.ControlTopic = DefaultTopic(cfg.Topic)
+		cfg.ControlTopic = ctl
 	}
 	if cfg.ControlTopic == cfg.Topic {
-		return nil, fmt.Errorf("control: AgentConfig.ControlTopic = %q is the windows topic; leave it empty for %q", cfg.ControlTopic, DefaultTopic(cfg.Topic))
+		return nil, configError("AgentConfig.ControlTopic", cfg.ControlTopic, fmt.Sprintf("is the windows topic; leave it empty for %q", ctl))
 	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = 1

@@ -23,9 +23,6 @@ const (
 	KindSeekAck = "seek-ack"
 )
 
-// DefaultTopic returns the control topic of a windows topic.
-func DefaultTopic(windowsTopic string) string { return windowsTopic + ".control" }
-
 // ErrInvalid matches errors of records that are not valid control records.
 var ErrInvalid = errors.New("control: invalid record")
 

@@ -20,28 +20,29 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/pkg/pause"
 )
 
-// Operator performs the dashboard's actions; *control.Operator implements
+// Operator performs the dashboard's actions; *operator.Operator implements
 // it with the functions kjobctl uses, so an action does exactly what the
 // kjobctl command does.
 type Operator interface {
 	Trigger(ctx context.Context, job string) (*jobmsg.Message, *kgo.Record, error)
-	Pause(ctx context.Context, job, by string) (control.Pause, error)
-	Resume(ctx context.Context, job string) (control.Pause, error)
-	DeadLetters(ctx context.Context) ([]control.DeadLetter, error)
-	Redrive(ctx context.Context, id, by string) (control.RedriveItem, []control.Redriven, error)
-	PlanReplay(ctx context.Context, spec control.ReplaySpec) (*control.ReplayPlan, error)
-	ExecuteReplay(ctx context.Context, plan *control.ReplayPlan) error
+	Pause(ctx context.Context, job, by string) (pause.Pause, error)
+	Resume(ctx context.Context, job string) (pause.Pause, error)
+	DeadLetters(ctx context.Context) ([]operator.DeadLetter, error)
+	Redrive(ctx context.Context, id, by string) (operator.RedriveItem, []operator.Redriven, error)
+	PlanReplay(ctx context.Context, spec operator.ReplaySpec) (*operator.ReplayPlan, error)
+	ExecuteReplay(ctx context.Context, plan *operator.ReplayPlan) error
 }
 
-// AuditLog keeps the audit records of the actions; *control.AuditLog
+// AuditLog keeps the audit records of the actions; *operator.AuditLog
 // implements it.
 type AuditLog interface {
-	Append(ctx context.Context, rec control.AuditRecord) error
-	Recent(ctx context.Context, n int64) ([]control.AuditRecord, error)
+	Append(ctx context.Context, rec operator.AuditRecord) error
+	Recent(ctx context.Context, n int64) ([]operator.AuditRecord, error)
 }
 
 // Actions turns on the dashboard's actions: trigger a job now, pause and
@@ -80,16 +81,16 @@ type Actions struct {
 func (a *Actions) validate() error {
 	switch {
 	case a.Operator == nil:
-		return errors.New("dashboard: Actions.Operator is nil; pass a *control.Operator (control.NewOperator)")
+		return configError("Actions.Operator", nil, "is nil; pass a *operator.Operator (operator.New)")
 	case len(a.Auth) == 0:
-		return errors.New("dashboard: Actions.Auth is empty; actions need authentication: pass dashboard.LoadTokens and/or dashboard.LoadUsers")
+		return configError("Actions.Auth", nil, "is empty; actions need authentication: pass dashboard.LoadTokens and/or dashboard.LoadUsers")
 	case a.Audit == nil:
-		return errors.New("dashboard: Actions.Audit is nil; pass a *control.AuditLog (control.NewAuditLog)")
+		return configError("Actions.Audit", nil, "is nil; pass a *operator.AuditLog (operator.NewAuditLog)")
 	}
 	for _, o := range a.AllowedOrigins {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
-			return fmt.Errorf(`dashboard: Actions.AllowedOrigins has %q; want an origin such as "https://kjob.example.com" (scheme and host, no path)`, o)
+			return configError("Actions.AllowedOrigins", nil, fmt.Sprintf(`has %q; want an origin such as "https://kjob.example.com" (scheme and host, no path)`, o))
 		}
 	}
 	if len(a.Secret) == 0 {
@@ -122,7 +123,7 @@ type actionState struct {
 }
 
 type storedPlan struct {
-	plan    *control.ReplayPlan
+	plan    *operator.ReplayPlan
 	user    string
 	session string
 	expires time.Time
@@ -277,7 +278,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	reqID := make([]byte, 8)
 	_, _ = rand.Read(reqID)
-	rec := control.AuditRecord{Who: s.user, Remote: r.RemoteAddr, Tool: "dashboard", Action: name, Target: target, Params: params,
+	rec := operator.AuditRecord{Who: s.user, Remote: r.RemoteAddr, Tool: "dashboard", Action: name, Target: target, Params: params,
 		Request: hex.EncodeToString(reqID)}
 	ctx, cancel := context.WithTimeout(r.Context(), d.actions.a.ActionTimeout)
 	defer cancel()
@@ -345,7 +346,7 @@ var actionsByName = map[string]action{
 		return map[string]any{"detail": "resumed " + p.Job + " (paused since " + p.Since.UTC().Format(time.RFC3339) + "; windows skipped meanwhile are not caught up)", "pause": p}, 0, nil
 	}},
 	"redrive": {check: func(req *actionRequest) (string, map[string]string, error) {
-		if _, _, err := control.ParseDeadLetterID(req.Letter); err != nil {
+		if _, _, err := operator.ParseDeadLetterID(req.Letter); err != nil {
 			return "", nil, fmt.Errorf(`letter %q: want a dead letter's id as the list shows it, e.g. "12"`, req.Letter)
 		}
 		return "dead letter " + req.Letter, nil, nil
@@ -431,11 +432,11 @@ func checkReplay(req *actionRequest) (string, map[string]string, error) {
 
 // replaySpec turns the form of a replay into a ReplaySpec, as kjobctl
 // replay turns its flags into one.
-func replaySpec(req *actionRequest, now time.Time) (control.ReplaySpec, error) {
-	spec := control.ReplaySpec{Group: req.Group, Job: req.Job, Rerun: req.Rerun, Partitions: req.Partitions, Mode: control.Mode(req.Mode)}
+func replaySpec(req *actionRequest, now time.Time) (operator.ReplaySpec, error) {
+	spec := operator.ReplaySpec{Group: req.Group, Job: req.Job, Rerun: req.Rerun, Partitions: req.Partitions, Mode: operator.Mode(req.Mode)}
 	v := strings.TrimSpace(req.Value)
 	switch spec.Mode {
-	case control.ToDatetime:
+	case operator.ToDatetime:
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			return spec, fmt.Errorf("value %q: want an RFC 3339 time such as 2026-11-22T10:00:00Z", v)
@@ -444,19 +445,19 @@ func replaySpec(req *actionRequest, now time.Time) (control.ReplaySpec, error) {
 			return spec, fmt.Errorf("value %s is in the future: a replay to it would skip every window not processed yet", v)
 		}
 		spec.Time = t
-	case control.ByDuration:
+	case operator.ByDuration:
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return spec, fmt.Errorf("value %q: want a positive duration such as 2h30m", v)
 		}
 		spec.Duration = d
-	case control.ToOffset, control.ShiftBy:
+	case operator.ToOffset, operator.ShiftBy:
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || spec.Mode == control.ToOffset && n < 0 {
+		if err != nil || spec.Mode == operator.ToOffset && n < 0 {
 			return spec, fmt.Errorf("value %q: want a whole number of offsets", v)
 		}
 		spec.Offset = n
-	case control.ToEarliest, control.ToLatest:
+	case operator.ToEarliest, operator.ToLatest:
 	default:
 		return spec, fmt.Errorf("mode %q: want to-datetime, by-duration, to-offset, shift-by, to-earliest or to-latest", req.Mode)
 	}
@@ -467,13 +468,13 @@ func replaySpec(req *actionRequest, now time.Time) (control.ReplaySpec, error) {
 // (400, 404), the state of things (409), or a failure upstream (502).
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, control.ErrUnknownJob), errors.Is(err, control.ErrUnknownLetter),
-		errors.Is(err, control.ErrNoGroup), errors.Is(err, control.ErrNoPartition):
+	case errors.Is(err, operator.ErrUnknownJob), errors.Is(err, operator.ErrUnknownLetter),
+		errors.Is(err, operator.ErrNoGroup), errors.Is(err, operator.ErrNoPartition):
 		return http.StatusNotFound
-	case errors.Is(err, control.ErrAlreadyPaused), errors.Is(err, control.ErrNotPaused), errors.Is(err, control.ErrLeftOut),
-		errors.Is(err, control.ErrRebalancing):
+	case errors.Is(err, pause.ErrAlreadyPaused), errors.Is(err, pause.ErrNotPaused), errors.Is(err, operator.ErrLeftOut),
+		errors.Is(err, operator.ErrRebalancing):
 		return http.StatusConflict
-	case errors.Is(err, control.ErrInvalidSpec):
+	case errors.Is(err, operator.ErrInvalidSpec):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway
@@ -488,7 +489,7 @@ func (d *Dashboard) serveDeadLetters(w http.ResponseWriter, r *http.Request) {
 		writeJSONStatus(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return
 	}
-	items := control.PlanRedrive(ls, false)
+	items := operator.PlanRedrive(ls, false)
 	writeJSONStatus(w, http.StatusOK, map[string]any{"letters": items})
 }
 

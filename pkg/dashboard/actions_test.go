@@ -20,10 +20,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -35,8 +36,8 @@ type actionsEnv struct {
 	rdb     *redis.Client
 	redis   *testenv.Redis
 	adm     *kadm.Client
-	audit   *control.AuditLog
-	pauses  *control.Pauses
+	audit   *operator.AuditLog
+	pauses  *pause.Store
 	actions *dashboard.Actions
 	users   string // the users file
 	token   string
@@ -54,7 +55,7 @@ func newActionsEnv(t *testing.T, ns, topic string, jobsYAML string) *actionsEnv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,18 +70,18 @@ func newActionsEnv(t *testing.T, ns, topic string, jobsYAML string) *actionsEnv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pauses, _ = control.NewPauses(e.rdb, ns)
-	rd, _ := control.NewRedrives(e.rdb, ns)
-	e.audit, err = control.NewAuditLog(e.rdb, ns, 0)
+	e.pauses, _ = pause.New(e.rdb, ns)
+	rd, _ := operator.NewRedrives(e.rdb, ns)
+	e.audit, err = operator.NewAuditLog(e.rdb, ns, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp, err := control.NewReplayer(control.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: store, IssuedBy: "test", AckTimeout: 20 * time.Second})
+	rp, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: store, IssuedBy: "test", AckTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rp.Close)
-	op, err := control.NewOperator(control.OperatorConfig{Jobs: f.Jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
+	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
 		ReadOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Store: store, Pauses: e.pauses, Redrives: rd, Replayer: rp})
 	if err != nil {
 		t.Fatal(err)
@@ -318,8 +319,8 @@ func TestActionRefusals(t *testing.T) {
 	}
 	code, _, body = do("POST", "/api/actions/replay-plan", good, `{"group":"kjob-workers","mode":"to-earliest"}`)
 	var planned struct {
-		PlanID string              `json:"plan_id"`
-		Plan   *control.ReplayPlan `json:"plan"`
+		PlanID string               `json:"plan_id"`
+		Plan   *operator.ReplayPlan `json:"plan"`
 	}
 	if err := json.Unmarshal([]byte(body), &planned); code != http.StatusOK || err != nil || planned.PlanID == "" ||
 		len(planned.Plan.Partitions) != 1 || planned.Plan.Partitions[0].Before != end || planned.Plan.Partitions[0].Target != 0 {
@@ -357,7 +358,7 @@ func TestActionRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	letter, err := jobmsg.Record(topic+".dlq", control.WindowMessage(j.Jobs[0], jobmsg.WindowID("report", start), start, jobmsg.TriggerSchedule, nil, start))
+	_, letter, err := j.Jobs[0].Record(topic+".dlq", schedule.Publication{Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,9 +423,9 @@ func TestNewRefusesBadActions(t *testing.T) {
 		want string
 	}{
 		{dashboard.Actions{Auth: []dashboard.Authenticator{tokens}}, "Actions.Operator is nil"},
-		{dashboard.Actions{Operator: &control.Operator{}}, "Actions.Auth is empty"},
-		{dashboard.Actions{Operator: &control.Operator{}, Auth: []dashboard.Authenticator{tokens}}, "Actions.Audit is nil"},
-		{dashboard.Actions{Operator: &control.Operator{}, Auth: []dashboard.Authenticator{tokens}, Audit: &control.AuditLog{}, AllowedOrigins: []string{"kjob.example.com"}},
+		{dashboard.Actions{Operator: &operator.Operator{}}, "Actions.Auth is empty"},
+		{dashboard.Actions{Operator: &operator.Operator{}, Auth: []dashboard.Authenticator{tokens}}, "Actions.Audit is nil"},
+		{dashboard.Actions{Operator: &operator.Operator{}, Auth: []dashboard.Authenticator{tokens}, Audit: &operator.AuditLog{}, AllowedOrigins: []string{"kjob.example.com"}},
 			`Actions.AllowedOrigins has "kjob.example.com"`},
 	} {
 		cfg := base

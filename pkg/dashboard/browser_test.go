@@ -24,13 +24,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
@@ -98,7 +100,7 @@ func newDeployment(t *testing.T, ctx context.Context, wg *sync.WaitGroup, jobsYA
 func (d *deployment) startProducer() {
 	d.t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	lock, err := lease.NewRedisLock(d.rdb, inspect.ProducerLeaseKey(ns))
+	lock, err := lease.NewRedisLock(d.rdb, names.Deployment{Namespace: ns}.LeaseKey())
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func (d *deployment) startWorker(handlers map[string]handler.HandlerFunc) {
 // and returns its URL.
 func (d *deployment) serve(a *dashboard.Actions) string {
 	d.t.Helper()
-	pauses, err := control.NewPauses(d.rdb, ns)
+	pauses, err := pause.New(d.rdb, ns)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -480,7 +482,7 @@ func TestActionsInBrowser(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	d := newDeployment(t, ctx, &wg, "jobs:\n  - name: report\n    schedule: \"0 3 * * *\"\n    handler: noop\n")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,15 +495,15 @@ func TestActionsInBrowser(t *testing.T) {
 	}
 	d.startWorker(map[string]handler.HandlerFunc{"noop": func(context.Context, *handler.Job) error { return nil }})
 	users, _ := usersFile(t)
-	pauses, _ := control.NewPauses(d.rdb, ns)
-	rd, _ := control.NewRedrives(d.rdb, ns)
-	audit, _ := control.NewAuditLog(d.rdb, ns, 0)
-	rp, err := control.NewReplayer(control.ReplayerConfig{Brokers: d.brokers, Topic: topic, Store: d.store, IssuedBy: "test"})
+	pauses, _ := pause.New(d.rdb, ns)
+	rd, _ := operator.NewRedrives(d.rdb, ns)
+	audit, _ := operator.NewAuditLog(d.rdb, ns, 0)
+	rp, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: d.brokers, Topic: topic, Store: d.store, IssuedBy: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rp.Close()
-	op, err := control.NewOperator(control.OperatorConfig{Jobs: d.jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
+	op, err := operator.New(operator.Config{Jobs: d.jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
 		ReadOpts: []kgo.Opt{kgo.SeedBrokers(d.brokers...)}, Store: d.store, Pauses: pauses, Redrives: rd, Replayer: rp})
 	if err != nil {
 		t.Fatal(err)

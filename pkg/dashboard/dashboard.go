@@ -38,6 +38,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
 )
@@ -196,34 +197,40 @@ type Execution struct {
 	Invalid string `json:"invalid,omitempty"`
 }
 
-// New validates cfg and returns a Dashboard; nothing is read until Run.
+// configError is a *configerr.Error about field of Config or Actions.
+func configError(field string, value any, reason string, related ...string) error {
+	return &configerr.Error{Op: "dashboard", Field: field, Value: value, Reason: reason, Related: related}
+}
+
+// New validates cfg and returns a Dashboard; nothing is read until Run. A
+// setting it refuses is a *configerr.Error.
 func New(cfg Config) (*Dashboard, error) {
 	if cfg.Inspector == nil {
-		return nil, errors.New("dashboard: Config.Inspector is nil; pass an *inspect.Inspector (inspect.New)")
+		return nil, configError("Config.Inspector", nil, "is nil; pass an *inspect.Inspector (inspect.New)")
 	}
 	if len(cfg.Brokers) == 0 {
-		return nil, errors.New(`dashboard: Config.Brokers is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`)
+		return nil, configError("Config.Brokers", nil, `is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`)
 	}
 	if cfg.Topic == "" {
-		return nil, errors.New(`dashboard: Config.Topic is empty; set the windows topic, e.g. "kjob.windows"`)
+		return nil, configError("Config.Topic", nil, `is empty; set the windows topic, e.g. "kjob.windows"`)
 	}
 	switch {
 	case cfg.Interval == 0:
 		cfg.Interval = DefaultInterval
 	case cfg.Interval < 100*time.Millisecond:
-		return nil, fmt.Errorf("dashboard: Config.Interval = %v is below 100ms; set it to at least 100ms, or 0 for %v", cfg.Interval, DefaultInterval)
+		return nil, configError("Config.Interval", cfg.Interval, fmt.Sprintf("is below 100ms; set it to at least 100ms, or 0 for %v", DefaultInterval))
 	}
 	switch {
 	case cfg.History == 0:
 		cfg.History = DefaultHistory
 	case cfg.History < cfg.Interval:
-		return nil, fmt.Errorf("dashboard: Config.History = %v is shorter than Config.Interval = %v; set it to at least the interval, or 0 for %v", cfg.History, cfg.Interval, DefaultHistory)
+		return nil, configError("Config.History", cfg.History, fmt.Sprintf("is shorter than Config.Interval = %v; set it to at least the interval, or 0 for %v", cfg.Interval, DefaultHistory), "Config.Interval")
 	}
 	switch {
 	case cfg.Recent == 0:
 		cfg.Recent = DefaultRecent
 	case cfg.Recent < 0 || cfg.Recent > 1000:
-		return nil, fmt.Errorf("dashboard: Config.Recent = %d is out of range; set it between 1 and 1000, or 0 for %d", cfg.Recent, DefaultRecent)
+		return nil, configError("Config.Recent", cfg.Recent, fmt.Sprintf("is out of range; set it between 1 and 1000, or 0 for %d", DefaultRecent))
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -9,10 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -28,12 +30,12 @@ func ExampleActions() {
 		log.Fatal(err)
 	}
 	store, _ := dedupe.New(rdb, dedupe.Config{Namespace: "kjob"})
-	pauses, _ := control.NewPauses(rdb, "kjob")
-	redrives, _ := control.NewRedrives(rdb, "kjob")
-	audit, _ := control.NewAuditLog(rdb, "kjob", 0)
-	cl, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
-	replayer, _ := control.NewReplayer(control.ReplayerConfig{Brokers: brokers, Store: store, IssuedBy: "dashboard"})
-	op, err := control.NewOperator(control.OperatorConfig{Jobs: f.Jobs, Topic: "kjob.windows", DLQTopic: "kjob.windows.dlq",
+	pauses, _ := pause.New(rdb, "kjob")
+	redrives, _ := operator.NewRedrives(rdb, "kjob")
+	audit, _ := operator.NewAuditLog(rdb, "kjob", 0)
+	cl, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(names.Partitioner()))
+	replayer, _ := operator.NewReplayer(operator.ReplayerConfig{Brokers: brokers, Store: store, IssuedBy: "dashboard"})
+	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: "kjob.windows", DLQTopic: "kjob.windows.dlq",
 		Publisher: cl, Redriver: cl, ReadOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: store, Pauses: pauses,
 		Redrives: redrives, Replayer: replayer})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -106,29 +108,33 @@ type Config struct {
 	Retention time.Duration
 }
 
-// validate applies defaults and checks every field.
+// configError is a *configerr.Error about field of Config.
+func configError(field string, value any, reason string, related ...string) error {
+	return &configerr.Error{Op: "dedupe", Field: field, Value: value, Reason: reason, Related: related}
+}
+
+// validate applies defaults and checks every field; an error is a
+// *configerr.Error.
 func (c *Config) validate() error {
 	if c.Namespace == "" {
-		return errors.New(`dedupe: Config.Namespace is empty; set it to the deployment's name, e.g. "prod" (letters, digits, '_', '.', '-')`)
+		return configError("Config.Namespace", nil, `is empty; set it to the deployment's name, e.g. "prod" (letters, digits, '_', '.', '-')`)
 	}
-	for _, r := range c.Namespace {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
-			return fmt.Errorf("dedupe: Config.Namespace = %q contains %q; use only letters, digits, '_', '.', '-'", c.Namespace, r)
-		}
+	if r, ok := names.ValidNamespace(c.Namespace); !ok {
+		return configError("Config.Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
 	}
 	switch {
 	case c.ClaimTTL == 0:
 		c.ClaimTTL = DefaultClaimTTL
 	case c.ClaimTTL < MinClaimTTL:
-		return fmt.Errorf("dedupe: Config.ClaimTTL = %v is below the minimum %v; set it to at least %v, or 0 for the default %v",
-			c.ClaimTTL, MinClaimTTL, MinClaimTTL, DefaultClaimTTL)
+		return configError("Config.ClaimTTL", c.ClaimTTL, fmt.Sprintf("is below the minimum %v; set it to at least %v, or 0 for the default %v",
+			MinClaimTTL, MinClaimTTL, DefaultClaimTTL))
 	}
 	switch {
 	case c.Retention == 0:
 		c.Retention = DefaultRetention
 	case c.Retention < c.ClaimTTL:
-		return fmt.Errorf("dedupe: Config.Retention = %v is shorter than Config.ClaimTTL = %v; set it to at least ClaimTTL, or 0 for the default %v",
-			c.Retention, c.ClaimTTL, DefaultRetention)
+		return configError("Config.Retention", c.Retention, fmt.Sprintf("is shorter than Config.ClaimTTL = %v; set it to at least ClaimTTL, or 0 for the default %v",
+			c.ClaimTTL, DefaultRetention), "Config.ClaimTTL")
 	}
 	return nil
 }
@@ -141,18 +147,19 @@ type Store struct {
 	claimMS   string
 	retainMS  string
 	holdMS    string // Retention + ClaimTTL: the TTL a claim gives its record
-	keyPrefix string // "kjob:{<ns>:"
+	names     names.Deployment
+	keyPrefix string // "kjob:{<ns>:", names.Deployment.JobKeyPrefix
 
 	scripts    atomic.Int32 // scriptsUnknown, scriptsPerJob or scriptsCrossJob (see crossJob)
 	helloAfter atomic.Int64 // unix ns before which crossJob does not ask the server again
 }
 
 // New returns a Store using client, which may be a single-node, Sentinel or
-// Cluster client. It validates cfg (see Config for defaults and bounds) and
-// does not contact Redis.
+// Cluster client. It validates cfg (see Config for defaults and bounds;
+// a setting it refuses is a *configerr.Error) and does not contact Redis.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("dedupe: New: client is nil; pass a redis.UniversalClient, e.g. redis.NewClient(opts)")
+		return nil, &configerr.Error{Op: "dedupe: New", Field: "client", Reason: "is nil; pass a redis.UniversalClient, e.g. redis.NewClient(opts)"}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -163,7 +170,8 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		claimMS:   strconv.FormatInt(cfg.ClaimTTL.Milliseconds(), 10),
 		retainMS:  strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
 		holdMS:    strconv.FormatInt((cfg.Retention + cfg.ClaimTTL).Milliseconds(), 10),
-		keyPrefix: "kjob:{" + cfg.Namespace + ":",
+		names:     names.Deployment{Namespace: cfg.Namespace},
+		keyPrefix: names.Deployment{Namespace: cfg.Namespace}.JobKeyPrefix(),
 	}, nil
 }
 
@@ -247,8 +255,9 @@ type State struct {
 	ClaimTTL time.Duration
 }
 
-// key returns the hash key of window id, "kjob:{<ns>:<job>}:w:<id>", and
-// the length of its prefix up to and including the hash tag's '}'.
+// key returns the hash key of window id, "kjob:{<ns>:<job>}:w:<id>"
+// (names.Deployment.JobKey(job, "w:"+id), built here in one allocation),
+// and the length of its prefix up to and including the hash tag's '}'.
 func (s *Store) key(id string) (key string, tag int, err error) {
 	job, _, ok := strings.Cut(id, "@")
 	if !ok {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -301,6 +302,9 @@ func TestRetentionTTL(t *testing.T) {
 	tk := tokenKey(wk, tag)
 	if wk != "kjob:{test:report}:w:"+win || tk != "kjob:{test:report}:token" {
 		t.Fatalf("keys = %q %q", wk, tk)
+	}
+	if d := (names.Deployment{Namespace: "test"}); wk != d.JobKey("report", "w:"+win) || tk != d.JobKey("report", "token") {
+		t.Fatalf("keys %q %q are not the per-job keys pkg/names derives", wk, tk)
 	}
 	c := mustClaim(t, s, win, "w1", Claimed)
 	// The claim lives in the window's hash, until the server's TIME

@@ -166,7 +166,7 @@ type RunQuery struct {
 }
 
 // historyKey is the run history key of job: "kjob:{<ns>:<job>}:runs".
-func (s *Store) historyKey(job string) string { return s.keyPrefix + job + "}:runs" }
+func (s *Store) historyKey(job string) string { return s.names.JobKey(job, "runs") }
 
 // AppendRuns records runs in the history of their jobs, in one pipeline
 // (see appendRuns). Invalid runs are refused (ErrInvalidRun) before

@@ -36,7 +36,7 @@ type Stall struct {
 // stallsKey is the hash of every worker's stalls,
 // "kjob:{<ns>:_stalls}": inside the workers' key pattern (kjob:{<ns>:*),
 // under a hash tag no job can have (job names have no '_').
-func (s *Store) stallsKey() string { return s.keyPrefix + "_stalls}" }
+func (s *Store) stallsKey() string { return s.names.StallsKey() }
 
 // ReportStalls replaces worker's stalls with stalls (none: it has none),
 // each kept until its Until.

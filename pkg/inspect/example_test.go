@@ -30,9 +30,3 @@ func ExampleInspector_Snapshot() {
 		fmt.Println(j.Name, j.Next)
 	}
 }
-
-// Which partition, and so which worker, runs a job's windows.
-func ExampleJobPartition() {
-	fmt.Println(inspect.JobPartition("nightly-report", 3), inspect.JobPartition("sync", 3))
-	// Output: 0 2
-}

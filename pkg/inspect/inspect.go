@@ -29,9 +29,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -56,29 +59,34 @@ type Config struct {
 	ClientOpts []kgo.Opt
 	// Redis is the deployment's Redis. Optional.
 	Redis redis.UniversalClient
-	// Namespace is the deployment's namespace. Default "kjob".
+	// Namespace is the deployment's namespace. Default "kjob"
+	// (names.DefaultNamespace).
 	Namespace string
-	// Topic is the windows topic. Default "kjob.windows".
+	// Topic is the windows topic. Default "kjob.windows"
+	// (names.DefaultTopic).
 	Topic string
-	// StateTopic is the producer's state topic. Default Topic + ".state".
+	// StateTopic is the producer's state topic. Default Topic + ".state"
+	// (names.Deployment.StateTopic).
 	StateTopic string
-	// DLQTopic is the dead-letter topic. Default Topic + ".dlq".
+	// DLQTopic is the dead-letter topic. Default Topic + ".dlq"
+	// (names.Deployment.DeadLetterTopic).
 	DLQTopic string
-	// Group is the workers' consumer group. Default "kjob-workers".
+	// Group is the workers' consumer group. Default "kjob-workers"
+	// (names.DefaultGroup).
 	Group string
 	// Jobs are the jobs of the schedules file. Optional: without them a
 	// job is known only from the state topic, with no schedule.
 	Jobs []*schedule.Job
-	// Pauses reports paused jobs (control.Pauses). Optional.
+	// Pauses reports paused jobs (*pause.Store). Optional.
 	Pauses interface {
 		Paused(ctx context.Context) (map[string]bool, error)
 	}
 	// PauseHistory reports each job's last finished pause
-	// (control.Pauses), so a window skipped while the job was paused is
+	// (*pause.Store), so a window skipped while the job was paused is
 	// shown as skipped after the job is resumed too. Optional.
 	PauseHistory PauseHistory
 	// LeaderSource reads the producer leader. Optional: by default the
-	// Redis lease at ProducerLeaseKey(Namespace), where cmd/producer keeps
+	// Redis lease at names.Deployment.LeaseKey, where cmd/producer keeps
 	// it with --lease-backend redis; a producer using a Kubernetes Lease
 	// needs a reader of that Lease (kjobctl builds one with
 	// kubelease.Get).
@@ -96,9 +104,7 @@ type PauseHistory interface {
 
 // PausePeriod is a finished pause: the job's windows starting in [Since,
 // Until) were skipped by the producer.
-type PausePeriod struct {
-	Since, Until time.Time
-}
+type PausePeriod = pause.Period
 
 // Inspector reads a deployment's state. Create it with New; Close it.
 type Inspector struct {
@@ -108,28 +114,25 @@ type Inspector struct {
 	store *dedupe.Store
 }
 
-// New validates cfg and connects (lazily) to Kafka.
+// New validates cfg (a setting it refuses is a *configerr.Error) and
+// connects (lazily) to Kafka.
 func New(cfg Config) (*Inspector, error) {
 	if len(cfg.Brokers) == 0 {
-		return nil, errors.New(`inspect: Config.Brokers is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`)
+		return nil, &configerr.Error{Op: "inspect", Field: "Config.Brokers", Reason: `is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`}
 	}
 	if cfg.NextN < 0 {
-		return nil, fmt.Errorf("inspect: Config.NextN = %d is negative; set it to the number of fire times to show, or 0 for 3", cfg.NextN)
+		return nil, &configerr.Error{Op: "inspect", Field: "Config.NextN", Value: cfg.NextN, Reason: "is negative; set it to the number of fire times to show, or 0 for 3"}
 	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = "kjob"
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = "kjob.windows"
-	}
+	d := names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}.WithDefaults()
+	cfg.Namespace, cfg.Topic = d.Namespace, d.Topic
 	if cfg.StateTopic == "" {
-		cfg.StateTopic = cfg.Topic + ".state"
+		cfg.StateTopic = d.StateTopic()
 	}
 	if cfg.DLQTopic == "" {
-		cfg.DLQTopic = cfg.Topic + ".dlq"
+		cfg.DLQTopic = d.DeadLetterTopic()
 	}
 	if cfg.Group == "" {
-		cfg.Group = "kjob-workers"
+		cfg.Group = names.DefaultGroup
 	}
 	if cfg.NextN == 0 {
 		cfg.NextN = 3
@@ -212,7 +215,7 @@ type Leader struct {
 	Epoch  int64     `json:"epoch"`
 	Since  time.Time `json:"since"`
 	// Source says where the lease was read: "redis" (key
-	// ProducerLeaseKey) or "kubernetes Lease <namespace>/<name>", whose
+	// names.Deployment.LeaseKey) or "kubernetes Lease <namespace>/<name>", whose
 	// Epoch is the Lease's leaseTransitions.
 	Source string `json:"source,omitempty"`
 	// RenewedAt is the holder's last renewal, when the lease records it
@@ -410,10 +413,6 @@ func (in *Inspector) Stalls(ctx context.Context) ([]dedupe.Stall, error) {
 	return in.store.Stalls(ctx, in.cfg.Now())
 }
 
-// ProducerLeaseKey is the Redis key of the producer lease of namespace
-// (the key cmd/producer campaigns on).
-func ProducerLeaseKey(namespace string) string { return "kjob:{" + namespace + "}:producer-lease" }
-
 // Leader returns the producer leader, or nil if no replica holds the lease.
 func (in *Inspector) Leader(ctx context.Context) (*Leader, error) {
 	if in.cfg.LeaderSource != nil {
@@ -422,7 +421,7 @@ func (in *Inspector) Leader(ctx context.Context) (*Leader, error) {
 	if in.cfg.Redis == nil {
 		return nil, errors.New("no Redis configured")
 	}
-	lock, err := lease.NewRedisLock(in.cfg.Redis, ProducerLeaseKey(in.cfg.Namespace))
+	lock, err := lease.NewRedisLock(in.cfg.Redis, names.Deployment{Namespace: in.cfg.Namespace}.LeaseKey())
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +524,7 @@ func (in *Inspector) Partitions(ctx context.Context) (int, error) {
 	}
 	t, ok := td[in.cfg.Topic]
 	if !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return 0, fmt.Errorf("topic %s does not exist (the producer creates it; check --topic): %w", in.cfg.Topic, ErrNoTopic)
+		return 0, fmt.Errorf("topic %s does not exist (the producer creates it): %w", in.cfg.Topic, ErrNoTopic)
 	}
 	if t.Err != nil {
 		return 0, t.Err
@@ -533,18 +532,8 @@ func (in *Inspector) Partitions(ctx context.Context) (int, error) {
 	return len(t.Partitions), nil
 }
 
-// JobPartition returns the windows-topic partition of job's records: the
-// murmur2 hash of the job name, as the producer (and Kafka's Java client)
-// partitions.
-func JobPartition(job string, partitions int) int32 {
-	if partitions <= 0 {
-		return 0
-	}
-	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(job)}, partitions))
-}
-
 // LastWindows reads the producer's state topic: the last window per job.
-func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.StateRecord, error) {
+func (in *Inspector) LastWindows(ctx context.Context) (map[string]jobmsg.State, error) {
 	starts, err := in.adm.ListStartOffsets(ctx, in.cfg.StateTopic)
 	if err != nil {
 		return nil, err
@@ -553,7 +542,7 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]producer.StateRecord{}
+	out := map[string]jobmsg.State{}
 	var rerr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if rerr != nil || errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
@@ -577,7 +566,7 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 			}
 			// A record without LastID is a baseline (a job no window of
 			// which was published yet): no last window to show.
-			if s, err := producer.ParseState(r.Value); err == nil && s.LastID != "" {
+			if s, err := jobmsg.ParseState(r.Value); err == nil && s.LastID != "" {
 				out[s.Job] = s
 			}
 		}
@@ -593,7 +582,7 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]producer.State
 func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	var (
 		errs                  []string
-		last                  map[string]producer.StateRecord
+		last                  map[string]jobmsg.State
 		nparts                int
 		paused                map[string]bool
 		periods               map[string]PausePeriod
@@ -659,7 +648,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		js.PartitionUnknown = partsErr != nil
 		js.LastUnknown = lastErr != nil
 		if partsErr == nil {
-			js.Partition = JobPartition(js.Name, nparts)
+			js.Partition = names.JobPartition(js.Name, nparts)
 		}
 		if s, ok := last[js.Name]; ok {
 			js.Last = &WindowStatus{ID: s.LastID, Start: s.LastWindow.UTC(), PublishedAt: s.PublishedAt.UTC(), Outcome: "unknown"}

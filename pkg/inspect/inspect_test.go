@@ -11,10 +11,11 @@ import (
 
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -35,7 +36,7 @@ func TestSnapshot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	lock, err := lease.NewRedisLock(rdb, inspect.ProducerLeaseKey("ns"))
+	lock, err := lease.NewRedisLock(rdb, names.Deployment{Namespace: "ns"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +81,11 @@ func TestSnapshot(t *testing.T) {
 	if err := store.Complete(ctx, published[0].ID, c.Token); err != nil {
 		t.Fatal(err)
 	}
-	pauses, err := control.NewPauses(rdb, "ns")
+	pauses, err := pause.New(rdb, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pauses.Pause(ctx, control.Pause{Job: "b", Since: t0}); err != nil {
+	if _, err := pauses.Pause(ctx, pause.Pause{Job: "b", Since: t0}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -115,7 +116,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	a, b := s.Jobs[0], s.Jobs[1]
 	if a.Name != "a" || a.Last == nil || a.Last.ID != "a@2026-11-22T10:00:10Z" || a.Last.Outcome != "done" || a.Last.Holder != "worker-x" ||
-		len(a.Next) != 2 || !a.Next[0].Equal(t0.Add(15*time.Second)) || a.Paused || a.Partition != inspect.JobPartition("a", 2) {
+		len(a.Next) != 2 || !a.Next[0].Equal(t0.Add(15*time.Second)) || a.Paused || a.Partition != names.JobPartition("a", 2) {
 		t.Fatalf("job a: %+v last %+v", a, a.Last)
 	}
 	// A paused job fires nothing: no next fire times.
@@ -180,7 +181,7 @@ func TestSnapshotDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pauses, err := control.NewPauses(rdb, "ns")
+	pauses, err := pause.New(rdb, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // Time lag: how late the windows are, rather than how many offsets the
@@ -54,9 +56,11 @@ type TimeLagConfig struct {
 	// Brokers and ClientOpts (TLS, SASL) reach the Kafka cluster.
 	Brokers    []string
 	ClientOpts []kgo.Opt
-	// Topic is the windows topic. Default "kjob.windows".
+	// Topic is the windows topic. Default "kjob.windows"
+	// (names.DefaultTopic).
 	Topic string
-	// Group is the workers' consumer group. Default "kjob-workers".
+	// Group is the workers' consumer group. Default "kjob-workers"
+	// (names.DefaultGroup).
 	Group string
 	// States reads the windows' records (a *dedupe.Store).
 	States WindowStates
@@ -85,8 +89,8 @@ type TimeLag struct {
 	adm *kadm.Client
 }
 
-// NewTimeLag validates cfg and creates the Kafka client (it connects
-// lazily).
+// NewTimeLag validates cfg (a setting it refuses is a *configerr.Error)
+// and creates the Kafka client (it connects lazily).
 func NewTimeLag(cfg TimeLagConfig) (*TimeLag, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -102,19 +106,21 @@ func NewTimeLag(cfg TimeLagConfig) (*TimeLag, error) {
 func (cfg *TimeLagConfig) validate() error {
 	switch {
 	case len(cfg.Brokers) == 0:
-		return errors.New(`inspect: TimeLagConfig.Brokers is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`)
+		return &configerr.Error{Op: "inspect", Field: "TimeLagConfig.Brokers", Reason: `is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`}
 	case cfg.States == nil:
-		return errors.New("inspect: TimeLagConfig.States is nil; pass the deployment's *dedupe.Store")
+		return &configerr.Error{Op: "inspect", Field: "TimeLagConfig.States", Reason: "is nil; pass the deployment's *dedupe.Store"}
 	case cfg.MaxRecords < 0:
-		return fmt.Errorf("inspect: TimeLagConfig.MaxRecords = %d is negative; set it to the records to read per partition, or 0 for %d", cfg.MaxRecords, DefaultTimeLagMaxRecords)
+		return &configerr.Error{Op: "inspect", Field: "TimeLagConfig.MaxRecords", Value: cfg.MaxRecords,
+			Reason: fmt.Sprintf("is negative; set it to the records to read per partition, or 0 for %d", DefaultTimeLagMaxRecords)}
 	case cfg.LookBack < -1:
-		return fmt.Errorf("inspect: TimeLagConfig.LookBack = %d: want -1 (none), 0 (%d) or a number of offsets", cfg.LookBack, DefaultTimeLagLookBack)
+		return &configerr.Error{Op: "inspect", Field: "TimeLagConfig.LookBack", Value: cfg.LookBack,
+			Reason: fmt.Sprintf(": want -1 (none), 0 (%d) or a number of offsets", DefaultTimeLagLookBack)}
 	}
 	if cfg.Topic == "" {
-		cfg.Topic = "kjob.windows"
+		cfg.Topic = names.DefaultTopic
 	}
 	if cfg.Group == "" {
-		cfg.Group = "kjob-workers"
+		cfg.Group = names.DefaultGroup
 	}
 	if cfg.MaxRecords == 0 {
 		cfg.MaxRecords = DefaultTimeLagMaxRecords
@@ -271,7 +277,7 @@ func (t *TimeLag) Read(ctx context.Context) (*TimeLagReport, error) {
 	}
 	if err := ends.Error(); err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("time lag: topic %s does not exist (the producer creates it; check --topic): %w", topic, err)
+			return nil, fmt.Errorf("time lag: topic %s does not exist (the producer creates it): %w", topic, err)
 		}
 		return nil, fmt.Errorf("time lag: last stable offsets of %s: %w", topic, err)
 	}

@@ -1,5 +1,6 @@
 // Package jobmsg is kjob's wire format: the Kafka record that carries one job
-// window from the producer to a worker.
+// window from the producer to a worker, and the record of the producer's
+// state topic that remembers each job's last window (State).
 //
 // A record's key is the job name (so every window of a job lands on the same
 // partition, in order). Its value is a JSON object, schema version 1:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/schedule"
 )
 
 // Defaults of the zero fields of Window and JobOptions.
@@ -88,9 +89,10 @@ type Window struct {
 
 // message builds the window's message with the defaults applied (start
 // and published are the defaults of Start and PublishedAt) and returns it
-// as a worker decodes it from the record: encoded and decoded by jobmsg,
-// so it is exactly what a worker would hand to a handler, and invalid
-// fields are reported by jobmsg's validation.
+// as a worker decodes it from the record: the job w describes builds it
+// (schedule.Job.Message, as the producer's windows), then jobmsg encodes
+// and decodes it, so it is exactly what a worker would hand to a handler,
+// and invalid fields are reported by jobmsg's validation.
 func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 	if w.Job == "" {
 		w.Job = DefaultJob
@@ -104,27 +106,8 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 	if w.End.IsZero() {
 		w.End = w.Start.Add(DefaultWindowLength)
 	}
-	if w.Trigger == "" {
-		w.Trigger = jobmsg.TriggerSchedule
-	}
-	if w.ID == "" {
-		switch w.Trigger {
-		case jobmsg.TriggerManual:
-			w.ID = jobmsg.ManualID(w.Job, w.Start, "kjobtest")
-		case jobmsg.TriggerBackfill:
-			w.ID = jobmsg.BackfillID(w.Job, w.Start)
-		default:
-			w.ID = jobmsg.WindowID(w.Job, w.Start)
-		}
-	}
-	if w.ScheduledAt.IsZero() {
-		w.ScheduledAt = w.Start
-	}
 	if w.PublishedAt.IsZero() {
 		w.PublishedAt = published
-		if published.IsZero() {
-			w.PublishedAt = w.Start
-		}
 	}
 	if w.Timeout == 0 {
 		w.Timeout = DefaultTimeout
@@ -142,22 +125,18 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &jobmsg.Message{
-		ID: w.ID, Job: w.Job, Handler: w.Handler,
-		Window:      jobmsg.Window{Start: w.Start.UTC(), End: w.End.UTC()},
-		ScheduledAt: w.ScheduledAt.UTC(), PublishedAt: w.PublishedAt.UTC(),
-		Trigger: w.Trigger, Payload: payload,
-		Policy: jobmsg.Policy{
-			Timeout: jobmsg.Duration(w.Timeout), MaxAttempts: w.MaxAttempts,
-			Backoff: jobmsg.Duration(w.Backoff), MaxBackoff: jobmsg.Duration(w.MaxBackoff),
-			Overlap: w.Overlap,
-		},
+	job := &schedule.Job{
+		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: w.Overlap,
+		Retries: schedule.RetryPolicy{MaxAttempts: w.MaxAttempts, Backoff: w.Backoff, MaxBackoff: w.MaxBackoff},
 	}
-	b, err := jobmsg.Marshal(m)
+	_, rec, err := job.Record("", schedule.Publication{
+		Start: w.Start, End: w.End, Trigger: w.Trigger, ID: w.ID, Nonce: "kjobtest",
+		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return jobmsg.Unmarshal(b)
+	return jobmsg.FromRecord(rec)
 }
 
 // payloadJSON returns Window.Payload as JSON text.

@@ -20,6 +20,7 @@ import (
 	"github.com/kjob/kjob/pkg/dlq"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -206,7 +207,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 	}
 
 	kafka, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(opts.Partitions, worker.DefaultTopic),
+		kfake.SeedTopics(opts.Partitions, p.Topic()),
 		kfake.SeedTopics(1, p.DeadLetterTopic()),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
@@ -223,7 +224,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 		return nil
 	}
 	p.pub, err = kgo.NewClient(kgo.SeedBrokers(p.brokers...),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil))) // murmur2 of the job name, as the producer
+		kgo.RecordPartitioner(names.Partitioner())) // murmur2 of the job name, as the producer
 	if err != nil {
 		tb.Fatalf("kjobtest: Kafka client: %v", err)
 		return nil
@@ -267,7 +268,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 func newWorker(p *Pipeline, h handler.Handler) (*worker.Worker, error) {
 	return worker.New(worker.Config{
 		Brokers:           p.brokers,
-		Topic:             worker.DefaultTopic,
+		Topic:             p.Topic(),
 		Group:             Group,
 		DeadLetterTopic:   p.DeadLetterTopic(),
 		Store:             p.store,
@@ -307,10 +308,10 @@ func startRedis(tb TB) redis.UniversalClient {
 func (p *Pipeline) Brokers() []string { return append([]string(nil), p.brokers...) }
 
 // Topic returns the windows topic the worker consumes.
-func (p *Pipeline) Topic() string { return worker.DefaultTopic }
+func (p *Pipeline) Topic() string { return names.DefaultTopic }
 
 // DeadLetterTopic returns the topic the worker dead-letters to.
-func (p *Pipeline) DeadLetterTopic() string { return worker.DefaultTopic + ".dlq" }
+func (p *Pipeline) DeadLetterTopic() string { return names.Deployment{}.DeadLetterTopic() }
 
 // Store returns the idempotency store the worker uses.
 func (p *Pipeline) Store() *dedupe.Store { return p.store }

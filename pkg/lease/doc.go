@@ -7,7 +7,7 @@
 // context that is cancelled as soon as leadership can no longer be proven,
 // as client-go's leaderelection does with OnStartedLeading:
 //
-//	lock, err := lease.NewRedisLock(rdb, "kjob:{prod}:producer-lease")
+//	lock, err := lease.NewRedisLock(rdb, names.Deployment{Namespace: "prod"}.LeaseKey()) // "kjob:{prod}:producer-lease"
 //	if err != nil { ... }
 //	el, err := lease.NewElector(lease.Config{Lock: lock, Holder: hostnamePID})
 //	if err != nil { ... }
@@ -53,8 +53,8 @@
 // # Backends
 //
 // Lock is the storage boundary. RedisLock keeps the lease in one key; on
-// Redis Cluster give it a hash tag ("kjob:{<deployment>}:producer-lease")
-// so its epoch counter lives in the same slot. A Lock may also implement
+// Redis Cluster give it a hash tag ("kjob:{<deployment>}:producer-lease",
+// names.Deployment.LeaseKey) so its epoch counter lives in the same slot. A Lock may also implement
 // Watcher, so that standbys hear of a release at once instead of polling.
 // Another store can implement Lock without touching the Elector. For a
 // Kubernetes Lease, use pkg/lease/kubelease instead: it is a complete

@@ -12,6 +12,7 @@ import (
 	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/keepalive"
+	"github.com/kjob/kjob/pkg/configerr"
 )
 
 // Defaults and bounds of Config.
@@ -128,33 +129,39 @@ type Elector struct {
 	leadCtx context.Context // of the current term; nil when not leading
 }
 
+// configError is a *configerr.Error about field of Config.
+func configError(field string, value any, reason string, related ...string) error {
+	return &configerr.Error{Op: "lease", Field: field, Value: value, Reason: reason, Related: related}
+}
+
 // NewElector validates cfg, applies its defaults and returns an Elector.
-// Its errors name the field, its value and the fix.
+// A setting it refuses is a *configerr.Error naming the field, its value
+// and the fix.
 func NewElector(cfg Config) (*Elector, error) {
 	if cfg.Lock == nil || isNilPointer(cfg.Lock) {
-		return nil, errors.New(`lease: Config.Lock is nil: set it to a Lock, e.g. lease.NewRedisLock(client, "kjob:{<deployment>}:producer-lease")`)
+		return nil, configError("Config.Lock", nil, `is nil: set it to a Lock, e.g. lease.NewRedisLock(client, "kjob:{<deployment>}:producer-lease")`)
 	}
 	if cfg.Holder == "" {
-		return nil, errors.New("lease: Config.Holder is empty: set a unique id per replica, e.g. hostname-pid")
+		return nil, configError("Config.Holder", nil, "is empty: set a unique id per replica, e.g. hostname-pid")
 	}
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
 	}
 	if cfg.TTL < MinTTL {
-		return nil, fmt.Errorf("lease: Config.TTL = %v is too short: use at least %v, or 0 for the default %v", cfg.TTL, MinTTL, DefaultTTL)
+		return nil, configError("Config.TTL", cfg.TTL, fmt.Sprintf("is too short: use at least %v, or 0 for the default %v", MinTTL, DefaultTTL))
 	}
 	if cfg.RenewInterval < 0 {
-		return nil, fmt.Errorf("lease: Config.RenewInterval = %v is negative: use a positive duration below TTL/2, or 0 for the default", cfg.RenewInterval)
+		return nil, configError("Config.RenewInterval", cfg.RenewInterval, "is negative: use a positive duration below TTL/2, or 0 for the default")
 	}
 	if cfg.RenewInterval == 0 {
 		cfg.RenewInterval = min(DefaultRenewInterval, cfg.TTL/5)
 	}
 	if cfg.RenewInterval >= cfg.TTL/2 {
-		return nil, fmt.Errorf("lease: Config.RenewInterval = %v must be less than Config.TTL/2 = %v (Config.TTL = %v): lower RenewInterval or raise TTL",
-			cfg.RenewInterval, cfg.TTL/2, cfg.TTL)
+		return nil, configError("Config.RenewInterval", cfg.RenewInterval, fmt.Sprintf("must be less than Config.TTL/2 = %v (Config.TTL = %v): lower RenewInterval or raise TTL",
+			cfg.TTL/2, cfg.TTL), "Config.TTL")
 	}
 	if cfg.RetryInterval < 0 {
-		return nil, fmt.Errorf("lease: Config.RetryInterval = %v is negative: use a positive duration, or 0 for the default (RenewInterval)", cfg.RetryInterval)
+		return nil, configError("Config.RetryInterval", cfg.RetryInterval, "is negative: use a positive duration, or 0 for the default (RenewInterval)")
 	}
 	if cfg.RetryInterval == 0 {
 		cfg.RetryInterval = cfg.RenewInterval
@@ -164,7 +171,8 @@ func NewElector(cfg Config) (*Elector, error) {
 	}
 	keep, err := keepalive.NewPolicy(cfg.TTL, cfg.RenewInterval)
 	if err != nil { // cannot happen: validated above
-		return nil, fmt.Errorf("lease: Config.TTL, Config.RenewInterval: %w", err)
+		return nil, &configerr.Error{Op: "lease", Field: "Config.TTL", Value: cfg.TTL,
+			Reason: "with Config.RenewInterval: " + err.Error(), Related: []string{"Config.RenewInterval"}, Err: err}
 	}
 	return &Elector{
 		lock:          cfg.Lock,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,15 +122,17 @@ var (
 
 // NewRedisLock returns a RedisLock on key (and key + ":epoch"). The client
 // must be non-nil and the key non-empty; see RedisLock for the hash tag.
+// A refused argument is a *configerr.Error.
 func NewRedisLock(client redis.UniversalClient, key string) (*RedisLock, error) {
 	if client == nil || isNilPointer(client) {
-		return nil, errors.New("lease: NewRedisLock: client is nil: pass a connected go-redis client")
+		return nil, &configerr.Error{Op: "lease: NewRedisLock", Field: "client", Reason: "is nil: pass a connected go-redis client"}
 	}
 	if key == "" {
-		return nil, errors.New(`lease: NewRedisLock: key is empty: use a key with a hash tag, e.g. "kjob:{<deployment>}:producer-lease"`)
+		return nil, &configerr.Error{Op: "lease: NewRedisLock", Field: "key", Reason: `is empty: use a key with a hash tag, e.g. "kjob:{<deployment>}:producer-lease"`}
 	}
 	if _, ok := client.(*redis.ClusterClient); ok && !hasHashTag(key) {
-		return nil, fmt.Errorf(`lease: NewRedisLock: key %q has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`, key)
+		return nil, &configerr.Error{Op: "lease: NewRedisLock", Field: "key", Value: key,
+			Reason: `has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`}
 	}
 	return &RedisLock{client: client, key: key, epochKey: key + ":epoch", channel: key + ":released"}, nil
 }

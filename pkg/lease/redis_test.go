@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/lease"
 )
 
@@ -302,16 +303,22 @@ func TestNewRedisLockValidation(t *testing.T) {
 		client redis.UniversalClient
 		key    string
 		want   string
+		field  string
 	}{
-		{nil, testKey, "lease: NewRedisLock: client is nil: pass a connected go-redis client"},
-		{nilClient, testKey, "lease: NewRedisLock: client is nil: pass a connected go-redis client"},
-		{rc, "", `lease: NewRedisLock: key is empty: use a key with a hash tag, e.g. "kjob:{<deployment>}:producer-lease"`},
-		{cc, "kjob:prod:producer-lease", `lease: NewRedisLock: key "kjob:prod:producer-lease" has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`},
-		{cc, "kjob:{}:producer-lease", `lease: NewRedisLock: key "kjob:{}:producer-lease" has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`},
+		{nil, testKey, "lease: NewRedisLock: client is nil: pass a connected go-redis client", "client"},
+		{nilClient, testKey, "lease: NewRedisLock: client is nil: pass a connected go-redis client", "client"},
+		{rc, "", `lease: NewRedisLock: key is empty: use a key with a hash tag, e.g. "kjob:{<deployment>}:producer-lease"`, "key"},
+		{cc, "kjob:prod:producer-lease", `lease: NewRedisLock: key = "kjob:prod:producer-lease" has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`, "key"},
+		{cc, "kjob:{}:producer-lease", `lease: NewRedisLock: key = "kjob:{}:producer-lease" has no hash tag: on Redis Cluster the lease and epoch keys must share a slot; use e.g. "kjob:{<deployment>}:producer-lease"`, "key"},
 	} {
 		_, err := lease.NewRedisLock(tc.client, tc.key)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("NewRedisLock(%T, %q) = %v\nwant %s", tc.client, tc.key, err, tc.want)
+		}
+		// The error is typed: a caller tells which argument was refused.
+		var ce *configerr.Error
+		if !errors.As(err, &ce) || ce.Field != tc.field {
+			t.Errorf("NewRedisLock(%T, %q) = %#v, want a *configerr.Error about its argument", tc.client, tc.key, err)
 		}
 	}
 	for _, c := range []redis.UniversalClient{rc, cc} {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/pkg/configerr"
 )
 
 // ProcessFunc processes one record of a partition the Consumer owns, for
@@ -139,20 +140,27 @@ type Config struct {
 	OnRevoked func(partitions []int32)
 }
 
+// configError is a *configerr.Error about field of Config.
+func configError(field string, value any, reason string, related ...string) error {
+	return &configerr.Error{Op: "partition", Field: field, Value: value, Reason: reason, Related: related}
+}
+
+// validate applies the defaults and checks every field; an error is a
+// *configerr.Error.
 func (c *Config) validate() error {
 	switch {
 	case len(c.Brokers) == 0:
-		return errors.New(`partition: Config.Brokers is empty; set at least one seed broker, e.g. "localhost:9092"`)
+		return configError("Config.Brokers", nil, `is empty; set at least one seed broker, e.g. "localhost:9092"`)
 	case c.Group == "":
-		return errors.New(`partition: Config.Group is empty; set the consumer group name, e.g. "kjob-workers"`)
+		return configError("Config.Group", nil, `is empty; set the consumer group name, e.g. "kjob-workers"`)
 	case c.Topic == "":
-		return errors.New(`partition: Config.Topic is empty; set the topic to consume, e.g. "kjob.windows"`)
+		return configError("Config.Topic", nil, `is empty; set the topic to consume, e.g. "kjob.windows"`)
 	case c.Process == nil && c.Serve == nil:
-		return errors.New("partition: Config.Process and Config.Serve are nil; set one of them to the function that processes records")
+		return configError("Config.Process", nil, "and Config.Serve are nil; set one of them to the function that processes records", "Config.Serve")
 	case c.Process != nil && c.Serve != nil:
-		return errors.New("partition: Config.Process and Config.Serve are both set; set only one of them")
+		return configError("Config.Process", nil, "and Config.Serve are both set; set only one of them", "Config.Serve")
 	case c.MaxUncommitted < 0:
-		return fmt.Errorf("partition: Config.MaxUncommitted = %d is negative; set a positive bound, or 0 for %d", c.MaxUncommitted, DefaultMaxUncommitted)
+		return configError("Config.MaxUncommitted", c.MaxUncommitted, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", DefaultMaxUncommitted))
 	}
 	for _, d := range []struct {
 		name string
@@ -165,7 +173,7 @@ func (c *Config) validate() error {
 		{"CommitInterval", c.CommitInterval, DefaultCommitInterval},
 	} {
 		if d.v < 0 {
-			return fmt.Errorf("partition: Config.%s = %v is negative; set a positive duration, or 0 for the default %v", d.name, d.v, d.def)
+			return configError("Config."+d.name, d.v, fmt.Sprintf("is negative; set a positive duration, or 0 for the default %v", d.def))
 		}
 	}
 	if c.Grace == 0 {
@@ -185,8 +193,8 @@ func (c *Config) validate() error {
 	}
 
 	if c.HeartbeatInterval >= c.SessionTimeout {
-		return fmt.Errorf("partition: Config.HeartbeatInterval = %v is not below Config.SessionTimeout = %v; set it to about a third of the session timeout (%v)",
-			c.HeartbeatInterval, c.SessionTimeout, c.SessionTimeout/3)
+		return configError("Config.HeartbeatInterval", c.HeartbeatInterval, fmt.Sprintf("is not below Config.SessionTimeout = %v; set it to about a third of the session timeout (%v)",
+			c.SessionTimeout, c.SessionTimeout/3), "Config.SessionTimeout")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -218,7 +226,8 @@ type Consumer struct {
 	closing bool            // Run is shutting down: start no more partitions
 }
 
-// New validates cfg and builds the Kafka client. The client does not join
+// New validates cfg (a setting it refuses is a *configerr.Error) and
+// builds the Kafka client. The client does not join
 // the group until Run: call Run exactly once, which closes the client when
 // it returns.
 func New(cfg Config) (*Consumer, error) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/producer"
 )
 
@@ -20,12 +20,12 @@ import (
 func TestPausedJobIsNotPublishedNorCaughtUp(t *testing.T) {
 	brokers := testenv.Brokers(t)
 	rdb := testenv.NewRedis(t).Client()
-	pauses, err := control.NewPauses(rdb, "test")
+	pauses, err := pause.New(rdb, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := pauses.Pause(ctx, control.Pause{Job: "a", Since: time.Now()}); err != nil {
+	if _, err := pauses.Pause(ctx, pause.Pause{Job: "a", Since: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)

@@ -2,7 +2,6 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,9 @@ import (
 
 	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/topic"
 )
@@ -40,10 +41,14 @@ type Config struct {
 	// so per-client hooks such as kprom with WithClientLabel can tell the
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
-	// Topic receives the window records. Default "kjob.windows".
+	// Namespace names the deployment (see names.Deployment): it derives
+	// the default TransactionalID. Default "kjob" (names.DefaultNamespace).
+	Namespace string
+	// Topic receives the window records. Default "kjob.windows"
+	// (names.DefaultTopic).
 	Topic string
 	// StateTopic is the compacted topic holding the last published window of
-	// each job. Default Topic + ".state".
+	// each job. Default Topic + ".state" (names.Deployment.StateTopic).
 	StateTopic string
 	// Partitions is the windows topic's partition count when it is created
 	// (default 1). An existing topic with another count stops Run.
@@ -52,7 +57,14 @@ type Config struct {
 	ReplicationFactor int16
 	// TransactionalID is the one transactional id of this kjob deployment:
 	// every producer replica of the deployment must use the same value, and
-	// no other deployment may. Default "kjob-producer-" + Topic.
+	// no other deployment may. Default "kjob-producer-" + Namespace
+	// (names.Deployment.TransactionalID), as cmd/producer has always used.
+	//
+	// Earlier versions of the library defaulted to "kjob-producer-" +
+	// Topic instead. A program that embeds the producer and relied on that
+	// default must set TransactionalID to that value (or stop every
+	// replica before upgrading): replicas with two different ids do not
+	// fence each other, and both would publish.
 	TransactionalID string
 	// TransactionTimeout bounds how long an open transaction of a crashed
 	// leader can hold back read-committed consumers. Default 10s.
@@ -95,7 +107,7 @@ type Config struct {
 	// limit are skipped.
 	OnSkipped func(job string, count int)
 	// Pauses, if set, is asked before each transaction which jobs an
-	// operator paused (pkg/control implements it). A paused job's windows
+	// operator paused (*pause.Store implements it). A paused job's windows
 	// are not published, but its state advances past them, so no later
 	// leader catches them up.
 	Pauses Pauses
@@ -150,10 +162,7 @@ type Status struct {
 	Next map[string]time.Time
 }
 
-const (
-	defaultTopic    = "kjob.windows"
-	defaultMaxBatch = 5000
-)
+const defaultMaxBatch = 5000
 
 // DefaultMisfireGrace is Config.MisfireGrace when it is zero: twice
 // lease.DefaultTTL, so that with the default lease settings a window that
@@ -161,56 +170,67 @@ const (
 // retry interval, 6s) is still published.
 const DefaultMisfireGrace = 10 * time.Second
 
-// New validates cfg and returns a Producer.
+// configError is a *configerr.Error about field of Config (the producer's
+// messages name its fields without "Config.").
+func configError(field string, value any, reason string) error {
+	return &configerr.Error{Op: "producer", Field: field, Value: value, Reason: reason}
+}
+
+// New validates cfg and returns a Producer. A setting it refuses is a
+// *configerr.Error.
 func New(cfg Config) (*Producer, error) {
 	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("producer: Brokers is empty: set at least one seed broker (e.g. 127.0.0.1:9092)")
+		return nil, configError("Brokers", nil, "is empty: set at least one seed broker (e.g. 127.0.0.1:9092)")
 	}
 	if cfg.Elector == nil {
-		return nil, errors.New("producer: Elector is nil: use lease.NewElector")
+		return nil, configError("Elector", nil, "is nil: use lease.NewElector")
 	}
 	if len(cfg.Jobs) == 0 {
-		return nil, errors.New("producer: Jobs is empty: load a schedules file with schedule.Load")
+		return nil, configError("Jobs", nil, "is empty: load a schedules file with schedule.Load")
 	}
 	seen := map[string]bool{}
 	for i, j := range cfg.Jobs {
 		if j == nil {
-			return nil, fmt.Errorf("producer: Jobs[%d] is nil", i)
+			return nil, configError(fmt.Sprintf("Jobs[%d]", i), nil, "is nil")
 		}
 		if seen[j.Name] {
-			return nil, fmt.Errorf("producer: Jobs[%d]: job name %q appears twice: names must be unique", i, j.Name)
+			return nil, configError(fmt.Sprintf("Jobs[%d]", i), nil, fmt.Sprintf(": job name %q appears twice: names must be unique", j.Name))
 		}
 		seen[j.Name] = true
 	}
-	if cfg.Topic == "" {
-		cfg.Topic = defaultTopic
+	if cfg.Namespace == "" {
+		cfg.Namespace = names.DefaultNamespace
 	}
+	if cfg.Topic == "" {
+		cfg.Topic = names.DefaultTopic
+	}
+	d := names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}
 	if cfg.StateTopic == "" {
-		cfg.StateTopic = cfg.Topic + ".state"
+		cfg.StateTopic = d.StateTopic()
 	}
 	if cfg.StateTopic == cfg.Topic {
-		return nil, fmt.Errorf("producer: StateTopic = %q is the windows topic: use a separate topic (default %q)", cfg.StateTopic, cfg.Topic+".state")
+		return nil, configError("StateTopic", cfg.StateTopic, fmt.Sprintf("is the windows topic: use a separate topic (default %q)", d.StateTopic()))
 	}
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 1
 	}
 	if cfg.Partitions < 0 {
-		return nil, fmt.Errorf("producer: Partitions = %d: must be at least 1", cfg.Partitions)
+		return nil, configError("Partitions", cfg.Partitions, ": must be at least 1")
 	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = 1
 	}
 	if cfg.ReplicationFactor < 0 {
-		return nil, fmt.Errorf("producer: ReplicationFactor = %d: must be at least 1", cfg.ReplicationFactor)
+		return nil, configError("ReplicationFactor", cfg.ReplicationFactor, ": must be at least 1")
 	}
 	if cfg.TransactionalID == "" {
-		cfg.TransactionalID = "kjob-producer-" + cfg.Topic
+		cfg.TransactionalID = d.TransactionalID()
 	}
 	if cfg.TransactionTimeout == 0 {
 		cfg.TransactionTimeout = 10 * time.Second
 	}
 	if cfg.TransactionTimeout < time.Second {
-		return nil, fmt.Errorf("producer: TransactionTimeout = %v: must be at least 1s", cfg.TransactionTimeout)
+		return nil, configError("TransactionTimeout", cfg.TransactionTimeout, ": must be at least 1s")
 	}
 	if cfg.MisfireGrace == 0 {
 		cfg.MisfireGrace = DefaultMisfireGrace
@@ -222,7 +242,7 @@ func New(cfg Config) (*Producer, error) {
 		cfg.MaxBatch = defaultMaxBatch
 	}
 	if cfg.MaxBatch < 1 {
-		return nil, fmt.Errorf("producer: MaxBatch = %d: must be at least 1", cfg.MaxBatch)
+		return nil, configError("MaxBatch", cfg.MaxBatch, ": must be at least 1")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -362,7 +382,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.ProducerLinger(0),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Kafka's Java client
+		kgo.RecordPartitioner(names.Partitioner()), // murmur2 of the key, as every writer of windows
 	}, p.cfg.ClientOpts...)...)
 	if err != nil {
 		return fmt.Errorf("producer: kafka client: %w", err)
@@ -511,14 +531,6 @@ type window struct {
 	baseline bool // not a window: the state of a job no leader had seen (start = tenure start)
 }
 
-type stateValue struct {
-	V           int       `json:"v"`
-	Job         string    `json:"job"`
-	LastWindow  time.Time `json:"last_window"`
-	LastID      string    `json:"last_id"`
-	PublishedAt time.Time `json:"published_at"`
-}
-
 // publish writes the windows and the jobs' new state in one transaction.
 func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) error {
 	now := p.cfg.Clock.Now()
@@ -535,22 +547,11 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			}
 			continue
 		}
-		msg := &jobmsg.Message{
-			ID:          jobmsg.WindowID(w.job.Name, w.start),
-			Job:         w.job.Name,
-			Handler:     w.job.Handler,
-			Window:      jobmsg.Window{Start: w.start.UTC(), End: w.job.Next(w.start).UTC()},
-			ScheduledAt: w.start.UTC(),
-			PublishedAt: now.UTC(),
-			Trigger:     w.trigger,
-			Payload:     w.job.Payload,
-			Policy:      w.job.Policy(),
-		}
-		rec, err := jobmsg.Record(p.cfg.Topic, msg)
+		msg, rec, err := w.job.Record(p.cfg.Topic, schedule.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now})
 		if err != nil {
 			// A job that cannot be encoded is a configuration error that
 			// schedule validation should have caught; do not block the others.
-			p.log.Error("cannot encode window; skipping it", "job", w.job.Name, "window", msg.ID, "err", err)
+			p.log.Error("cannot encode window; skipping it", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start), "err", err)
 			continue
 		}
 		if p.cfg.Sign != nil {
@@ -570,8 +571,11 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		if w.baseline {
 			id = "" // no window of the job published yet
 		}
-		b, _ := json.Marshal(stateValue{V: 1, Job: name, LastWindow: w.start.UTC(), LastID: id, PublishedAt: now.UTC()})
-		recs = append(recs, &kgo.Record{Topic: p.cfg.StateTopic, Key: []byte(name), Value: b})
+		rec, err := jobmsg.StateRecord(p.cfg.StateTopic, jobmsg.State{Job: name, LastWindow: w.start, LastID: id, PublishedAt: now})
+		if err != nil {
+			return fmt.Errorf("state of %s: %w", name, err)
+		}
+		recs = append(recs, rec)
 	}
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -672,8 +676,8 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 			if r.Attrs.IsControl() || r.Value == nil {
 				return
 			}
-			var v stateValue
-			if err := json.Unmarshal(r.Value, &v); err != nil || v.Job == "" {
+			v, err := jobmsg.ParseState(r.Value)
+			if err != nil {
 				p.log.Warn("ignoring unreadable state record", "offset", r.Offset, "key", string(r.Key), "err", err)
 				return
 			}

@@ -305,7 +305,7 @@ func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
 		return len(testenv.ReadCommitted(t, brokers, "kjob.windows.state")) == 1
 	}, "r1 did not record the new job in the state")
 	r1.stop(t)
-	st, err := producer.ParseState(testenv.ReadCommitted(t, brokers, "kjob.windows.state")[0].Value)
+	st, err := jobmsg.ParseState(testenv.ReadCommitted(t, brokers, "kjob.windows.state")[0].Value)
 	if err != nil || st.Job != "fresh" || st.LastID != "" || !st.LastWindow.Equal(t0) {
 		t.Fatalf("baseline state = %+v, %v; want job fresh, no LastID, LastWindow %v", st, err, t0)
 	}

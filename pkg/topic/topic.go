@@ -15,13 +15,39 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // ErrMismatch matches errors about an existing topic whose settings differ
-// from what kjob was configured with.
+// from what kjob was configured with (a *MismatchError).
 var ErrMismatch = errors.New("topic settings mismatch")
+
+// MismatchError is Ensure's error for an existing topic whose settings
+// differ from its Spec. It matches ErrMismatch, and names the Spec fields
+// that differ (ConfigFields), so a program can point at the settings it
+// took them from.
+type MismatchError struct {
+	// Topic is the topic's name.
+	Topic string
+	// Fields are the Spec fields that differ: "Spec.Partitions",
+	// "Spec.ReplicationFactor", "Spec.Compacted".
+	Fields []string
+	// Diffs say, for each, what the topic has and how to fix it.
+	Diffs []string
+}
+
+// Error says what differs and how to fix it.
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("topic %s exists but %s: %v", e.Topic, strings.Join(e.Diffs, "; "), ErrMismatch)
+}
+
+// Is reports whether target is ErrMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// ConfigFields returns Fields (it implements configerr.Fielder).
+func (e *MismatchError) ConfigFields() []string { return e.Fields }
 
 // Spec describes a topic kjob needs.
 type Spec struct {
@@ -38,17 +64,18 @@ type Spec struct {
 func (s Spec) validate() error {
 	switch {
 	case s.Name == "":
-		return errors.New("topic: empty topic name")
+		return &configerr.Error{Op: "topic", Field: "Spec.Name", Reason: "is empty: name the topic"}
 	case s.Partitions < 1:
-		return fmt.Errorf("topic %s: partitions = %d: must be at least 1", s.Name, s.Partitions)
+		return &configerr.Error{Op: "topic " + s.Name, Field: "Spec.Partitions", Value: s.Partitions, Reason: ": must be at least 1"}
 	case s.ReplicationFactor < 1:
-		return fmt.Errorf("topic %s: replication factor = %d: must be at least 1", s.Name, s.ReplicationFactor)
+		return &configerr.Error{Op: "topic " + s.Name, Field: "Spec.ReplicationFactor", Value: s.ReplicationFactor, Reason: ": must be at least 1"}
 	}
 	return nil
 }
 
-// Ensure creates each missing topic and verifies each existing one. Errors
-// about existing topics wrap ErrMismatch.
+// Ensure creates each missing topic and verifies each existing one. An
+// existing topic whose settings differ gives a *MismatchError (matching
+// ErrMismatch); an invalid Spec a *configerr.Error.
 func Ensure(ctx context.Context, adm *kadm.Client, specs ...Spec) error {
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
@@ -101,11 +128,13 @@ func create(ctx context.Context, adm *kadm.Client, s Spec) error {
 }
 
 func check(ctx context.Context, adm *kadm.Client, s Spec, d kadm.TopicDetail) error {
-	var diffs []string
+	var diffs, fields []string
 	if n := int32(len(d.Partitions)); n != s.Partitions {
+		fields = append(fields, "Spec.Partitions")
 		diffs = append(diffs, fmt.Sprintf("has %d partitions, configured %d (set the partitions setting to %d, or add partitions with kafka-topics --alter; note that changing the count moves jobs between partitions)", n, s.Partitions, n))
 	}
 	if rf := int16(d.Partitions.NumReplicas()); rf != s.ReplicationFactor {
+		fields = append(fields, "Spec.ReplicationFactor")
 		diffs = append(diffs, fmt.Sprintf("has replication factor %d, configured %d (set the replication factor setting to %d, or reassign the partitions)", rf, s.ReplicationFactor, rf))
 	}
 	if s.Compacted {
@@ -127,11 +156,12 @@ func check(ctx context.Context, adm *kadm.Client, s Spec, d kadm.TopicDetail) er
 			}
 		}
 		if !strings.Contains(policy, "compact") {
+			fields = append(fields, "Spec.Compacted")
 			diffs = append(diffs, fmt.Sprintf("has cleanup.policy=%s, needs compact (kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)", policy, s.Name))
 		}
 	}
 	if len(diffs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("topic %s exists but %s: %w", s.Name, strings.Join(diffs, "; "), ErrMismatch)
+	return &MismatchError{Topic: s.Name, Fields: fields, Diffs: diffs}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/topic"
 )
 
@@ -75,7 +76,7 @@ func TestEnsureRefusesMismatch(t *testing.T) {
 
 func TestSpecValidation(t *testing.T) {
 	err := topic.Ensure(context.Background(), nil, topic.Spec{Name: "x", Partitions: 0, ReplicationFactor: 1})
-	if err == nil || err.Error() != "topic x: partitions = 0: must be at least 1" {
-		t.Fatalf("err = %v", err)
+	if ce := configerr.As(err); err == nil || err.Error() != "topic x: Spec.Partitions = 0: must be at least 1" || ce == nil || ce.Field != "Spec.Partitions" {
+		t.Fatalf("err = %v, want a *configerr.Error about Spec.Partitions", err)
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/internal/keepalive"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/partition"
 	"github.com/kjob/kjob/pkg/topic"
 	"github.com/kjob/kjob/pkg/worker/internal/lanes"
@@ -67,10 +69,10 @@ var ErrBeyondHorizon = errors.New("worker: record older than the replay horizon"
 
 // Defaults of the zero values of Config fields.
 const (
-	// DefaultTopic is Config.Topic when it is empty.
-	DefaultTopic = "kjob.windows"
-	// DefaultGroup is Config.Group when it is empty.
-	DefaultGroup = "kjob-workers"
+	// DefaultTopic is Config.Topic when it is empty (names.DefaultTopic).
+	DefaultTopic = names.DefaultTopic
+	// DefaultGroup is Config.Group when it is empty (names.DefaultGroup).
+	DefaultGroup = names.DefaultGroup
 	// DefaultGrace is Config.Grace when it is zero.
 	DefaultGrace = 10 * time.Second
 	// DefaultConcurrency is Config.Concurrency when it is zero.
@@ -147,7 +149,8 @@ type Config struct {
 	// Group is the consumer group of the workers. Default "kjob-workers".
 	Group string
 	// DeadLetterTopic receives windows that cannot run. Default Topic +
-	// ".dlq". Run creates it if missing (1 partition).
+	// ".dlq" (names.Deployment.DeadLetterTopic). Run creates it if missing
+	// (1 partition).
 	DeadLetterTopic string
 	// ReplicationFactor is the dead-letter topic's replication factor when
 	// Run creates it. Default 1.
@@ -256,22 +259,29 @@ type Execution struct {
 	ScheduledAt, PublishedAt time.Time
 }
 
+// configError is a *configerr.Error about field of Config.
+func configError(field string, value any, reason string) error {
+	return &configerr.Error{Op: "worker", Field: field, Value: value, Reason: reason}
+}
+
+// validate applies the defaults and checks every field; an error is a
+// *configerr.Error.
 func (c *Config) validate() error {
 	switch {
 	case len(c.Brokers) == 0:
-		return errors.New(`worker: Config.Brokers is empty; set at least one seed broker, e.g. "localhost:9092"`)
+		return configError("Config.Brokers", nil, `is empty; set at least one seed broker, e.g. "localhost:9092"`)
 	case c.Store == nil:
-		return errors.New("worker: Config.Store is nil; set it to a *dedupe.Store (dedupe.New)")
+		return configError("Config.Store", nil, "is nil; set it to a *dedupe.Store (dedupe.New)")
 	case c.Handler == nil:
-		return errors.New("worker: Config.Handler is nil; set it to a *handler.Mux with the job handlers registered")
+		return configError("Config.Handler", nil, "is nil; set it to a *handler.Mux with the job handlers registered")
 	case c.WorkerID == "":
-		return errors.New(`worker: Config.WorkerID is empty; set a per-process unique id, e.g. hostname + "-" + pid`)
+		return configError("Config.WorkerID", nil, `is empty; set a per-process unique id, e.g. hostname + "-" + pid`)
 	case c.ReplicationFactor < 0:
-		return fmt.Errorf("worker: Config.ReplicationFactor = %d is negative; set it to the dead-letter topic's replica count, or 0 for 1", c.ReplicationFactor)
+		return configError("Config.ReplicationFactor", c.ReplicationFactor, "is negative; set it to the dead-letter topic's replica count, or 0 for 1")
 	case c.Concurrency < 0:
-		return fmt.Errorf("worker: Config.Concurrency = %d is negative; set how many windows may run at once (1 for one at a time), or 0 for %d", c.Concurrency, DefaultConcurrency)
+		return configError("Config.Concurrency", c.Concurrency, fmt.Sprintf("is negative; set how many windows may run at once (1 for one at a time), or 0 for %d", DefaultConcurrency))
 	case c.MaxUncommitted < 0:
-		return fmt.Errorf("worker: Config.MaxUncommitted = %d is negative; set a positive bound, or 0 for %d", c.MaxUncommitted, partition.DefaultMaxUncommitted)
+		return configError("Config.MaxUncommitted", c.MaxUncommitted, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", partition.DefaultMaxUncommitted))
 	}
 	for _, d := range []struct {
 		name string
@@ -285,7 +295,7 @@ func (c *Config) validate() error {
 		{"StallAfter", c.StallAfter, DefaultStallAfter},
 	} {
 		if d.v < 0 {
-			return fmt.Errorf("worker: Config.%s = %v is negative; set a positive duration, or 0 for the default %v", d.name, d.v, d.def)
+			return configError("Config."+d.name, d.v, fmt.Sprintf("is negative; set a positive duration, or 0 for the default %v", d.def))
 		}
 	}
 	if c.Topic == "" {
@@ -294,11 +304,12 @@ func (c *Config) validate() error {
 	if c.Group == "" {
 		c.Group = DefaultGroup
 	}
+	dlq := names.Deployment{Topic: c.Topic}.DeadLetterTopic()
 	if c.DeadLetterTopic == "" {
-		c.DeadLetterTopic = c.Topic + ".dlq"
+		c.DeadLetterTopic = dlq
 	}
 	if c.DeadLetterTopic == c.Topic {
-		return fmt.Errorf("worker: Config.DeadLetterTopic = %q is the windows topic; set another topic, or leave it empty for %q", c.DeadLetterTopic, c.Topic+".dlq")
+		return configError("Config.DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", dlq))
 	}
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
@@ -317,17 +328,17 @@ func (c *Config) validate() error {
 	}
 	ttl := c.Store.ClaimTTL()
 	if ttl <= 0 {
-		return fmt.Errorf("worker: Config.Store.ClaimTTL() = %v is not positive; the store must report how long its claims live (dedupe.Config.ClaimTTL)", ttl)
+		return configError("Config.Store.ClaimTTL()", ttl, "is not positive; the store must report how long its claims live (dedupe.Config.ClaimTTL)")
 	}
 	if c.ClaimExtendInterval == 0 {
 		c.ClaimExtendInterval = ttl / 3
 	}
 	if c.ClaimExtendInterval >= ttl/2 {
-		return fmt.Errorf("worker: Config.ClaimExtendInterval = %v must be less than the store's ClaimTTL/2 = %v (ClaimTTL %v), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL",
-			c.ClaimExtendInterval, ttl/2, ttl)
+		return configError("Config.ClaimExtendInterval", c.ClaimExtendInterval, fmt.Sprintf("must be less than the store's ClaimTTL/2 = %v (ClaimTTL %v), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL",
+			ttl/2, ttl))
 	}
 	if r := c.Store.Retention(); r < ttl {
-		return fmt.Errorf("worker: Config.Store.Retention() = %v is shorter than its ClaimTTL() = %v; the store must remember done windows longer than a claim lives (dedupe.Config.Retention)", r, ttl)
+		return configError("Config.Store.Retention()", r, fmt.Sprintf("is shorter than its ClaimTTL() = %v; the store must remember done windows longer than a claim lives (dedupe.Config.Retention)", ttl))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -360,15 +371,17 @@ type Worker struct {
 	claims keepalive.Policy
 }
 
-// New validates cfg and builds the worker and its Kafka client (which joins
-// the group only in Run). Call Run exactly once: it releases the client.
+// New validates cfg (a setting it refuses is a *configerr.Error) and builds
+// the worker and its Kafka client (which joins the group only in Run).
+// Call Run exactly once: it releases the client.
 func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	claims, err := keepalive.NewPolicy(cfg.Store.ClaimTTL(), cfg.ClaimExtendInterval)
 	if err != nil {
-		return nil, fmt.Errorf("worker: Config.ClaimExtendInterval = %v with the store's ClaimTTL %v: %w", cfg.ClaimExtendInterval, cfg.Store.ClaimTTL(), err)
+		return nil, &configerr.Error{Op: "worker", Field: "Config.ClaimExtendInterval", Value: cfg.ClaimExtendInterval,
+			Reason: fmt.Sprintf("with the store's ClaimTTL %v: %v", cfg.Store.ClaimTTL(), err), Err: err}
 	}
 	w := &Worker{
 		cfg:    cfg,

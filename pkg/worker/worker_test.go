@@ -25,6 +25,7 @@ import (
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // go-redis retries a failed dial on a goroutine of its own that sleeps a
@@ -849,5 +850,5 @@ func (e *env) partitionOf(job string) int32 {
 	if err != nil || td[testTopic].Err != nil {
 		e.t.Fatalf("describe %s: %v %v", testTopic, err, td[testTopic].Err)
 	}
-	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(testTopic).Partition(&kgo.Record{Key: []byte(job)}, len(td[testTopic].Partitions)))
+	return names.JobPartition(job, len(td[testTopic].Partitions))
 }

@@ -25,7 +25,6 @@ package kubelease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -38,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/lease"
 )
 
@@ -90,18 +90,23 @@ type Elector struct {
 	leading bool
 }
 
-// New validates cfg and returns an Elector. Its errors name the field, the
-// value and the fix.
+// configError is a *configerr.Error about field of Config.
+func configError(field string, value any, reason string, related ...string) error {
+	return &configerr.Error{Op: "kubelease", Field: field, Value: value, Reason: reason, Related: related}
+}
+
+// New validates cfg and returns an Elector. A setting it refuses is a
+// *configerr.Error naming the field, the value and the fix.
 func New(cfg Config) (*Elector, error) {
 	switch {
 	case cfg.Client == nil:
-		return nil, errors.New("kubelease: Config.Client is nil: set it to kubernetes.NewForConfig(rest.InClusterConfig())")
+		return nil, configError("Config.Client", nil, "is nil: set it to kubernetes.NewForConfig(rest.InClusterConfig())")
 	case cfg.Namespace == "":
-		return nil, errors.New("kubelease: Config.Namespace is empty: set the namespace of the Lease (usually the pod's own)")
+		return nil, configError("Config.Namespace", nil, "is empty: set the namespace of the Lease (usually the pod's own)")
 	case cfg.Name == "":
-		return nil, errors.New(`kubelease: Config.Name is empty: set the Lease name shared by the producer replicas, e.g. "kjob-producer"`)
+		return nil, configError("Config.Name", nil, `is empty: set the Lease name shared by the producer replicas, e.g. "kjob-producer-prod" (names.Deployment.LeaseName)`)
 	case cfg.Identity == "":
-		return nil, errors.New("kubelease: Config.Identity is empty: set a unique id per replica, e.g. the pod name")
+		return nil, configError("Config.Identity", nil, "is empty: set a unique id per replica, e.g. the pod name")
 	}
 	if cfg.LeaseDuration == 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
@@ -113,13 +118,15 @@ func New(cfg Config) (*Elector, error) {
 		cfg.RetryPeriod = min(DefaultRetryPeriod, cfg.RenewDeadline/2)
 	}
 	if cfg.LeaseDuration <= cfg.RenewDeadline {
-		return nil, fmt.Errorf("kubelease: Config.RenewDeadline = %v is not below LeaseDuration = %v: the leader must step down before standbys take over; use e.g. two thirds of it", cfg.RenewDeadline, cfg.LeaseDuration)
+		return nil, configError("Config.RenewDeadline", cfg.RenewDeadline,
+			fmt.Sprintf("is not below LeaseDuration = %v: the leader must step down before standbys take over; use e.g. two thirds of it", cfg.LeaseDuration), "LeaseDuration")
 	}
 	if float64(cfg.RenewDeadline) <= leaderelection.JitterFactor*float64(cfg.RetryPeriod) {
-		return nil, fmt.Errorf("kubelease: Config.RetryPeriod = %v is too long for RenewDeadline = %v: it must be below RenewDeadline/%.1f", cfg.RetryPeriod, cfg.RenewDeadline, leaderelection.JitterFactor)
+		return nil, configError("Config.RetryPeriod", cfg.RetryPeriod,
+			fmt.Sprintf("is too long for RenewDeadline = %v: it must be below RenewDeadline/%.1f", cfg.RenewDeadline, leaderelection.JitterFactor), "RenewDeadline")
 	}
 	if cfg.RetryPeriod < 0 {
-		return nil, fmt.Errorf("kubelease: Config.RetryPeriod = %v is negative", cfg.RetryPeriod)
+		return nil, configError("Config.RetryPeriod", cfg.RetryPeriod, "is negative")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"context"
@@ -9,43 +9,42 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
-	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 func TestRedrives(t *testing.T) {
 	r := testenv.NewRedis(t)
-	rd, err := control.NewRedrives(r.Client(), "t")
+	rd, err := operator.NewRedrives(r.Client(), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	l := control.Letter{Topic: "w.dlq", Partition: 0, Offset: 3}
+	l := operator.Letter{Topic: "w.dlq", Partition: 0, Offset: 3}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	if _, ok, err := rd.Get(ctx, l); ok || err != nil {
 		t.Fatalf("Get before any redrive: %v %v", ok, err)
 	}
-	first, err := rd.Begin(ctx, control.Redrive{Letter: l, WindowID: "a@1", At: at, By: "alice"}, false)
+	first, err := rd.Begin(ctx, operator.Redrive{Letter: l, WindowID: "a@1", At: at, By: "alice"}, false)
 	if err != nil || first.Done() {
 		t.Fatalf("Begin: %+v %v", first, err)
 	}
-	cur, err := rd.Begin(ctx, control.Redrive{Letter: l, WindowID: "a@1", At: at.Add(time.Hour), By: "bob"}, false)
-	if !errors.Is(err, control.ErrAlreadyRedriven) || cur.By != "alice" {
+	cur, err := rd.Begin(ctx, operator.Redrive{Letter: l, WindowID: "a@1", At: at.Add(time.Hour), By: "bob"}, false)
+	if !errors.Is(err, operator.ErrAlreadyRedriven) || cur.By != "alice" {
 		t.Fatalf("second Begin: %+v %v, want ErrAlreadyRedriven with alice's", cur, err)
 	}
 	first.Topic, first.Partition, first.Offset = "w", 1, 42
 	if err := rd.Finish(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	other := control.Letter{Topic: "other.dlq", Offset: 3}
-	if _, err := rd.Begin(ctx, control.Redrive{Letter: other, At: at}, false); err != nil {
+	other := operator.Letter{Topic: "other.dlq", Offset: 3}
+	if _, err := rd.Begin(ctx, operator.Redrive{Letter: other, At: at}, false); err != nil {
 		t.Fatal(err)
 	}
 	m, err := rd.List(ctx, "w.dlq")
 	if err != nil || len(m) != 1 || !m[l].Done() || m[l].Offset != 42 || !m[l].At.Equal(at) {
 		t.Fatalf("List = %+v %v", m, err)
 	}
-	if _, err := rd.Begin(ctx, control.Redrive{Letter: l, At: at.Add(2 * time.Hour), By: "carol"}, true); err != nil {
+	if _, err := rd.Begin(ctx, operator.Redrive{Letter: l, At: at.Add(2 * time.Hour), By: "carol"}, true); err != nil {
 		t.Fatalf("forced Begin: %v", err)
 	}
 	if g, _, _ := rd.Get(ctx, l); g.By != "carol" || g.Done() {
@@ -62,11 +61,11 @@ func TestRedrives(t *testing.T) {
 func TestPublished(t *testing.T) {
 	r := testenv.NewRedis(t)
 	rdb := r.Client()
-	p, err := control.NewPublished(rdb, "t", time.Hour)
+	p, err := operator.NewPublished(rdb, "t", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := control.NewPublished(rdb, "t", 0); err == nil {
+	if _, err := operator.NewPublished(rdb, "t", 0); err == nil {
 		t.Fatal("NewPublished accepted a zero retention")
 	}
 	ctx := context.Background()
@@ -111,31 +110,5 @@ func TestPublished(t *testing.T) {
 	}
 	if m, _ := p.Marked(ctx, ids[:1]); !m[0] {
 		t.Fatal("Mark did not set the marker")
-	}
-}
-
-func TestPauseHistory(t *testing.T) {
-	r := testenv.NewRedis(t)
-	ps, err := control.NewPauses(r.Client(), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	if _, err := ps.Pause(ctx, control.Pause{Job: "a", Since: since, By: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ps.ResumeAt(ctx, "a", since.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ps.ResumeAt(ctx, "a", since.Add(2*time.Hour)); !errors.Is(err, control.ErrNotPaused) {
-		t.Fatalf("second resume: %v", err)
-	}
-	m, err := ps.PausePeriods(ctx)
-	if err != nil || len(m) != 1 || m["a"] != (inspect.PausePeriod{Since: since, Until: since.Add(time.Hour)}) {
-		t.Fatalf("PausePeriods = %+v %v", m, err)
-	}
-	if pd, err := ps.Paused(ctx); err != nil || pd["a"] {
-		t.Fatalf("still paused after resume: %v %v", pd, err)
 	}
 }

@@ -1,4 +1,4 @@
-package control
+package operator
 
 import (
 	"context"
@@ -16,9 +16,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/kread"
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // Errors of Plan and Execute that callers (and tests) branch on.
@@ -156,9 +158,11 @@ type WindowStore interface {
 type ReplayerConfig struct {
 	Brokers    []string
 	ClientOpts []kgo.Opt
-	// Topic is the windows topic. Default "kjob.windows".
+	// Topic is the windows topic. Default "kjob.windows"
+	// (names.DefaultTopic).
 	Topic string
-	// ControlTopic defaults to DefaultTopic(Topic).
+	// ControlTopic defaults to Topic + ".control"
+	// (names.Deployment.ControlTopic).
 	ControlTopic string
 	// ReplicationFactor of the control topic if it is created. Default 1.
 	ReplicationFactor int16
@@ -184,16 +188,17 @@ type Replayer struct {
 	adm *kadm.Client
 }
 
-// NewReplayer validates cfg and creates the Kafka client; Close it.
+// NewReplayer validates cfg (a setting it refuses is a *configerr.Error)
+// and creates the Kafka client; Close it.
 func NewReplayer(cfg ReplayerConfig) (*Replayer, error) {
 	if len(cfg.Brokers) == 0 {
-		return nil, errors.New(`control: ReplayerConfig.Brokers is empty; set at least one seed broker`)
+		return nil, &configerr.Error{Op: "operator", Field: "ReplayerConfig.Brokers", Reason: "is empty; set at least one seed broker"}
 	}
 	if cfg.Topic == "" {
-		cfg.Topic = "kjob.windows"
+		cfg.Topic = names.DefaultTopic
 	}
 	if cfg.ControlTopic == "" {
-		cfg.ControlTopic = DefaultTopic(cfg.Topic)
+		cfg.ControlTopic = names.Deployment{Topic: cfg.Topic}.ControlTopic()
 	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = 1
@@ -209,7 +214,7 @@ func NewReplayer(cfg ReplayerConfig) (*Replayer, error) {
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ProducerLinger(0)}, cfg.ClientOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("control: kafka client: %w", err)
+		return nil, fmt.Errorf("operator: kafka client: %w", err)
 	}
 	return &Replayer{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
@@ -257,16 +262,25 @@ func (r *Replayer) describe(ctx context.Context, group string) (*groupView, erro
 	return v, nil
 }
 
+// specError is the *configerr.Error of a ReplaySpec field Plan refuses;
+// it matches sentinel (ErrInvalidSpec, ErrNoPartition), whose words the
+// reason includes.
+func specError(field string, value any, reason string, sentinel error, related ...string) error {
+	return &configerr.Error{Op: "replay", Field: field, Value: value, Reason: reason, Related: related, Err: sentinel}
+}
+
 // Plan computes target offsets and, for Rerun, the windows to clear. It
-// changes nothing.
+// changes nothing. A spec it refuses is a *configerr.Error naming the
+// ReplaySpec field (matching ErrInvalidSpec, or ErrNoPartition for a
+// partition the topic lacks).
 func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, error) {
 	if spec.Group == "" {
-		return nil, fmt.Errorf("replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: %w", ErrInvalidSpec)
+		return nil, specError("ReplaySpec.Group", nil, fmt.Sprintf("is empty; name the workers' consumer group, e.g. kjob-workers: %v", ErrInvalidSpec), ErrInvalidSpec)
 	}
 	switch spec.Mode {
 	case ToDatetime, ByDuration, ToOffset, ShiftBy, ToEarliest, ToLatest:
 	default:
-		return nil, fmt.Errorf("replay: mode %q: want one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest: %w", spec.Mode, ErrInvalidSpec)
+		return nil, specError("ReplaySpec.Mode", string(spec.Mode), fmt.Sprintf(": want one of to-datetime, by-duration, to-offset, shift-by, to-earliest, to-latest: %v", ErrInvalidSpec), ErrInvalidSpec)
 	}
 	td, err := r.adm.ListTopics(ctx, r.cfg.Topic)
 	if err != nil {
@@ -274,19 +288,20 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	}
 	t, ok := td[r.cfg.Topic]
 	if !ok || t.Err != nil {
-		return nil, fmt.Errorf("replay: %s: %w; check --topic", r.cfg.Topic, ErrNoTopic)
+		return nil, fmt.Errorf("replay: %s: %w", r.cfg.Topic, ErrNoTopic)
 	}
 	n := int32(len(t.Partitions))
 	parts := slices.Clone(spec.Partitions)
 	for _, p := range parts {
 		if p < 0 || p >= n {
-			return nil, fmt.Errorf("replay: --partition %d: %w: topic %s has partitions 0-%d", p, ErrNoPartition, r.cfg.Topic, n-1)
+			return nil, specError("ReplaySpec.Partitions", p, fmt.Sprintf(": %v: topic %s has partitions 0-%d", ErrNoPartition, r.cfg.Topic, n-1), ErrNoPartition)
 		}
 	}
 	if spec.Job != "" {
-		jp := inspect.JobPartition(spec.Job, int(n))
+		jp := names.JobPartition(spec.Job, int(n))
 		if len(parts) > 0 && !slices.Contains(parts, jp) {
-			return nil, fmt.Errorf("replay: --job %s: its windows are on partition %d, not on --partition %v: %w", spec.Job, jp, parts, ErrInvalidSpec)
+			return nil, specError("ReplaySpec.Job", spec.Job, fmt.Sprintf(": its windows are on partition %d, not on ReplaySpec.Partitions %v: %v", jp, parts, ErrInvalidSpec),
+				ErrInvalidSpec, "ReplaySpec.Partitions")
 		}
 		parts = []int32{jp}
 	}
@@ -302,7 +317,7 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	if g.members == 0 && len(g.committed) == 0 {
-		return nil, fmt.Errorf("replay: group %q: %w (no members, no committed offsets on %s); check --group", spec.Group, ErrNoGroup, r.cfg.Topic)
+		return nil, fmt.Errorf("replay: group %q: %w (no members, no committed offsets on %s)", spec.Group, ErrNoGroup, r.cfg.Topic)
 	}
 	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}, Retry: []RetryWindow{}}
 	if plan.Online && g.state != "Stable" {
@@ -426,7 +441,8 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	}
 	sort.Strings(plan.OtherJobs)
 	if spec.Rerun && r.cfg.Store == nil && len(plan.Rerun) > 0 {
-		return nil, errors.New("replay: --rerun needs Redis to clear done markers; set --redis-url")
+		return nil, &configerr.Error{Op: "replay", Field: "ReplaySpec.Rerun", Value: true,
+			Reason: "needs ReplayerConfig.Store to clear done markers; set it (a *dedupe.Store)", Related: []string{"ReplayerConfig.Store"}}
 	}
 	return plan, nil
 }
@@ -506,7 +522,7 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 				return err
 			}
 		}
-		req := &SeekRequest{ID: newID(), Group: plan.Group, Topic: r.cfg.Topic, Offsets: remaining, IssuedBy: r.cfg.IssuedBy, IssuedAt: r.cfg.Now().UTC()}
+		req := &control.SeekRequest{ID: newID(), Group: plan.Group, Topic: r.cfg.Topic, Offsets: remaining, IssuedBy: r.cfg.IssuedBy, IssuedAt: r.cfg.Now().UTC()}
 		rec, err := req.Record(r.cfg.ControlTopic)
 		if err != nil {
 			return err
@@ -582,7 +598,7 @@ func (r *Replayer) commitDirect(ctx context.Context, group string, offs map[int3
 // starting at its current end, so it sees every ack of requests written
 // after it.
 func (r *Replayer) startWatch(ctx context.Context) (*kgo.Client, error) {
-	if err := EnsureTopic(ctx, r.adm, r.cfg.ControlTopic, r.cfg.ReplicationFactor); err != nil {
+	if err := control.EnsureTopic(ctx, r.adm, r.cfg.ControlTopic, r.cfg.ReplicationFactor); err != nil {
 		return nil, fmt.Errorf("replay: control topic: %w", err)
 	}
 	ends, err := r.adm.ListEndOffsets(ctx, r.cfg.ControlTopic)
@@ -604,10 +620,10 @@ func (r *Replayer) collect(ctx context.Context, watch *kgo.Client, sent []string
 		}
 		var ackErr error
 		fs.EachRecord(func(rec *kgo.Record) {
-			if Kind(rec) != KindSeekAck {
+			if control.Kind(rec) != control.KindSeekAck {
 				return
 			}
-			a, err := ParseSeekAck(rec)
+			a, err := control.ParseSeekAck(rec)
 			if err != nil || !slices.Contains(sent, a.RequestID) {
 				return
 			}

@@ -14,9 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kjob/kjob/internal/backoff"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
 )
 
 // The Redis commands each role's ACL user is granted in deploy/SECURITY.md
@@ -65,7 +66,7 @@ type RedisRole struct {
 	// Commands are the commands the role is granted in deploy/SECURITY.md.
 	Commands []string
 	// KeyPattern is the role's key pattern, for messages (e.g.
-	// "~kjob:{prod}:*").
+	// "~kjob:{prod}:*", names.Deployment.ProducerACLKeys).
 	KeyPattern string
 	// Uses are done in order.
 	Uses []RedisUse
@@ -93,14 +94,15 @@ const accessCheckJob = "_kjob_access_check"
 // one key, stays), plus PING (readiness) and EVAL (scripts are loaded with
 // it when the server does not have them).
 func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (RedisRole, error) {
+	d := names.Deployment{Namespace: namespace}
 	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace, ClaimTTL: time.Second, Retention: time.Second})
 	if err != nil {
 		return RedisRole{}, err
 	}
 	w := &workerRound{st: st, owner: id}
 	return RedisRole{
-		Name: "worker", User: user, Commands: RedisWorkerCommands, KeyPattern: "~kjob:{" + namespace + ":*",
-		rdb: rdb, probe: probeKeys{key: "kjob:{" + namespace + ":" + accessCheckJob + "}:probe"},
+		Name: "worker", User: user, Commands: RedisWorkerCommands, KeyPattern: d.WorkerACLKeys(),
+		rdb: rdb, probe: probeKeys{key: d.JobKey(accessCheckJob, "probe")},
 		Uses: append(commonUses(rdb),
 			RedisUse{What: "the claim script", Run: w.claim},
 			RedisUse{What: "the extend script", Run: func(ctx context.Context) error {
@@ -141,132 +143,6 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 				return w.st.ReportStalls(ctx, who, nil)
 			}},
 		),
-	}, nil
-}
-
-// OperatorRedisRole returns the Redis role of kjobctl and the dashboard
-// (the kjob-operator user of deploy/SECURITY.md): the pause list (pause,
-// read, resume in a MULTI/EXEC), the dead-letter redrive records, the
-// backfill markers, the audit stream (XADD, XREVRANGE), window states (the
-// state script) and Forget, the run history (ZREVRANGEBYSCORE) and the
-// producer lease at leaseKey (GET, read-only), plus EVAL (scripts are
-// loaded with it when the server does not have them). Pauses, redrive
-// records and markers are of the job _kjob_access_check, which no schedule
-// can name, and are removed again (its last resume stays, one field); the
-// audit stream gets one record saying it was a check. kjobctl has no
-// start-up check: the tests run this role against the documented user.
-func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (RedisRole, error) {
-	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace})
-	if err != nil {
-		return RedisRole{}, err
-	}
-	pauses, err := control.NewPauses(rdb, namespace)
-	if err != nil {
-		return RedisRole{}, err
-	}
-	redrives, err := control.NewRedrives(rdb, namespace)
-	if err != nil {
-		return RedisRole{}, err
-	}
-	published, err := control.NewPublished(rdb, namespace, time.Second)
-	if err != nil {
-		return RedisRole{}, err
-	}
-	audit, err := control.NewAuditLog(rdb, namespace, 0)
-	if err != nil {
-		return RedisRole{}, err
-	}
-	live, err := lease.NewRedisLock(rdb, leaseKey)
-	if err != nil {
-		return RedisRole{}, err
-	}
-	window := func() string { return accessCheckJob + "@" + id + "-" + nonce() }
-	letter := control.Letter{Topic: accessCheckJob, Partition: 0, Offset: 0}
-	return RedisRole{
-		Name: "operator", User: user, Commands: RedisOperatorCommands, KeyPattern: "~kjob:{" + namespace + "}:* ~kjob:{" + namespace + ":*",
-		rdb: rdb, probe: probeKeys{key: "kjob:{" + namespace + "}:access-check:probe"},
-		Uses: []RedisUse{
-			evalUse(rdb), // kjobctl does not PING
-			{What: "the window states (the state script) and Forget (DEL)", Run: func(ctx context.Context) error {
-				id := window()
-				if _, err := st.State(ctx, id); !errors.Is(err, dedupe.ErrNotFound) {
-					return err
-				}
-				return st.Forget(ctx, id)
-			}},
-			{What: "the producer lease (GET)", Run: func(ctx context.Context) error {
-				if _, err := live.Get(ctx); err != nil && !errors.Is(err, lease.ErrNoHolder) {
-					return err
-				}
-				return nil
-			}},
-			{What: "the pause list (HSETNX, HGET, HKEYS, HGETALL; resume: MULTI, HDEL, HSET, EXEC)", Run: func(ctx context.Context) error {
-				now := time.Now().UTC()
-				if _, err := pauses.Pause(ctx, control.Pause{Job: accessCheckJob, Since: now, By: "kjob access check " + id}); err != nil && !errors.Is(err, control.ErrAlreadyPaused) {
-					return err
-				}
-				if _, _, err := pauses.Get(ctx, accessCheckJob); err != nil {
-					return err
-				}
-				if _, err := pauses.Paused(ctx); err != nil {
-					return err
-				}
-				if _, err := pauses.List(ctx); err != nil {
-					return err
-				}
-				if _, err := pauses.PausePeriods(ctx); err != nil {
-					return err
-				}
-				_, err := pauses.ResumeAt(ctx, accessCheckJob, now)
-				return err
-			}},
-			{What: "the redrive records (HSETNX, HSET, HGET, HGETALL, HDEL)", Run: func(ctx context.Context) error {
-				rec := control.Redrive{Letter: letter, At: time.Now().UTC(), By: "kjob access check " + id}
-				r, err := redrives.Begin(ctx, rec, false)
-				if errors.Is(err, control.ErrAlreadyRedriven) { // left by a check that stopped halfway
-					r, err = redrives.Begin(ctx, rec, true)
-				}
-				if err != nil {
-					return err
-				}
-				if err := redrives.Finish(ctx, r); err != nil {
-					return err
-				}
-				if _, _, err := redrives.Get(ctx, letter); err != nil {
-					return err
-				}
-				if _, err := redrives.List(ctx, accessCheckJob); err != nil {
-					return err
-				}
-				return redrives.Delete(ctx, letter)
-			}},
-			{What: "the backfill markers (SET, EXISTS, DEL)", Run: func(ctx context.Context) error {
-				ids := []string{window()}
-				if _, err := published.Reserve(ctx, ids, time.Second); err != nil {
-					return err
-				}
-				if err := published.Confirm(ctx, ids); err != nil {
-					return err
-				}
-				if _, err := published.Marked(ctx, ids); err != nil {
-					return err
-				}
-				return published.Release(ctx, ids)
-			}},
-			{What: "the run history (ZREVRANGEBYSCORE)", Run: func(ctx context.Context) error {
-				_, err := st.Runs(ctx, accessCheckJob, dedupe.RunQuery{Limit: 1})
-				return err
-			}},
-			{What: "the audit log (XADD, XREVRANGE)", Run: func(ctx context.Context) error {
-				err := audit.Append(ctx, control.AuditRecord{At: time.Now().UTC(), Who: id, Tool: "kjob access check", Action: "access-check",
-					Target: audit.Key(), Outcome: "ok", Detail: "a check of the Redis user's permissions; nothing was done", Request: nonce()})
-				if err != nil {
-					return err
-				}
-				_, err = audit.Recent(ctx, 1)
-				return err
-			}},
-		},
 	}, nil
 }
 
@@ -320,13 +196,14 @@ func (w *workerRound) batch(ctx context.Context, f func(context.Context, []strin
 // not a lease record, which electors ignore), plus PING (readiness) and
 // EVAL (scripts are loaded with it when the server does not have them).
 func ProducerRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (RedisRole, error) {
-	pauses, err := control.NewPauses(rdb, namespace)
+	d := names.Deployment{Namespace: namespace}
+	pauses, err := pause.New(rdb, namespace)
 	if err != nil {
 		return RedisRole{}, err
 	}
 	role := RedisRole{
-		Name: "producer", User: user, Commands: RedisProducerCommands, KeyPattern: "~kjob:{" + namespace + "}:*",
-		rdb: rdb, probe: probeKeys{key: "kjob:{" + namespace + "}:access-check:probe", channel: "kjob:{" + namespace + "}:access-check"},
+		Name: "producer", User: user, Commands: RedisProducerCommands, KeyPattern: d.ProducerACLKeys(),
+		rdb: rdb, probe: probeKeys{key: d.Key("access-check:probe"), channel: d.Key("access-check")},
 		Uses: append(commonUses(rdb), RedisUse{What: "the pause list (HKEYS)", Run: func(ctx context.Context) error {
 			_, err := pauses.Paused(ctx)
 			return err

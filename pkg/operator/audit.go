@@ -1,12 +1,13 @@
-package control
+package operator
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,15 +58,15 @@ type AuditLog struct {
 func NewAuditLog(rdb redis.UniversalClient, namespace string, maxLen int64) (*AuditLog, error) {
 	switch {
 	case rdb == nil:
-		return nil, errors.New("control: NewAuditLog: Redis client is nil")
+		return nil, &configerr.Error{Op: "operator: NewAuditLog", Field: "Redis client", Reason: "is nil"}
 	case namespace == "":
-		return nil, errors.New(`control: NewAuditLog: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
+		return nil, &configerr.Error{Op: "operator: NewAuditLog", Field: "namespace", Reason: `is empty; use the deployment's namespace, e.g. "kjob"`}
 	case maxLen < 0:
-		return nil, fmt.Errorf("control: NewAuditLog: maxLen %d: want a positive number of records, or 0 for %d", maxLen, DefaultAuditLen)
+		return nil, &configerr.Error{Op: "operator: NewAuditLog", Field: "maxLen", Value: maxLen, Reason: fmt.Sprintf(": want a positive number of records, or 0 for %d", DefaultAuditLen)}
 	case maxLen == 0:
 		maxLen = DefaultAuditLen
 	}
-	return &AuditLog{rdb: rdb, key: "kjob:{" + namespace + "}:audit", maxLen: maxLen}, nil
+	return &AuditLog{rdb: rdb, key: names.Deployment{Namespace: namespace}.AuditKey(), maxLen: maxLen}, nil
 }
 
 // Key returns the stream's key.
@@ -81,7 +82,7 @@ func (a *AuditLog) Append(ctx context.Context, rec AuditRecord) error {
 	err = a.rdb.XAdd(ctx, &redis.XAddArgs{Stream: a.key, MaxLen: a.maxLen, Approx: true,
 		Values: []any{"action", rec.Action, "who", rec.Who, "outcome", rec.Outcome, "record", b}}).Err()
 	if err != nil {
-		return fmt.Errorf("control: audit log %s: %w", a.key, err)
+		return fmt.Errorf("operator: audit log %s: %w", a.key, err)
 	}
 	return nil
 }
@@ -90,14 +91,14 @@ func (a *AuditLog) Append(ctx context.Context, rec AuditRecord) error {
 func (a *AuditLog) Recent(ctx context.Context, n int64) ([]AuditRecord, error) {
 	msgs, err := a.rdb.XRevRangeN(ctx, a.key, "+", "-", n).Result()
 	if err != nil {
-		return nil, fmt.Errorf("control: audit log %s: %w", a.key, err)
+		return nil, fmt.Errorf("operator: audit log %s: %w", a.key, err)
 	}
 	out := make([]AuditRecord, 0, len(msgs))
 	for _, m := range msgs {
 		s, _ := m.Values["record"].(string)
 		var rec AuditRecord
 		if err := json.Unmarshal([]byte(s), &rec); err != nil {
-			return nil, fmt.Errorf("control: audit log %s: record %s is not valid: %w", a.key, m.ID, err)
+			return nil, fmt.Errorf("operator: audit log %s: record %s is not valid: %w", a.key, m.ID, err)
 		}
 		rec.ID = m.ID
 		out = append(out, rec)

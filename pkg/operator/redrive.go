@@ -1,4 +1,4 @@
-package control
+package operator
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrAlreadyRedriven is returned by Redrives.Begin for a dead letter that
 // was redriven before (see the returned Redrive).
-var ErrAlreadyRedriven = errors.New("control: dead letter already redriven")
+var ErrAlreadyRedriven = errors.New("operator: dead letter already redriven")
 
 // Letter names one record of the dead-letter topic.
 type Letter struct {
@@ -81,12 +83,12 @@ type Redrives struct {
 // NewRedrives returns the redrive record of namespace.
 func NewRedrives(rdb redis.UniversalClient, namespace string) (*Redrives, error) {
 	if rdb == nil {
-		return nil, errors.New("control: NewRedrives: Redis client is nil")
+		return nil, &configerr.Error{Op: "operator: NewRedrives", Field: "Redis client", Reason: "is nil"}
 	}
 	if namespace == "" {
-		return nil, errors.New(`control: NewRedrives: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
+		return nil, &configerr.Error{Op: "operator: NewRedrives", Field: "namespace", Reason: `is empty; use the deployment's namespace, e.g. "kjob"`}
 	}
-	return &Redrives{rdb: rdb, key: "kjob:{" + namespace + "}:dlq-redriven"}, nil
+	return &Redrives{rdb: rdb, key: names.Deployment{Namespace: namespace}.RedrivenKey()}, nil
 }
 
 // Begin records that r.Letter is being redriven. Without force it fails
@@ -100,13 +102,13 @@ func (s *Redrives) Begin(ctx context.Context, r Redrive, force bool) (Redrive, e
 	}
 	if force {
 		if err := s.rdb.HSet(ctx, s.key, r.Letter.field(), b).Err(); err != nil {
-			return Redrive{}, fmt.Errorf("control: record redrive of %s: %w", r.Letter.field(), err)
+			return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
 		}
 		return r, nil
 	}
 	ok, err := s.rdb.HSetNX(ctx, s.key, r.Letter.field(), b).Result()
 	if err != nil {
-		return Redrive{}, fmt.Errorf("control: record redrive of %s: %w", r.Letter.field(), err)
+		return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
 	}
 	if !ok {
 		cur, _, err := s.Get(ctx, r.Letter)
@@ -125,7 +127,7 @@ func (s *Redrives) Finish(ctx context.Context, r Redrive) error {
 		return err
 	}
 	if err := s.rdb.HSet(ctx, s.key, r.Letter.field(), b).Err(); err != nil {
-		return fmt.Errorf("control: record redrive of %s: %w", r.Letter.field(), err)
+		return fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
 	}
 	return nil
 }
@@ -141,7 +143,7 @@ func (s *Redrives) Delete(ctx context.Context, letters ...Letter) error {
 		fs[i] = l.field()
 	}
 	if err := s.rdb.HDel(ctx, s.key, fs...).Err(); err != nil {
-		return fmt.Errorf("control: delete redrive records: %w", err)
+		return fmt.Errorf("operator: delete redrive records: %w", err)
 	}
 	return nil
 }
@@ -153,11 +155,11 @@ func (s *Redrives) Get(ctx context.Context, letter Letter) (Redrive, bool, error
 		return Redrive{}, false, nil
 	}
 	if err != nil {
-		return Redrive{}, false, fmt.Errorf("control: get redrive of %s: %w", letter.field(), err)
+		return Redrive{}, false, fmt.Errorf("operator: get redrive of %s: %w", letter.field(), err)
 	}
 	var r Redrive
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
-		return Redrive{}, false, fmt.Errorf("control: redrive of %s in %s is not valid: %w", letter.field(), s.key, err)
+		return Redrive{}, false, fmt.Errorf("operator: redrive of %s in %s is not valid: %w", letter.field(), s.key, err)
 	}
 	return r, true, nil
 }
@@ -166,7 +168,7 @@ func (s *Redrives) Get(ctx context.Context, letter Letter) (Redrive, bool, error
 func (s *Redrives) List(ctx context.Context, dlqTopic string) (map[Letter]Redrive, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("control: list redrives: %w", err)
+		return nil, fmt.Errorf("operator: list redrives: %w", err)
 	}
 	out := make(map[Letter]Redrive, len(m))
 	for f, v := range m {
@@ -176,7 +178,7 @@ func (s *Redrives) List(ctx context.Context, dlqTopic string) (map[Letter]Redriv
 		}
 		var r Redrive
 		if err := json.Unmarshal([]byte(v), &r); err != nil {
-			return nil, fmt.Errorf("control: redrive of %s in %s is not valid: %w", f, s.key, err)
+			return nil, fmt.Errorf("operator: redrive of %s in %s is not valid: %w", f, s.key, err)
 		}
 		out[l] = r
 	}

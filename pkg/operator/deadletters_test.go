@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dlq"
+	"github.com/kjob/kjob/pkg/operator"
 )
 
 // A letter that holds only part of the original record (a value cut to a
@@ -29,19 +29,19 @@ func TestIncompleteLetterNeverRedriven(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec.Offset = 3
-			d := control.ParseDeadLetter(rec)
+			d := operator.ParseDeadLetter(rec)
 			if d.Incomplete == "" || d.ValueSize != len(orig.Value) || d.ValueSHA256 == "" || d.Origin != "w[1]@7" || d.LetterError != "" {
 				t.Fatalf("parsed %+v", d)
 			}
 			for _, force := range []bool{false, true} {
-				items := control.PlanRedrive([]control.DeadLetter{d}, force)
+				items := operator.PlanRedrive([]operator.DeadLetter{d}, force)
 				if !strings.Contains(items[0].Skip, "holds only part of the original record") || !strings.Contains(items[0].Skip, d.ValueSHA256) || !strings.Contains(items[0].Skip, "w[1]@7") {
 					t.Fatalf("force=%v: plan %q, want the letter left out with the original's hash and place", force, items[0].Skip)
 				}
 				items[0].Skip = "" // a plan changed by hand
 				// No client and no Redrives: anything past the check
 				// would panic.
-				out, err := control.ExecuteRedrive(context.Background(), control.RedriveConfig{DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, force)
+				out, err := operator.ExecuteRedrive(context.Background(), operator.RedriveConfig{DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, force)
 				if err != nil || len(out) != 0 || !strings.Contains(items[0].Skip, "holds only part of the original record") {
 					t.Fatalf("force=%v: ExecuteRedrive redrove %+v, %v; skip %q", force, out, err, items[0].Skip)
 				}
@@ -49,8 +49,8 @@ func TestIncompleteLetterNeverRedriven(t *testing.T) {
 		})
 	}
 	// A DeadLetter not read from the topic has no record to republish.
-	items := []control.RedriveItem{{DeadLetter: control.DeadLetter{ID: "5", WindowID: "report@2026-11-22T10:00:00Z"}}}
-	out, err := control.ExecuteRedrive(context.Background(), control.RedriveConfig{DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, true)
+	items := []operator.RedriveItem{{DeadLetter: operator.DeadLetter{ID: "5", WindowID: "report@2026-11-22T10:00:00Z"}}}
+	out, err := operator.ExecuteRedrive(context.Background(), operator.RedriveConfig{DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, true)
 	if err != nil || len(out) != 0 || items[0].Skip == "" {
 		t.Fatalf("a hand-made letter: redrove %+v, %v; skip %q", out, err, items[0].Skip)
 	}

@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"context"
@@ -17,11 +17,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -49,7 +51,7 @@ func newEnv(t *testing.T, partitions int32) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +175,9 @@ func (e *env) startWorker(ctx context.Context, id string, l *ledger, wg *sync.Wa
 	return w
 }
 
-func (e *env) replayer() *control.Replayer {
+func (e *env) replayer() *operator.Replayer {
 	e.t.Helper()
-	r, err := control.NewReplayer(control.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: e.store, AckTimeout: 30 * time.Second, Resend: time.Second})
+	r, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: e.store, AckTimeout: 30 * time.Second, Resend: time.Second})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -229,10 +231,7 @@ func TestOnlineReplay(t *testing.T) {
 	r := e.replayer()
 	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer rcancel()
-	plan, err := r.Plan(rctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := planOnline(t, rctx, r, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest})
 	if !plan.Online || len(plan.Partitions) != 3 || len(plan.Rerun) != 0 {
 		t.Fatalf("plan: online %v, %d partitions, rerun %v", plan.Online, len(plan.Partitions), plan.Rerun)
 	}
@@ -268,10 +267,7 @@ func TestOnlineReplay(t *testing.T) {
 	// 2. With --rerun for one job: only its windows run again, on the
 	// worker owning their partition, with higher tokens; the other
 	// windows on that partition are skipped again.
-	plan, err = r.Plan(rctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest, Job: "beta", Rerun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan = planOnline(t, rctx, r, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Job: "beta", Rerun: true})
 	wantRerun := []string{ms[2].ID, ms[3].ID}
 	if !slices.Equal(plan.Rerun, wantRerun) || len(plan.Partitions) != 1 {
 		t.Fatalf("plan rerun %v over %d partitions, want %v over 1", plan.Rerun, len(plan.Partitions), wantRerun)
@@ -298,7 +294,7 @@ func TestOnlineReplay(t *testing.T) {
 		if n := l.count(m.ID, worker.OutcomeDone); n != 1 {
 			t.Fatalf("window %s of another job ran %d times after a --job beta --rerun replay", m.ID, n)
 		}
-		if inspect.JobPartition(m.Job, 3) == part {
+		if names.JobPartition(m.Job, 3) == part {
 			testenv.Eventually(t, 30*time.Second, func() bool { return l.count(m.ID, worker.OutcomeSkippedDone) == 2 }, "window %s on the same partition re-delivered and skipped", m.ID)
 		}
 	}
@@ -313,15 +309,15 @@ func TestReplayEmptyGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	_, err := r.Plan(ctx, control.ReplaySpec{Group: "nobody", Mode: control.ToEarliest})
-	want := `replay: group "nobody": group does not exist (no members, no committed offsets on w); check --group`
-	if !errors.Is(err, control.ErrNoGroup) || err.Error() != want {
+	_, err := r.Plan(ctx, operator.ReplaySpec{Group: "nobody", Mode: operator.ToEarliest})
+	want := `replay: group "nobody": group does not exist (no members, no committed offsets on w)`
+	if !errors.Is(err, operator.ErrNoGroup) || err.Error() != want {
 		t.Fatalf("unknown group: %v\nwant %s", err, want)
 	}
-	_, err = r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest, Partitions: []int32{7}})
-	want = "replay: --partition 7: no such partition: topic w has partitions 0-1"
-	if !errors.Is(err, control.ErrNoPartition) || err.Error() != want {
-		t.Fatalf("bad partition: %v\nwant %s", err, want)
+	_, err = r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Partitions: []int32{7}})
+	want = "replay: ReplaySpec.Partitions = 7: no such partition: topic w has partitions 0-1"
+	if ce := configerr.As(err); !errors.Is(err, operator.ErrNoPartition) || err.Error() != want || ce == nil || ce.Field != "ReplaySpec.Partitions" || ce.Value != int32(7) {
+		t.Fatalf("bad partition: %#v\nwant %s, a *configerr.Error about ReplaySpec.Partitions", err, want)
 	}
 
 	var ms []*jobmsg.Message
@@ -329,7 +325,7 @@ func TestReplayEmptyGroup(t *testing.T) {
 		ms = append(ms, window("solo", i))
 	}
 	e.publish(ms...)
-	p := inspect.JobPartition("solo", 2)
+	p := names.JobPartition("solo", 2)
 	// A group that consumed once and stopped: commit 5 directly.
 	resp, err := e.adm.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: p, Offset: 4, LeaderEpoch: -1}))
 	if err == nil {
@@ -338,7 +334,7 @@ func TestReplayEmptyGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ShiftBy, Offset: -3, Partitions: []int32{p}, Rerun: true})
+	plan, err := r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ShiftBy, Offset: -3, Partitions: []int32{p}, Rerun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +366,7 @@ func TestReplayEmptyGroup(t *testing.T) {
 		}
 	}
 	// Clamping, as kafka-consumer-groups does.
-	plan, err = r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ToOffset, Offset: 99, Partitions: []int32{p}})
+	plan, err = r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToOffset, Offset: 99, Partitions: []int32{p}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,4 +374,24 @@ func TestReplayEmptyGroup(t *testing.T) {
 		t.Fatalf("to-offset 99: %+v", got)
 	}
 	_ = fmt.Sprint
+}
+
+// planOnline plans a replay the way an operator does when told "run the command
+// again in a few seconds": a group of live workers can be between
+// assignments for a moment even after it reported Stable (KIP-848 members
+// reconcile one at a time), and Plan refuses then with ErrRebalancing.
+// Any other error, or a rebalance that lasts past the deadline, fails.
+func planOnline(t *testing.T, ctx context.Context, r *operator.Replayer, spec operator.ReplaySpec) *operator.ReplayPlan {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := r.Plan(ctx, spec)
+		if err == nil {
+			return p
+		}
+		if !errors.Is(err, operator.ErrRebalancing) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,4 +1,4 @@
-package control
+package operator
 
 import (
 	"context"
@@ -9,24 +9,26 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
 // Errors of Operator that callers branch on.
 var (
 	// ErrUnknownJob: the job is not in the schedules file.
-	ErrUnknownJob = errors.New("control: unknown job")
+	ErrUnknownJob = errors.New("operator: unknown job")
 	// ErrUnknownLetter: no dead letter has the id.
-	ErrUnknownLetter = errors.New("control: no such dead letter")
+	ErrUnknownLetter = errors.New("operator: no such dead letter")
 	// ErrLeftOut: a redrive left the chosen letter out (its window is done
 	// or running, or it was redriven before); RedriveItem.Skip says why.
-	ErrLeftOut = errors.New("control: dead letter left out of the redrive")
+	ErrLeftOut = errors.New("operator: dead letter left out of the redrive")
 )
 
-// OperatorConfig configures an Operator: the same clients and stores
+// Config configures an Operator: the same clients and stores
 // kjobctl builds from the deployment's KJOB_* settings.
-type OperatorConfig struct {
+type Config struct {
 	// Jobs are the jobs of the schedules file.
 	Jobs []*schedule.Job
 	// Topic is the windows topic, DLQTopic the dead-letter topic.
@@ -47,7 +49,7 @@ type OperatorConfig struct {
 		Forget(ctx context.Context, id string) error
 	}
 	// Pauses, Redrives and Replayer are the deployment's.
-	Pauses   *Pauses
+	Pauses   *pause.Store
 	Redrives *Redrives
 	Replayer *Replayer
 	// Now is the clock. Default time.Now.
@@ -57,17 +59,18 @@ type OperatorConfig struct {
 // Operator performs the operators' actions of kjobctl (trigger, pause,
 // resume, dead-letter redrive, replay) for a program other than kjobctl,
 // such as the dashboard, through the same functions kjobctl calls.
-type Operator struct{ cfg OperatorConfig }
+type Operator struct{ cfg Config }
 
-// NewOperator validates cfg.
-func NewOperator(cfg OperatorConfig) (*Operator, error) {
+// New validates cfg and returns an Operator. A setting it refuses is a
+// *configerr.Error.
+func New(cfg Config) (*Operator, error) {
 	switch {
 	case cfg.Topic == "" || cfg.DLQTopic == "":
-		return nil, errors.New("control: OperatorConfig.Topic and DLQTopic are required; set the windows and dead-letter topics")
+		return nil, &configerr.Error{Op: "operator", Field: "Config.Topic", Reason: "and DLQTopic are required; set the windows and dead-letter topics", Related: []string{"DLQTopic"}}
 	case cfg.Publisher == nil || cfg.Redriver == nil:
-		return nil, errors.New("control: OperatorConfig.Publisher and Redriver are required; pass Kafka clients that partition by key")
+		return nil, &configerr.Error{Op: "operator", Field: "Config.Publisher", Reason: "and Redriver are required; pass Kafka clients that partition by key", Related: []string{"Redriver"}}
 	case cfg.Store == nil || cfg.Pauses == nil || cfg.Redrives == nil || cfg.Replayer == nil:
-		return nil, errors.New("control: OperatorConfig.Store, Pauses, Redrives and Replayer are required")
+		return nil, &configerr.Error{Op: "operator", Field: "Config.Store", Reason: ", Pauses, Redrives and Replayer are required", Related: []string{"Pauses", "Redrives", "Replayer"}}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -93,19 +96,19 @@ func (o *Operator) Trigger(ctx context.Context, job string) (*jobmsg.Message, *k
 	return Trigger(ctx, o.cfg.Publisher, o.cfg.Topic, j, nil, o.cfg.Now())
 }
 
-// Pause pauses job (Pauses.Pause); ErrAlreadyPaused if it is.
-func (o *Operator) Pause(ctx context.Context, job, by string) (Pause, error) {
+// Pause pauses job (Pauses.Pause); pause.ErrAlreadyPaused if it is.
+func (o *Operator) Pause(ctx context.Context, job, by string) (pause.Pause, error) {
 	if _, err := o.Job(job); err != nil {
-		return Pause{}, err
+		return pause.Pause{}, err
 	}
-	return o.cfg.Pauses.Pause(ctx, Pause{Job: job, Since: o.cfg.Now().UTC(), By: by})
+	return o.cfg.Pauses.Pause(ctx, pause.Pause{Job: job, Since: o.cfg.Now().UTC(), By: by})
 }
 
-// Resume resumes job without catching up (Pauses.ResumeAt); ErrNotPaused
+// Resume resumes job without catching up (Pauses.ResumeAt); pause.ErrNotPaused
 // if it is not paused.
-func (o *Operator) Resume(ctx context.Context, job string) (Pause, error) {
+func (o *Operator) Resume(ctx context.Context, job string) (pause.Pause, error) {
 	if _, err := o.Job(job); err != nil {
-		return Pause{}, err
+		return pause.Pause{}, err
 	}
 	return o.cfg.Pauses.ResumeAt(ctx, job, o.cfg.Now().UTC())
 }

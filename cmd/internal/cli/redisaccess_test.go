@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // aclServer starts a real redis-server (ACL users need one) and returns
@@ -64,9 +64,9 @@ func checkRole(t *testing.T, role string, rdb redis.UniversalClient, user string
 	var err error
 	switch role {
 	case "producer":
-		r, err = cli.ProducerRedisRole(rdb, user, "kjob", "p1", inspect.ProducerLeaseKey("kjob"))
+		r, err = cli.ProducerRedisRole(rdb, user, "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	case "operator":
-		r, err = cli.OperatorRedisRole(rdb, user, "kjob", "o1", inspect.ProducerLeaseKey("kjob"))
+		r, err = cli.OperatorRedisRole(rdb, user, "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	default:
 		r, err = cli.WorkerRedisRole(rdb, user, "kjob", "w1")
 	}

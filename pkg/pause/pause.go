@@ -1,4 +1,19 @@
-package control
+// Package pause keeps the jobs an operator paused, in Redis, where the
+// producer reads them and operators' tools (kjobctl pause and resume, the
+// dashboard) write them.
+//
+// A paused job's windows are not published: the producer asks the Store
+// before each transaction (producer.Config.Pauses) and advances a paused
+// job's state without publishing its windows, so neither it nor a later
+// leader publishes them, and the pause survives leader changes. The Store
+// also keeps each job's last finished pause, so a resume with catch-up
+// (kjobctl resume --catchup) can republish the skipped windows under their
+// scheduled ids, and status pages can tell a skipped window from a lost one.
+//
+// Keys (see names.Deployment): one hash of paused jobs per deployment,
+// "kjob:{<namespace>}:paused", field = job, and one of finished pauses,
+// "kjob:{<namespace>}:resumed".
+package pause
 
 import (
 	"context"
@@ -8,16 +23,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/kjob/kjob/pkg/inspect"
 )
 
 // ErrNotPaused is returned by Resume for a job that is not paused.
-var ErrNotPaused = errors.New("control: job is not paused")
+var ErrNotPaused = errors.New("pause: job is not paused")
 
 // ErrAlreadyPaused is returned by Pause for a job that is paused already.
-var ErrAlreadyPaused = errors.New("control: job is already paused")
+var ErrAlreadyPaused = errors.New("pause: job is already paused")
 
 // Pause describes one paused job.
 type Pause struct {
@@ -29,11 +44,11 @@ type Pause struct {
 	By string `json:"by,omitempty"`
 }
 
-// Pauses is the set of paused jobs of one deployment, in Redis (hash
+// Store is the set of paused jobs of one deployment, in Redis (hash
 // "kjob:{<namespace>}:paused", field = job), and the last finished pause
 // of each job (hash "kjob:{<namespace>}:resumed"). It implements
-// producer.Pauses.
-type Pauses struct {
+// producer.Pauses and inspect.PauseHistory.
+type Store struct {
 	rdb     redis.UniversalClient
 	key     string
 	resumed string
@@ -47,27 +62,29 @@ type Resumed struct {
 	ResumedAt time.Time `json:"resumed_at"`
 }
 
-// NewPauses returns the pause set of namespace.
-func NewPauses(rdb redis.UniversalClient, namespace string) (*Pauses, error) {
+// New returns the pause set of namespace. A refused argument is a
+// *configerr.Error.
+func New(rdb redis.UniversalClient, namespace string) (*Store, error) {
 	if rdb == nil {
-		return nil, errors.New("control: NewPauses: Redis client is nil")
+		return nil, &configerr.Error{Op: "pause: New", Field: "Redis client", Reason: "is nil"}
 	}
 	if namespace == "" {
-		return nil, errors.New(`control: NewPauses: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
+		return nil, &configerr.Error{Op: "pause: New", Field: "namespace", Reason: `is empty; use the deployment's namespace, e.g. "kjob"`}
 	}
-	return &Pauses{rdb: rdb, key: "kjob:{" + namespace + "}:paused", resumed: "kjob:{" + namespace + "}:resumed"}, nil
+	d := names.Deployment{Namespace: namespace}
+	return &Store{rdb: rdb, key: d.PausedKey(), resumed: d.ResumedKey()}, nil
 }
 
 // Pause pauses job. It returns ErrAlreadyPaused (with the existing pause)
 // if it is paused already.
-func (s *Pauses) Pause(ctx context.Context, p Pause) (Pause, error) {
+func (s *Store) Pause(ctx context.Context, p Pause) (Pause, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return Pause{}, err
 	}
 	ok, err := s.rdb.HSetNX(ctx, s.key, p.Job, b).Result()
 	if err != nil {
-		return Pause{}, fmt.Errorf("control: pause %s: %w", p.Job, err)
+		return Pause{}, fmt.Errorf("pause: pause %s: %w", p.Job, err)
 	}
 	if !ok {
 		cur, _, err := s.Get(ctx, p.Job)
@@ -80,29 +97,29 @@ func (s *Pauses) Pause(ctx context.Context, p Pause) (Pause, error) {
 }
 
 // Get returns job's pause, and false if it is not paused.
-func (s *Pauses) Get(ctx context.Context, job string) (Pause, bool, error) {
+func (s *Store) Get(ctx context.Context, job string) (Pause, bool, error) {
 	v, err := s.rdb.HGet(ctx, s.key, job).Result()
 	if errors.Is(err, redis.Nil) {
 		return Pause{}, false, nil
 	}
 	if err != nil {
-		return Pause{}, false, fmt.Errorf("control: get pause of %s: %w", job, err)
+		return Pause{}, false, fmt.Errorf("pause: get pause of %s: %w", job, err)
 	}
 	var p Pause
 	if err := json.Unmarshal([]byte(v), &p); err != nil {
-		return Pause{}, false, fmt.Errorf("control: pause of %s in %s is not valid: %w", job, s.key, err)
+		return Pause{}, false, fmt.Errorf("pause: pause of %s in %s is not valid: %w", job, s.key, err)
 	}
 	return p, true, nil
 }
 
 // Resume removes job's pause and returns it; ErrNotPaused if there was none.
 // It records the finished pause, ending now, for LastResumed.
-func (s *Pauses) Resume(ctx context.Context, job string) (Pause, error) {
+func (s *Store) Resume(ctx context.Context, job string) (Pause, error) {
 	return s.ResumeAt(ctx, job, time.Now())
 }
 
 // ResumeAt is Resume with the end of the pause given (the operator's clock).
-func (s *Pauses) ResumeAt(ctx context.Context, job string, at time.Time) (Pause, error) {
+func (s *Store) ResumeAt(ctx context.Context, job string, at time.Time) (Pause, error) {
 	p, ok, err := s.Get(ctx, job)
 	if err != nil {
 		return Pause{}, err
@@ -125,56 +142,62 @@ func (s *Pauses) ResumeAt(ctx context.Context, job string, at time.Time) (Pause,
 		// the refused command's own error does.
 		for _, c := range cmds {
 			if cerr := c.Err(); cerr != nil && !strings.HasPrefix(cerr.Error(), "EXECABORT") {
-				return Pause{}, fmt.Errorf("control: resume %s: %s: %w", job, c.Name(), cerr)
+				return Pause{}, fmt.Errorf("pause: resume %s: %s: %w", job, c.Name(), cerr)
 			}
 		}
-		return Pause{}, fmt.Errorf("control: resume %s: %w", job, err)
+		return Pause{}, fmt.Errorf("pause: resume %s: %w", job, err)
 	}
 	return p, nil
 }
 
 // LastResumed returns each job's last finished pause.
-func (s *Pauses) LastResumed(ctx context.Context) (map[string]Resumed, error) {
+func (s *Store) LastResumed(ctx context.Context) (map[string]Resumed, error) {
 	m, err := s.rdb.HGetAll(ctx, s.resumed).Result()
 	if err != nil {
-		return nil, fmt.Errorf("control: finished pauses: %w", err)
+		return nil, fmt.Errorf("pause: finished pauses: %w", err)
 	}
 	out := make(map[string]Resumed, len(m))
 	for job, v := range m {
 		var r Resumed
 		if err := json.Unmarshal([]byte(v), &r); err != nil {
-			return nil, fmt.Errorf("control: finished pause of %s in %s is not valid: %w", job, s.resumed, err)
+			return nil, fmt.Errorf("pause: finished pause of %s in %s is not valid: %w", job, s.resumed, err)
 		}
 		out[job] = r
 	}
 	return out, nil
 }
 
+// Period is a finished pause: the job's windows starting in [Since,
+// Until) were skipped by the producer.
+type Period struct {
+	Since, Until time.Time
+}
+
 // PausePeriods implements inspect.PauseHistory: each job's last finished
 // pause as [since, resumed at).
-func (s *Pauses) PausePeriods(ctx context.Context) (map[string]inspect.PausePeriod, error) {
+func (s *Store) PausePeriods(ctx context.Context) (map[string]Period, error) {
 	m, err := s.LastResumed(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]inspect.PausePeriod, len(m))
+	out := make(map[string]Period, len(m))
 	for job, r := range m {
-		out[job] = inspect.PausePeriod{Since: r.Since, Until: r.ResumedAt}
+		out[job] = Period{Since: r.Since, Until: r.ResumedAt}
 	}
 	return out, nil
 }
 
 // List returns every pause, by job.
-func (s *Pauses) List(ctx context.Context) (map[string]Pause, error) {
+func (s *Store) List(ctx context.Context) (map[string]Pause, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("control: list pauses: %w", err)
+		return nil, fmt.Errorf("pause: list pauses: %w", err)
 	}
 	out := make(map[string]Pause, len(m))
 	for job, v := range m {
 		var p Pause
 		if err := json.Unmarshal([]byte(v), &p); err != nil {
-			return nil, fmt.Errorf("control: pause of %s in %s is not valid: %w", job, s.key, err)
+			return nil, fmt.Errorf("pause: pause of %s in %s is not valid: %w", job, s.key, err)
 		}
 		out[job] = p
 	}
@@ -182,10 +205,10 @@ func (s *Pauses) List(ctx context.Context) (map[string]Pause, error) {
 }
 
 // Paused implements producer.Pauses.
-func (s *Pauses) Paused(ctx context.Context) (map[string]bool, error) {
+func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
 	keys, err := s.rdb.HKeys(ctx, s.key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("control: paused jobs: %w", err)
+		return nil, fmt.Errorf("pause: paused jobs: %w", err)
 	}
 	m := make(map[string]bool, len(keys))
 	for _, k := range keys {

@@ -1,11 +1,12 @@
-package control
+package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,13 +42,13 @@ const (
 func NewPublished(rdb redis.UniversalClient, namespace string, retention time.Duration) (*Published, error) {
 	switch {
 	case rdb == nil:
-		return nil, errors.New("control: NewPublished: Redis client is nil")
+		return nil, &configerr.Error{Op: "operator: NewPublished", Field: "Redis client", Reason: "is nil"}
 	case namespace == "":
-		return nil, errors.New(`control: NewPublished: namespace is empty; use the deployment's namespace, e.g. "kjob"`)
+		return nil, &configerr.Error{Op: "operator: NewPublished", Field: "namespace", Reason: `is empty; use the deployment's namespace, e.g. "kjob"`}
 	case retention <= 0:
-		return nil, fmt.Errorf("control: NewPublished: retention %v: want the workers' dedupe retention (e.g. 168h)", retention)
+		return nil, &configerr.Error{Op: "operator: NewPublished", Field: "retention", Value: retention, Reason: ": want the workers' dedupe retention (e.g. 168h)"}
 	}
-	return &Published{rdb: rdb, prefix: "kjob:{" + namespace + "}:published:", retention: retention}, nil
+	return &Published{rdb: rdb, prefix: names.Deployment{Namespace: namespace}.PublishedPrefix(), retention: retention}, nil
 }
 
 // Reserve marks ids as being published, in pipelines, with SET NX and a TTL
@@ -56,7 +57,7 @@ func NewPublished(rdb redis.UniversalClient, namespace string, retention time.Du
 // before. Confirm the ids once published, Release those that failed.
 func (p *Published) Reserve(ctx context.Context, ids []string, hold time.Duration) (reserved []bool, err error) {
 	if hold <= 0 {
-		return nil, fmt.Errorf("control: Reserve: hold %v: want a positive duration", hold)
+		return nil, fmt.Errorf("operator: Reserve: hold %v: want a positive duration", hold)
 	}
 	reserved = make([]bool, 0, len(ids))
 	err = p.chunks(ctx, ids, func(pipe redis.Pipeliner, chunk []string) func() error {
@@ -76,7 +77,7 @@ func (p *Published) Reserve(ctx context.Context, ids []string, hold time.Duratio
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("control: reserve published markers: %w", err)
+		return nil, fmt.Errorf("operator: reserve published markers: %w", err)
 	}
 	return reserved, nil
 }
@@ -100,7 +101,7 @@ func (p *Published) set(ctx context.Context, op string, ids []string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("control: %s published markers: %w", op, err)
+		return fmt.Errorf("operator: %s published markers: %w", op, err)
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func (p *Published) Release(ctx context.Context, ids []string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("control: release published markers: %w", err)
+		return fmt.Errorf("operator: release published markers: %w", err)
 	}
 	return nil
 }
@@ -140,7 +141,7 @@ func (p *Published) Marked(ctx context.Context, ids []string) ([]bool, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("control: read published markers: %w", err)
+		return nil, fmt.Errorf("operator: read published markers: %w", err)
 	}
 	return out, nil
 }

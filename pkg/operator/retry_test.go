@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"context"
@@ -16,11 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -71,11 +73,8 @@ func TestPlainReplayRerunsDeadLettered(t *testing.T) {
 	r := e.replayer()
 	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer rcancel()
-	plan, err := r.Plan(rctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []control.RetryWindow{{ID: bad.ID, Status: dedupe.StatusDeadLettered}}
+	plan := planOnline(t, rctx, r, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest})
+	want := []operator.RetryWindow{{ID: bad.ID, Status: dedupe.StatusDeadLettered}}
 	if !slices.Equal(plan.Retry, want) || len(plan.Rerun) != 0 {
 		t.Fatalf("plan retry %v rerun %v, want retry %v", plan.Retry, plan.Rerun, want)
 	}
@@ -107,7 +106,7 @@ func TestPlainReplayClearsOnlyFailedAndDead(t *testing.T) {
 	defer cancel()
 	// Publish 4 windows, each in a transaction of its own, as the producer
 	// does: 8 offsets.
-	txn, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID("retry-test"), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	txn, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.TransactionalID("retry-test"), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +150,14 @@ func TestPlainReplayClearsOnlyFailedAndDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.replayer()
-	plan, err := r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest})
+	plan, err := r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := plan.Partitions[0]; p.Before != 8 || p.Target != 0 || p.Replayed != 4 || p.ReplayedOffsets != 8 {
 		t.Fatalf("partition plan %+v: want before 8, target 0, 4 windows over 8 offsets", p)
 	}
-	want := []control.RetryWindow{{ID: ms[1].ID, Status: dedupe.StatusFailed}, {ID: ms[2].ID, Status: dedupe.StatusDeadLettered}}
+	want := []operator.RetryWindow{{ID: ms[1].ID, Status: dedupe.StatusFailed}, {ID: ms[2].ID, Status: dedupe.StatusDeadLettered}}
 	if !slices.Equal(plan.Retry, want) {
 		t.Fatalf("retry %v, want %v", plan.Retry, want)
 	}
@@ -177,26 +176,28 @@ func TestPlainReplayClearsOnlyFailedAndDead(t *testing.T) {
 	}
 }
 
-// Plan's own usage errors match ErrInvalidSpec, so kjobctl exits 2.
+// Plan's own usage errors match ErrInvalidSpec, so kjobctl exits 2, and
+// name the ReplaySpec field (kjobctl names its flag instead).
 func TestPlanInvalidSpec(t *testing.T) {
 	e := newEnv(t, 3)
 	r := e.replayer()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	jp := inspect.JobPartition("alpha", 3)
+	jp := names.JobPartition("alpha", 3)
 	other := (jp + 1) % 3
 	for _, c := range []struct {
-		spec control.ReplaySpec
-		want string
+		spec  operator.ReplaySpec
+		want  string
+		field string
 	}{
-		{control.ReplaySpec{Mode: control.ToEarliest}, "replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: invalid replay"},
-		{control.ReplaySpec{Group: group, Mode: "sideways"}, `replay: mode "sideways": want one of --to-datetime, --by-duration, --to-offset, --shift-by, --to-earliest, --to-latest: invalid replay`},
-		{control.ReplaySpec{Group: group, Mode: control.ToEarliest, Job: "alpha", Partitions: []int32{other}},
-			"replay: --job alpha: its windows are on partition " + itoa(jp) + ", not on --partition [" + itoa(other) + "]: invalid replay"},
+		{operator.ReplaySpec{Mode: operator.ToEarliest}, "replay: ReplaySpec.Group is empty; name the workers' consumer group, e.g. kjob-workers: invalid replay", "ReplaySpec.Group"},
+		{operator.ReplaySpec{Group: group, Mode: "sideways"}, `replay: ReplaySpec.Mode = "sideways": want one of to-datetime, by-duration, to-offset, shift-by, to-earliest, to-latest: invalid replay`, "ReplaySpec.Mode"},
+		{operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Job: "alpha", Partitions: []int32{other}},
+			`replay: ReplaySpec.Job = "alpha": its windows are on partition ` + itoa(jp) + ", not on ReplaySpec.Partitions [" + itoa(other) + "]: invalid replay", "ReplaySpec.Job"},
 	} {
 		_, err := r.Plan(ctx, c.spec)
-		if !errors.Is(err, control.ErrInvalidSpec) || err.Error() != c.want {
-			t.Errorf("Plan(%+v) = %v\nwant %s", c.spec, err, c.want)
+		if ce := configerr.As(err); !errors.Is(err, operator.ErrInvalidSpec) || err.Error() != c.want || ce == nil || ce.Field != c.field {
+			t.Errorf("Plan(%+v) = %v\nwant %s, a *configerr.Error about %s", c.spec, err, c.want, c.field)
 		}
 	}
 }
@@ -230,12 +231,12 @@ func TestNotAcknowledgedSaysWhatWasCleared(t *testing.T) {
 		dg, err := e.adm.DescribeGroups(ctx, group)
 		return err == nil && dg[group].State == "Stable" && len(dg[group].Members) == 1
 	}, "group stable with the plain consumer")
-	r, err := control.NewReplayer(control.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: e.store, AckTimeout: time.Second, Resend: 500 * time.Millisecond})
+	r, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: e.store, AckTimeout: time.Second, Resend: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	plan, err := r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest, Rerun: true})
+	plan, err := r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Rerun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestNotAcknowledgedSaysWhatWasCleared(t *testing.T) {
 	if err := cl.CommitRecords(ctx, &kgo.Record{Topic: topic, Partition: 0, Offset: 1, LeaderEpoch: -1}); err != nil {
 		t.Fatal(err)
 	}
-	plan, err = r.Plan(ctx, control.ReplaySpec{Group: group, Mode: control.ToEarliest, Rerun: true})
+	plan, err = r.Plan(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Rerun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestNotAcknowledgedSaysWhatWasCleared(t *testing.T) {
 	want := "replay: seek not acknowledged by any worker within 1s for partitions 0; are the workers running a kjob with the control agent? " +
 		"(nothing was rolled back: the records of 2 windows in the replayed range were already cleared, so they run again when re-delivered, " +
 		"but the offsets of those partitions did not move; run the replay again once the workers answer)"
-	if !errors.Is(err, control.ErrNotAcknowledged) || err.Error() != want {
+	if !errors.Is(err, operator.ErrNotAcknowledged) || err.Error() != want {
 		t.Fatalf("Execute: %v\nwant %s", err, want)
 	}
 }

@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -32,7 +33,7 @@ func TestTriggerAndRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestTriggerAndRedrive(t *testing.T) {
 		}
 	}
 	now := time.Date(2026, 11, 22, 10, 17, 0, 0, time.UTC)
-	m, rec, err := control.Trigger(ctx, cl, "w", f.Jobs[0], nil, now)
+	m, rec, err := operator.Trigger(ctx, cl, "w", f.Jobs[0], nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +54,12 @@ func TestTriggerAndRedrive(t *testing.T) {
 		t.Fatalf("triggered %+v as %s[%d]@%d", m, rec.Topic, rec.Partition, rec.Offset)
 	}
 	// The window carries the job's policy as the producer's do, overlap
-	// included, and so do backfill's and catch-up's (WindowMessage).
+	// included, and so do backfill's and catch-up's (schedule.Job.Message).
 	if m.Policy != f.Jobs[0].Policy() || m.Policy.Overlap != jobmsg.OverlapReplace {
 		t.Fatalf("triggered with policy %+v, want the job's %+v", m.Policy, f.Jobs[0].Policy())
 	}
-	if p := control.WindowMessage(f.Jobs[0], "report@x", now, jobmsg.TriggerBackfill, nil, now).Policy; p != f.Jobs[0].Policy() {
-		t.Fatalf("WindowMessage policy %+v, want the job's %+v", p, f.Jobs[0].Policy())
+	if p := f.Jobs[0].Message(schedule.Publication{Start: now, Trigger: jobmsg.TriggerBackfill, ID: "report@x", PublishedAt: now}).Policy; p != f.Jobs[0].Policy() {
+		t.Fatalf("schedule.Job.Message policy %+v, want the job's %+v", p, f.Jobs[0].Policy())
 	}
 
 	// The worker dead-letters the window.
@@ -85,26 +86,26 @@ func TestTriggerAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rd, err := control.NewRedrives(rdb, "t")
+	rd, err := operator.NewRedrives(rdb, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func() []control.RedriveItem {
+	read := func() []operator.RedriveItem {
 		t.Helper()
-		ls, err := control.ReadDeadLetters(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, "w.dlq")
+		ls, err := operator.ReadDeadLetters(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, "w.dlq")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := control.AnnotateDeadLetters(ctx, store, rd, "w.dlq", ls); err != nil {
+		if err := operator.AnnotateDeadLetters(ctx, store, rd, "w.dlq", ls); err != nil {
 			t.Fatal(err)
 		}
-		return control.PlanRedrive(ls, false)
+		return operator.PlanRedrive(ls, false)
 	}
 	items := read()
 	if len(items) != 1 || items[0].ID != "0" || items[0].WindowID != m.ID || items[0].Skip != "" || items[0].WindowState.String() != "dead (token 1)" {
 		t.Fatalf("planned %+v", items)
 	}
-	out, err := control.ExecuteRedrive(ctx, control.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, false)
+	out, err := operator.ExecuteRedrive(ctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: "w.dlq", Topic: "w", By: "test", Now: time.Now}, items, false)
 	if err != nil || len(out) != 1 || out[0].WindowID != m.ID {
 		t.Fatalf("redrove %+v, %v", out, err)
 	}
@@ -134,16 +135,16 @@ func TestTriggerAndRedrive(t *testing.T) {
 func TestAuditLog(t *testing.T) {
 	rdb := testenv.NewRedis(t).Client()
 	ctx := context.Background()
-	if _, err := control.NewAuditLog(rdb, "", 0); err == nil {
+	if _, err := operator.NewAuditLog(rdb, "", 0); err == nil {
 		t.Fatal("NewAuditLog accepted an empty namespace")
 	}
-	a, err := control.NewAuditLog(rdb, "t", 10)
+	a, err := operator.NewAuditLog(rdb, "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i := range 300 {
-		if err := a.Append(ctx, control.AuditRecord{At: at.Add(time.Duration(i) * time.Second), Who: "alice", Tool: "dashboard", Action: "trigger",
+		if err := a.Append(ctx, operator.AuditRecord{At: at.Add(time.Duration(i) * time.Second), Who: "alice", Tool: "dashboard", Action: "trigger",
 			Target: "report", Outcome: "ok", Detail: strings.Repeat("x", i%3), Request: "r" + strings.Repeat("1", i%5)}); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package control_test
+package operator_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
@@ -22,12 +23,12 @@ func ExampleTrigger() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9092"), kgo.RecordPartitioner(names.Partitioner()))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer cl.Close()
-	m, rec, err := control.Trigger(context.Background(), cl, "kjob.windows", f.Jobs[0], nil, time.Now())
+	m, rec, err := operator.Trigger(context.Background(), cl, "kjob.windows", f.Jobs[0], nil, time.Now())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,19 +42,19 @@ func ExampleExecuteRedrive() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	store, _ := dedupe.New(rdb, dedupe.Config{Namespace: "kjob"})
-	rd, _ := control.NewRedrives(rdb, "kjob")
+	rd, _ := operator.NewRedrives(rdb, "kjob")
 	opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}
-	letters, err := control.ReadDeadLetters(ctx, opts, "kjob.windows.dlq")
+	letters, err := operator.ReadDeadLetters(ctx, opts, "kjob.windows.dlq")
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := control.AnnotateDeadLetters(ctx, store, rd, "kjob.windows.dlq", letters); err != nil {
+	if err := operator.AnnotateDeadLetters(ctx, store, rd, "kjob.windows.dlq", letters); err != nil {
 		log.Fatal(err)
 	}
-	items := control.PlanRedrive(letters, false)
-	cl, _ := kgo.NewClient(append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))...)
+	items := operator.PlanRedrive(letters, false)
+	cl, _ := kgo.NewClient(append(opts, kgo.RecordPartitioner(names.Partitioner()))...)
 	defer cl.Close()
-	out, err := control.ExecuteRedrive(ctx, control.RedriveConfig{Client: cl, Store: store, Redrives: rd,
+	out, err := operator.ExecuteRedrive(ctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd,
 		DLQTopic: "kjob.windows.dlq", Topic: "kjob.windows", By: "ops", Now: time.Now}, items, false)
 	if err != nil {
 		log.Fatal(err)
@@ -65,7 +66,7 @@ func ExampleExecuteRedrive() {
 // it is compiled but not run.
 func ExampleAuditLog() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	audit, err := control.NewAuditLog(rdb, "kjob", 0)
+	audit, err := operator.NewAuditLog(rdb, "kjob", 0)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kjob/kjob/internal/buildinfo"
+	"github.com/kjob/kjob/pkg/configerr"
 )
 
 // Flags is a flag set whose flags each mirror an environment variable: the
@@ -284,39 +285,62 @@ func (f *Flags) Errorf(name, format string, args ...any) error {
 	return &usage{fmt.Errorf("%s: "+format, append([]any{f.Ref(name)}, args...)...)}
 }
 
-// Explain prefixes a library's configuration error with the flags the
-// user set it through: fields maps what the library's messages call a
-// setting (e.g. "Config.RenewInterval") to the flag that feeds it (e.g.
-// "lease-renew"). Each field err mentions adds its flag's Ref, in the order
-// they appear; an error naming none is returned as is. The result wraps
-// err.
-func (f *Flags) Explain(err error, fields map[string]string) error {
+// WithFlags prefixes err, when it is about library configuration fields
+// (a *configerr.Error, or another configerr.Fielder such as
+// topic.MismatchError, anywhere in its tree), with the flags the user set
+// those fields through: fields maps a library field as the error names it
+// (e.g. "Config.RenewInterval") to the flag that feeds it (e.g.
+// "lease-renew"). Each mapped field adds its flag's Ref, the error's own
+// field first, then the fields its reason involves, each flag once. An
+// error naming no mapped field is returned as it is. The result wraps err.
+func (f *Flags) WithFlags(err error, fields map[string]string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	type hit struct {
-		at   int
-		flag string
-	}
-	var hits []hit
-	for field, name := range fields {
-		if i := strings.Index(msg, field); i >= 0 {
-			hits = append(hits, hit{i, name})
+	var refs []string
+	for _, field := range configerr.Fields(err) {
+		if name, ok := fields[field]; ok {
+			if r := f.Ref(name); !slices.Contains(refs, r) {
+				refs = append(refs, r)
+			}
 		}
 	}
-	if len(hits) == 0 {
+	if len(refs) == 0 {
 		return err
-	}
-	slices.SortFunc(hits, func(a, b hit) int { return a.at - b.at })
-	refs := make([]string, 0, len(hits))
-	for _, h := range hits {
-		if r := f.Ref(h.flag); !slices.Contains(refs, r) {
-			refs = append(refs, r)
-		}
 	}
 	return fmt.Errorf("%s: %w", strings.Join(refs, ", "), err)
 }
+
+// InFlags rewrites err, when it holds a *configerr.Error about a field in
+// flags, in the words of a command line: the error's field and the fields
+// its reason involves named by their flags (flags maps a library field,
+// e.g. "ReplaySpec.Partitions", to its flag, e.g. "partition"), so
+// "replay: ReplaySpec.Partitions = 9: no such partition" reads "replay:
+// --partition 9: no such partition". The result wraps err (errors.Is and
+// errors.As see through it); any other error is returned as it is.
+func InFlags(err error, flags map[string]string) error {
+	ce := configerr.As(err)
+	if ce == nil {
+		return err
+	}
+	if _, ok := flags[ce.Field]; !ok {
+		return err
+	}
+	msg := ce.Message(func(field string) (string, bool) {
+		name, ok := flags[field]
+		return "--" + name, ok
+	})
+	return &reworded{msg: strings.Replace(err.Error(), ce.Error(), msg, 1), err: err}
+}
+
+// reworded is an error with other words for the error it wraps.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }
 
 var expected = map[string]string{
 	"duration": `a duration such as "5s" or "1m30s"`,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kjob/kjob/pkg/configerr"
 )
 
 func TestEnvThenFlags(t *testing.T) {
@@ -112,7 +114,7 @@ func TestIntRangeRejectsOutOfRange(t *testing.T) {
 	}
 }
 
-func TestErrorfAndExplainNameFlagVariableAndValue(t *testing.T) {
+func TestErrorfAndWithFlagsNameFlagVariableAndValue(t *testing.T) {
 	var ttl, renew time.Duration
 	f := NewFlags("t", "t")
 	f.SetOutput(io.Discard)
@@ -126,14 +128,44 @@ func TestErrorfAndExplainNameFlagVariableAndValue(t *testing.T) {
 		"--lease-renew/KJOB_T_LEASE_RENEW=3s: must be less than --lease-ttl/2"; got != want {
 		t.Errorf("Errorf = %q, want %q", got, want)
 	}
-	lib := errors.New("lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s")
-	err := f.Explain(lib, map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew"})
-	want := "--lease-renew/KJOB_T_LEASE_RENEW=3s, --lease-ttl/KJOB_T_LEASE_TTL=5s: lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s"
+	lib := &configerr.Error{Op: "lease", Field: "Config.RenewInterval", Value: 3 * time.Second, Reason: "must be less than Config.TTL/2 = 2.5s", Related: []string{"Config.TTL"}}
+	err := f.WithFlags(fmt.Errorf("elector: %w", lib), map[string]string{"Config.TTL": "lease-ttl", "Config.RenewInterval": "lease-renew"})
+	want := "--lease-renew/KJOB_T_LEASE_RENEW=3s, --lease-ttl/KJOB_T_LEASE_TTL=5s: elector: lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s"
 	if err == nil || err.Error() != want || !errors.Is(err, lib) {
-		t.Errorf("Explain = %v\nwant %s (wrapping the library error)", err, want)
+		t.Errorf("WithFlags = %v\nwant %s (wrapping the library error)", err, want)
 	}
-	other := errors.New("lease: Config.Holder is empty")
-	if err := f.Explain(other, map[string]string{"Config.TTL": "lease-ttl"}); err != other {
-		t.Errorf("Explain of an error naming no mapped field = %v, want it unchanged", err)
+	other := &configerr.Error{Op: "lease", Field: "Config.Holder", Reason: "is empty"}
+	if err := f.WithFlags(other, map[string]string{"Config.TTL": "lease-ttl"}); err != other {
+		t.Errorf("WithFlags of an error naming no mapped field = %v, want it unchanged", err)
+	}
+	plain := errors.New("lease: Config.TTL is what the text says, but the error has no fields")
+	if err := f.WithFlags(plain, map[string]string{"Config.TTL": "lease-ttl"}); err != plain {
+		t.Errorf("WithFlags of an untyped error = %v, want it unchanged: text is not parsed", err)
+	}
+}
+
+// InFlags names the fields of a configuration error by their flags, in
+// the error's place, and keeps what it wraps.
+func TestInFlags(t *testing.T) {
+	sentinel := errors.New("invalid replay")
+	lib := &configerr.Error{Op: "replay", Field: "ReplaySpec.Job", Value: "report", Related: []string{"ReplaySpec.Partitions"},
+		Reason: ": its windows are on partition 1, not on ReplaySpec.Partitions [0]: invalid replay", Err: sentinel}
+	flags := map[string]string{"ReplaySpec.Job": "job", "ReplaySpec.Partitions": "partition"}
+	err := InFlags(fmt.Errorf("%w: usage", lib), flags)
+	if want := "replay: --job report: its windows are on partition 1, not on --partition [0]: invalid replay: usage"; err.Error() != want {
+		t.Errorf("InFlags = %q\nwant %q", err, want)
+	}
+	if !errors.Is(err, sentinel) || configerr.As(err) != lib {
+		t.Errorf("InFlags lost the error it rewords: %#v", err)
+	}
+	if lib.Error() != `replay: ReplaySpec.Job = "report": its windows are on partition 1, not on ReplaySpec.Partitions [0]: invalid replay` {
+		t.Errorf("library text %q", lib.Error())
+	}
+	unset := &configerr.Error{Op: "replay", Field: "ReplaySpec.Group", Reason: "is empty; name the group"}
+	if err := InFlags(unset, map[string]string{"ReplaySpec.Group": "group"}); err.Error() != "replay: --group is empty; name the group" {
+		t.Errorf("InFlags of an unset field = %q", err)
+	}
+	if err := InFlags(unset, map[string]string{"ReplaySpec.Job": "job"}); err != error(unset) {
+		t.Errorf("InFlags of an unmapped field = %v, want it unchanged", err)
 	}
 }

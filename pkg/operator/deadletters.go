@@ -1,4 +1,4 @@
-package control
+package operator
 
 import (
 	"context"
@@ -151,7 +151,7 @@ func ReadDeadLetters(ctx context.Context, opts []kgo.Opt, dlqTopic string) ([]De
 		return nil, fmt.Errorf("dlq: %s: %w", dlqTopic, err)
 	}
 	if t, ok := td[dlqTopic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("dlq: dead-letter topic %s: %w (a worker creates it when it starts; check --dlq-topic and --topic)", dlqTopic, ErrNoTopic)
+		return nil, fmt.Errorf("dlq: dead-letter topic %s: %w (a worker creates it when it starts)", dlqTopic, ErrNoTopic)
 	}
 	starts, err := adm.ListStartOffsets(ctx, dlqTopic)
 	if err != nil {

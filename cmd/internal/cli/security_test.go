@@ -21,15 +21,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kjob/kjob/internal/cli"
+	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/inspect"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/producer"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/worker"
@@ -48,7 +49,7 @@ const (
 // documentedACLs reads the role table of deploy/SECURITY.md.
 func documentedACLs(t *testing.T) map[string][]access.Permission {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "deploy", "SECURITY.md"))
+	f, err := os.Open(filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestKafkaSecurityFlagErrors(t *testing.T) {
 // user name → the rest of its line ("on >PASSWORD resetkeys ...").
 func documentedRedisUsers(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "SECURITY.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +283,8 @@ func luaCalls(t *testing.T, dir string) []string {
 func TestRedisACLsCoverScripts(t *testing.T) {
 	users := documentedRedisUsers(t)
 	for _, c := range []struct{ user, dir string }{
-		{"kjob-producer", filepath.Join("..", "..", "pkg", "lease")},
-		{"kjob-worker", filepath.Join("..", "..", "pkg", "dedupe")},
+		{"kjob-producer", filepath.Join("..", "..", "..", "pkg", "lease")},
+		{"kjob-worker", filepath.Join("..", "..", "..", "pkg", "dedupe")},
 	} {
 		granted := commandsOf(users[c.user])
 		calls := luaCalls(t, c.dir)
@@ -352,14 +353,14 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prdb.Close()
-	prole, err := cli.ProducerRedisRole(prdb, prdbOpts.User(), "kjob", "p1", inspect.ProducerLeaseKey("kjob"))
+	prole, err := cli.ProducerRedisRole(prdb, prdbOpts.User(), "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cli.CheckRedisAccess(ctx, log, prole); err != nil {
 		t.Fatalf("producer Redis access check with the documented user: %v", err)
 	}
-	lock, err := lease.NewRedisLock(prdb, inspect.ProducerLeaseKey("kjob"))
+	lock, err := lease.NewRedisLock(prdb, names.Deployment{Namespace: "kjob"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pauses, err := control.NewPauses(prdb, "kjob")
+	pauses, err := pause.New(prdb, "kjob")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +470,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ordb.Close()
-	orole, err := cli.OperatorRedisRole(ordb, ordbOpts.User(), "kjob", "o1", inspect.ProducerLeaseKey("kjob"))
+	orole, err := cli.OperatorRedisRole(ordb, ordbOpts.User(), "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}

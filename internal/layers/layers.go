@@ -1,0 +1,221 @@
+// Package layers declares the layering of kjob's packages and finds the
+// imports that run against it: a package may import packages of its own
+// layer or of a lower one, never of a higher one. The test of this package
+// fails on any such upward import, and on a package of the module that no
+// layer lists, so a new package is placed on purpose.
+//
+// Print the module's import graph, layer by layer, with
+//
+//	go test -run TestLayers -v ./internal/layers
+package layers
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Module is the module path of kjob.
+const Module = "github.com/kjob/kjob"
+
+// Layer is a set of packages (directories relative to the module root)
+// that may import each other and any lower layer.
+type Layer struct {
+	// Name says what the layer holds.
+	Name string
+	// Packages are directories relative to the module root; a trailing
+	// "/..." also covers every directory below.
+	Packages []string
+}
+
+// Layers is kjob's layering, lowest first.
+var Layers = []Layer{
+	{"wire formats and names", []string{
+		"pkg/names", "pkg/configerr", "pkg/jobmsg", "pkg/dlq", "pkg/schedule",
+		"internal/clock", "internal/buildinfo",
+	}},
+	{"stores and primitives", []string{
+		"pkg/dedupe", "pkg/lease", "pkg/lease/kubelease", "pkg/partition", "pkg/topic",
+		"pkg/pause", "pkg/signing", "pkg/access", "pkg/handler",
+		"internal/kread", "internal/devredis", "internal/testenv", "internal/backoff", "internal/keepalive",
+	}},
+	{"producer, worker and what runs inside them", []string{
+		"pkg/producer", "pkg/worker", "pkg/worker/internal/...", "pkg/control",
+	}},
+	{"operator tools, observability and test helpers", []string{
+		"pkg/operator", "pkg/inspect", "pkg/metrics", "pkg/tracing", "pkg/dashboard",
+		"pkg/kjobtest", "internal/chaos",
+	}},
+	{"binaries, their shared flags, and the suites", []string{
+		"cmd/...", "test/...", "bench/...", "deploy", "deploy/...", "internal/layers",
+	}},
+}
+
+// Import is one import of a package of the module by another.
+type Import struct {
+	// From and To are directories relative to the module root.
+	From, To string
+}
+
+// Graph returns the internal imports of the module rooted at root: for
+// each directory with Go files, the module's packages its files import
+// (test files left out: a test may use any helper). Files of every build
+// tag count, so a file built only with a tag cannot hide an import.
+func Graph(root string) (map[string][]string, error) {
+	g := map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if _, ok := g[rel]; !ok {
+			g[rel] = nil
+		}
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			if to, ok := strings.CutPrefix(p, Module+"/"); ok && !slices.Contains(g[rel], to) {
+				g[rel] = append(g[rel], to)
+			}
+		}
+		return nil
+	})
+	for _, tos := range g {
+		slices.Sort(tos)
+	}
+	return g, err
+}
+
+// LayerOf returns the index in layers of the layer that lists pkg, or -1.
+func LayerOf(layers []Layer, pkg string) int {
+	for i, l := range layers {
+		for _, p := range l.Packages {
+			if base, ok := strings.CutSuffix(p, "/..."); ok {
+				if pkg == base || strings.HasPrefix(pkg, base+"/") {
+					return i
+				}
+			} else if pkg == p {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// Check returns the imports of g that run up to a higher layer, and the
+// packages of g that no layer lists.
+func Check(layers []Layer, g map[string][]string) (upward []Import, unlisted []string) {
+	for _, from := range sortedKeys(g) {
+		lf := LayerOf(layers, from)
+		if lf < 0 {
+			unlisted = append(unlisted, from)
+			continue
+		}
+		for _, to := range g[from] {
+			if lt := LayerOf(layers, to); lt > lf {
+				upward = append(upward, Import{from, to})
+			}
+		}
+	}
+	return upward, unlisted
+}
+
+// Apart lists packages that must not depend on others, not even through a
+// package between them: what a process links that it does not need is
+// code that can break it, and a wider reach than the layering shows.
+var Apart = []Import{
+	// The worker and producer binaries do not link the operators' code.
+	{"cmd/worker", "pkg/operator"}, {"cmd/worker", "pkg/dashboard"},
+	{"cmd/producer", "pkg/operator"}, {"cmd/producer", "pkg/dashboard"}, {"cmd/producer", "pkg/control"},
+	// The read side decodes the state topic with its codec, not the producer.
+	{"pkg/inspect", "pkg/producer"},
+	// Operators' tools do not link the worker or producer.
+	{"pkg/operator", "pkg/worker"}, {"pkg/operator", "pkg/producer"},
+}
+
+// Reaches reports whether from depends on to in g, directly or through
+// other packages, and returns one path from one to the other.
+func Reaches(g map[string][]string, from, to string) ([]string, bool) {
+	seen := map[string]bool{from: true}
+	var walk func(p string, path []string) ([]string, bool)
+	walk = func(p string, path []string) ([]string, bool) {
+		for _, q := range g[p] {
+			if q == to {
+				return append(path, q), true
+			}
+			if !seen[q] {
+				seen[q] = true
+				if r, ok := walk(q, append(path, q)); ok {
+					return r, true
+				}
+			}
+		}
+		return nil, false
+	}
+	return walk(from, []string{from})
+}
+
+// Print writes g layer by layer: each package with the module's packages
+// it imports, an upward import marked "UP".
+func Print(w *strings.Builder, layers []Layer, g map[string][]string) {
+	for i, l := range layers {
+		fmt.Fprintf(w, "layer %d: %s\n", i, l.Name)
+		for _, from := range sortedKeys(g) {
+			if LayerOf(layers, from) != i {
+				continue
+			}
+			var tos []string
+			for _, to := range g[from] {
+				if LayerOf(layers, to) > i {
+					to += " (UP)"
+				}
+				tos = append(tos, to)
+			}
+			fmt.Fprintf(w, "  %s -> %s\n", from, strings.Join(tos, ", "))
+		}
+	}
+}
+
+// Root returns the module root: the nearest directory at or above dir with
+// a go.mod.
+func Root(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod at or above %s", dir)
+		}
+	}
+}
+
+func sortedKeys(g map[string][]string) []string {
+	ks := make([]string, 0, len(g))
+	for k := range g {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

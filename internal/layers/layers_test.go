@@ -1,0 +1,78 @@
+package layers
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// No package imports one of a higher layer, and every package of the
+// module is in a layer.
+func TestLayers(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := Root(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Graph(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	Print(&b, Layers, g)
+	t.Logf("import graph of %s:\n%s", Module, b.String())
+	upward, unlisted := Check(Layers, g)
+	for _, imp := range upward {
+		t.Errorf("%s (layer %q) imports %s (layer %q), a higher layer: move the code it needs down, or have the caller pass it in",
+			imp.From, Layers[LayerOf(Layers, imp.From)].Name, imp.To, Layers[LayerOf(Layers, imp.To)].Name)
+	}
+	for _, p := range unlisted {
+		t.Errorf("package %s is in no layer: add it to Layers in layers.go", p)
+	}
+}
+
+// The packages of Apart do not reach each other.
+func TestApart(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := Root(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Graph(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range Apart {
+		if _, ok := g[a.From]; !ok {
+			t.Errorf("Apart names %s, which is not a package of the module", a.From)
+		}
+		if path, ok := Reaches(g, a.From, a.To); ok {
+			t.Errorf("%s depends on %s: %s", a.From, a.To, strings.Join(path, " -> "))
+		}
+	}
+}
+
+// Check finds an upward import and an unlisted package.
+func TestCheckFindsUpwardImports(t *testing.T) {
+	ls := []Layer{{"low", []string{"a", "b/..."}}, {"high", []string{"c"}}}
+	g := map[string][]string{"a": {"b/x"}, "b/x": {"c"}, "c": {"a"}, "d": nil}
+	up, unlisted := Check(ls, g)
+	if len(up) != 1 || up[0] != (Import{"b/x", "c"}) {
+		t.Errorf("upward = %v, want [{b/x c}]", up)
+	}
+	if len(unlisted) != 1 || unlisted[0] != "d" {
+		t.Errorf("unlisted = %v, want [d]", unlisted)
+	}
+	if path, ok := Reaches(g, "a", "c"); !ok || strings.Join(path, " ") != "a b/x c" {
+		t.Errorf("Reaches(a, c) = %v %v, want a b/x c", path, ok)
+	}
+	if _, ok := Reaches(g, "d", "a"); ok {
+		t.Error("Reaches(d, a) = true")
+	}
+}

@@ -1,0 +1,38 @@
+package jobmsg_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kjob/kjob/pkg/jobmsg"
+)
+
+// A state record decodes to what was encoded, in UTC, keyed by the job;
+// values that are not state records are refused.
+func TestStateRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 22, 11, 0, 0, 0, time.FixedZone("x", 3600))
+	in := jobmsg.State{Job: "report", LastWindow: at, LastID: jobmsg.WindowID("report", at), PublishedAt: at.Add(time.Millisecond)}
+	rec, err := jobmsg.StateRecord("kjob.windows.state", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Topic != "kjob.windows.state" || string(rec.Key) != "report" {
+		t.Fatalf("record %s key %q", rec.Topic, rec.Key)
+	}
+	want := `{"v":1,"job":"report","last_window":"2026-11-22T10:00:00Z","last_id":"report@2026-11-22T10:00:00Z","published_at":"2026-11-22T10:00:00.001Z"}`
+	if string(rec.Value) != want {
+		t.Fatalf("value %s\nwant %s", rec.Value, want)
+	}
+	out, err := jobmsg.ParseState(rec.Value)
+	if err != nil || out.Job != in.Job || !out.LastWindow.Equal(at) || out.LastID != in.LastID || !out.PublishedAt.Equal(in.PublishedAt) {
+		t.Fatalf("ParseState = %+v, %v; want %+v", out, err, in)
+	}
+	for _, bad := range []string{`not json`, `{"v":1}`, `[]`} {
+		if _, err := jobmsg.ParseState([]byte(bad)); err == nil {
+			t.Errorf("ParseState(%s) = nil error", bad)
+		}
+	}
+	if _, err := jobmsg.StateRecord("s", jobmsg.State{}); err == nil {
+		t.Error("StateRecord of a state without a job = nil error")
+	}
+}
