@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dashboard"
 	"github.com/kjob/kjob/pkg/inspect"
@@ -201,7 +202,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 	closers = append(closers, red.Close)
 	rp, err := operator.NewReplayer(operator.ReplayerConfig{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
-		IssuedBy: "kjob dashboard " + cli.DefaultID(), Now: nowFunc,
+		IssuedBy: "kjob dashboard " + kjob.DefaultID(), Now: nowFunc,
 	})
 	if err != nil {
 		closeAll()

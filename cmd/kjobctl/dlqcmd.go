@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/operator"
@@ -157,7 +158,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer cl.Close()
 	out, err := operator.ExecuteRedrive(cctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
-		By: "kjobctl " + cli.DefaultID(), Now: nowFunc}, items, force)
+		By: "kjobctl " + kjob.DefaultID(), Now: nowFunc}, items, force)
 	if err != nil {
 		return fmt.Errorf("dlq redrive: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/pause"
@@ -104,7 +105,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	defer cancel()
 	now := nowFunc().UTC()
 	if cmd == "pause" {
-		p, err := ps.Pause(cctx, pause.Pause{Job: j.Name, Since: now, By: cli.DefaultID()})
+		p, err := ps.Pause(cctx, pause.Pause{Job: j.Name, Since: now, By: kjob.DefaultID()})
 		if errors.Is(err, pause.ErrAlreadyPaused) {
 			return fmt.Errorf("pause: job %s is already paused (since %s by %s): %w", j.Name, fmtTime(p.Since), p.By, errConflict)
 		}

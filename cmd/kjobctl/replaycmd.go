@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/operator"
 )
@@ -144,7 +145,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	r, err := operator.NewReplayer(operator.ReplayerConfig{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
-		IssuedBy: "kjobctl " + cli.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
+		IssuedBy: "kjobctl " + kjob.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/lease"
@@ -59,7 +60,7 @@ func run(ctx context.Context, args []string) error {
 	f.Duration(&txnTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", 10*time.Second, "Kafka transaction timeout")
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
 	f.String(&namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name: prefixes Redis keys; one per kjob deployment")
-	f.String(&id, "id", "KJOB_ID", cli.DefaultID(), "this replica's id (lease holder name)")
+	f.String(&id, "id", "KJOB_ID", kjob.DefaultID(), "this replica's id (lease holder name)")
 	kafkaSec.Register(f)
 	f.Bool(&checkACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the producer's ACLs (deploy/SECURITY.md)")
 	signOpts.RegisterProducer(f)

@@ -40,8 +40,11 @@ var (
 
 // Defaults and bounds of Config.
 const (
-	// DefaultClaimTTL is Config.ClaimTTL when it is zero.
-	DefaultClaimTTL = 30 * time.Second
+	// DefaultClaimTTL is Config.ClaimTTL when it is zero: a crashed
+	// worker's window runs again after at most this long. It was 30s
+	// here and 6s in cmd/worker; the binary's value won (issue 15), so a
+	// worker built with the library behaves as the binary does.
+	DefaultClaimTTL = 6 * time.Second
 	// MinClaimTTL is the smallest Config.ClaimTTL New accepts. Production
 	// deployments want seconds; the low floor is for tests.
 	MinClaimTTL = 100 * time.Millisecond

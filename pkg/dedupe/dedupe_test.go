@@ -462,10 +462,10 @@ func TestConfigValidation(t *testing.T) {
 		{Config{}, `dedupe: Config.Namespace is empty; set it to the deployment's name, e.g. "prod" (letters, digits, '_', '.', '-')`},
 		{Config{Namespace: "prod:x"}, `dedupe: Config.Namespace = "prod:x" contains ':'; use only letters, digits, '_', '.', '-'`},
 		{Config{Namespace: "a}b"}, `dedupe: Config.Namespace = "a}b" contains '}'; use only letters, digits, '_', '.', '-'`},
-		{Config{Namespace: "prod", ClaimTTL: 50 * time.Millisecond}, `dedupe: Config.ClaimTTL = 50ms is below the minimum 100ms; set it to at least 100ms, or 0 for the default 30s`},
-		{Config{Namespace: "prod", ClaimTTL: -time.Second}, `dedupe: Config.ClaimTTL = -1s is below the minimum 100ms; set it to at least 100ms, or 0 for the default 30s`},
-		{Config{Namespace: "prod", Retention: 10 * time.Second}, `dedupe: Config.Retention = 10s is shorter than Config.ClaimTTL = 30s; set it to at least ClaimTTL, or 0 for the default 168h0m0s`},
-		{Config{Namespace: "prod", Retention: -time.Hour}, `dedupe: Config.Retention = -1h0m0s is shorter than Config.ClaimTTL = 30s; set it to at least ClaimTTL, or 0 for the default 168h0m0s`},
+		{Config{Namespace: "prod", ClaimTTL: 50 * time.Millisecond}, `dedupe: Config.ClaimTTL = 50ms is below the minimum 100ms; set it to at least 100ms, or 0 for the default 6s`},
+		{Config{Namespace: "prod", ClaimTTL: -time.Second}, `dedupe: Config.ClaimTTL = -1s is below the minimum 100ms; set it to at least 100ms, or 0 for the default 6s`},
+		{Config{Namespace: "prod", Retention: 5 * time.Second}, `dedupe: Config.Retention = 5s is shorter than Config.ClaimTTL = 6s; set it to at least ClaimTTL, or 0 for the default 168h0m0s`},
+		{Config{Namespace: "prod", Retention: -time.Hour}, `dedupe: Config.Retention = -1h0m0s is shorter than Config.ClaimTTL = 6s; set it to at least ClaimTTL, or 0 for the default 168h0m0s`},
 	} {
 		_, err := New(rdb, tc.cfg)
 		if err == nil || err.Error() != tc.want {
@@ -480,7 +480,7 @@ func TestConfigValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.cfg.ClaimTTL != DefaultClaimTTL || s.cfg.Retention != DefaultRetention || s.claimMS != "30000" || s.retainMS != "604800000" {
+	if s.cfg.ClaimTTL != DefaultClaimTTL || s.cfg.Retention != DefaultRetention || s.claimMS != "6000" || s.retainMS != "604800000" {
 		t.Fatalf("defaults: %+v", s.cfg)
 	}
 }

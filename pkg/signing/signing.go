@@ -152,6 +152,9 @@ func NewVerifier(required bool, keys ...Key) (*Verifier, error) {
 	return v, nil
 }
 
+// Required reports whether unsigned records are refused.
+func (v *Verifier) Required() bool { return v.required }
+
 // Verify returns nil if rec is signed by an accepted key, or is unsigned
 // and signatures are not required. Otherwise it returns an error wrapping
 // ErrUnsigned, ErrUnknownKey or ErrBadSignature.

@@ -1,56 +1,13 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/backoff"
-	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/signing"
 )
-
-// CheckKafkaAccess verifies, before a component starts, that its Kafka
-// principal holds the role's grants (pkg/access). It retries while Kafka
-// cannot be reached and returns nil when every grant that can be checked is
-// held, an error naming the missing grants (wrapping access.ErrMissing), or
-// ctx.Err().
-func CheckKafkaAccess(ctx context.Context, log *slog.Logger, brokers []string, opts []kgo.Opt, need []access.Permission) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		unverified, err := access.Check(cctx, cl, need)
-		cancel()
-		if err == nil {
-			for _, p := range unverified {
-				log.Info("kafka grant not verifiable before use; a refusal will show as an authorization error", "grant", p.String())
-			}
-			return nil
-		}
-		if errors.Is(err, access.ErrMissing) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		delay := b.Next()
-		log.Warn("cannot check kafka access yet; retrying", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-	}
-}
 
 // SigningOptions selects record signing keys (pkg/signing).
 type SigningOptions struct {
@@ -104,7 +61,7 @@ func (o SigningOptions) Signer() (func(*kgo.Record) error, error) {
 
 // Verifier returns the worker's verification function, or nil if
 // verification is off.
-func (o SigningOptions) Verifier() (func(*kgo.Record) error, error) {
+func (o SigningOptions) Verifier() (*signing.Verifier, error) {
 	if o.KeysDir == "" {
 		if o.Required {
 			return nil, errors.New("--signatures-required needs --signing-keys-dir with the accepted keys")
@@ -115,9 +72,5 @@ func (o SigningOptions) Verifier() (func(*kgo.Record) error, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := signing.NewVerifier(o.Required, keys...)
-	if err != nil {
-		return nil, err
-	}
-	return v.Verify, nil
+	return signing.NewVerifier(o.Required, keys...)
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
+	"github.com/kjob/kjob/internal/preflight"
+	"github.com/kjob/kjob/internal/preflight/operatorrole"
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/access"
 	"github.com/kjob/kjob/pkg/control"
@@ -193,54 +195,12 @@ func TestKafkaSecurityFlagErrors(t *testing.T) {
 	}
 }
 
-// documentedRedisUsers reads the ACL SETUSER lines of deploy/SECURITY.md:
-// user name → the rest of its line ("on >PASSWORD resetkeys ...").
-func documentedRedisUsers(t *testing.T) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := map[string]string{}
-	for _, l := range strings.Split(string(b), "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "ACL SETUSER ")
-		if !ok {
-			continue
-		}
-		name, args, _ := strings.Cut(rest, " ")
-		users[name] = args
-	}
-	for _, u := range []string{"kjob-producer", "kjob-worker", "kjob-operator"} {
-		if !strings.Contains(users[u], ">PASSWORD") {
-			t.Fatalf("deploy/SECURITY.md: no ACL SETUSER line for %s with >PASSWORD (found %v)", u, users)
-		}
-	}
-	return users
-}
-
-// redisUser returns user's documented ACL SETUSER arguments, verbatim but
-// for the password placeholder, which becomes user + "-pw".
-func redisUser(users map[string]string, user string) string {
-	return user + " " + strings.Replace(users[user], ">PASSWORD", ">"+user+"-pw", 1)
-}
-
-// commandsOf returns the +commands of an ACL SETUSER line.
-func commandsOf(line string) []string {
-	var out []string
-	for _, f := range strings.Fields(line) {
-		if c, ok := strings.CutPrefix(f, "+"); ok {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // The commands granted in deploy/SECURITY.md are the ones the Redis
 // access check knows each role needs.
 func TestRedisACLsDocumented(t *testing.T) {
-	users := documentedRedisUsers(t)
-	for user, code := range map[string][]string{"kjob-producer": cli.RedisProducerCommands, "kjob-worker": cli.RedisWorkerCommands, "kjob-operator": cli.RedisOperatorCommands} {
-		doc := commandsOf(users[user])
+	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
+	for user, code := range map[string][]string{"kjob-producer": preflight.RedisProducerCommands, "kjob-worker": preflight.RedisWorkerCommands, "kjob-operator": preflight.RedisOperatorCommands} {
+		doc := testenv.RedisACLCommands(users[user])
 		if !reflect.DeepEqual(doc, code) {
 			t.Errorf("%s: deploy/SECURITY.md grants %v, internal/cli lists %v: keep them equal", user, doc, code)
 		}
@@ -281,12 +241,12 @@ func luaCalls(t *testing.T, dir string) []string {
 // (worker) call is granted to the role in deploy/SECURITY.md, whatever the
 // scripts become.
 func TestRedisACLsCoverScripts(t *testing.T) {
-	users := documentedRedisUsers(t)
+	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	for _, c := range []struct{ user, dir string }{
 		{"kjob-producer", filepath.Join("..", "..", "..", "pkg", "lease")},
 		{"kjob-worker", filepath.Join("..", "..", "..", "pkg", "dedupe")},
 	} {
-		granted := commandsOf(users[c.user])
+		granted := testenv.RedisACLCommands(users[c.user])
 		calls := luaCalls(t, c.dir)
 		for _, cmd := range calls {
 			if !slices.Contains(granted, cmd) {
@@ -322,9 +282,9 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	brokers := secureCluster(t, certs,
 		kfake.User(cli.SASLScramSHA512, "kjob-producer", "producer-secret", kfakeACLs(doc["producer"])...),
 		kfake.User(cli.SASLScramSHA256, "kjob-worker", "worker-secret", kfakeACLs(doc["worker"])...))
-	users := documentedRedisUsers(t)
-	redisAddr := testenv.NewRedisTLS(t, certs, redisUser(users, "kjob-producer"), redisUser(users, "kjob-worker"), redisUser(users, "kjob-operator"))
-	logs := &logBuffer{t: t}
+	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
+	redisAddr := testenv.NewRedisTLS(t, certs, testenv.RedisACLUser(users, "kjob-producer"), testenv.RedisACLUser(users, "kjob-worker"), testenv.RedisACLUser(users, "kjob-operator"))
+	logs := testenv.NewLogBuffer(t)
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -344,7 +304,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 
 	// Producer, with the pause list cmd/producer always wires (HKEYS).
 	pOpts := security(t, certs, cli.SASLScramSHA512, "kjob-producer", "producer-secret")
-	if err := cli.CheckKafkaAccess(ctx, log, brokers, pOpts, access.Producer(windows, stateTopic, txnID)); err != nil {
+	if err := preflight.CheckKafkaAccess(ctx, log, brokers, pOpts, access.Producer(windows, stateTopic, txnID)); err != nil {
 		t.Fatalf("producer access check with the documented grants: %v", err)
 	}
 	prdbOpts := redisClient(t, certs, redisAddr, "kjob-producer", "kjob-producer-pw")
@@ -353,11 +313,11 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prdb.Close()
-	prole, err := cli.ProducerRedisRole(prdb, prdbOpts.User(), "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
+	prole, err := preflight.ProducerRedisRole(prdb, prdbOpts.User(), "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.CheckRedisAccess(ctx, log, prole); err != nil {
+	if err := preflight.CheckRedisAccess(ctx, log, prole); err != nil {
 		t.Fatalf("producer Redis access check with the documented user: %v", err)
 	}
 	lock, err := lease.NewRedisLock(prdb, names.Deployment{Namespace: "kjob"}.LeaseKey())
@@ -391,7 +351,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 
 	// Worker.
 	wOpts := security(t, certs, cli.SASLScramSHA256, "kjob-worker", "worker-secret")
-	if err := cli.CheckKafkaAccess(ctx, log, brokers, wOpts, access.Worker(windows, dlqTopic, controlTopic, group)); err != nil {
+	if err := preflight.CheckKafkaAccess(ctx, log, brokers, wOpts, access.Worker(windows, dlqTopic, controlTopic, group)); err != nil {
 		t.Fatalf("worker access check with the documented grants: %v", err)
 	}
 	wrdbOpts := redisClient(t, certs, redisAddr, "kjob-worker", "kjob-worker-pw")
@@ -400,11 +360,11 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wrdb.Close()
-	wrole, err := cli.WorkerRedisRole(wrdb, wrdbOpts.User(), "kjob", "w1")
+	wrole, err := preflight.WorkerRedisRole(wrdb, wrdbOpts.User(), "kjob", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.CheckRedisAccess(ctx, log, wrole); err != nil {
+	if err := preflight.CheckRedisAccess(ctx, log, wrole); err != nil {
 		t.Fatalf("worker Redis access check with the documented user: %v", err)
 	}
 	store, err := dedupe.New(wrdb, dedupe.Config{Namespace: "kjob"})
@@ -431,7 +391,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 	})
 	w, err := worker.New(worker.Config{
 		Brokers: brokers, ClientOpts: wOpts, Topic: windows, Group: group, Store: store, Handler: mux,
-		WorkerID: "w1", Logger: log, Verify: verify,
+		WorkerID: "w1", Logger: log, Verify: verify.Verify,
 		OnExecuted: func(e worker.Execution) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -470,11 +430,11 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ordb.Close()
-	orole, err := cli.OperatorRedisRole(ordb, ordbOpts.User(), "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
+	orole, err := operatorrole.RedisRole(ordb, ordbOpts.User(), "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.CheckRedisAccess(ctx, log, orole); err != nil {
+	if err := preflight.CheckRedisAccess(ctx, log, orole); err != nil {
 		t.Fatalf("operator Redis access check with the documented user: %v", err)
 	}
 	ostore, err := dedupe.New(ordb, dedupe.Config{Namespace: "kjob"})
@@ -655,7 +615,7 @@ func TestMissingGrantIsNamed(t *testing.T) {
 					need = access.Worker(windows, dlqTopic, controlTopic, group)
 				}
 				log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-				err = cli.CheckKafkaAccess(ctx, log, brokers, security(t, certs, cli.SASLScramSHA256, "u", "pw"), need)
+				err = preflight.CheckKafkaAccess(ctx, log, brokers, security(t, certs, cli.SASLScramSHA256, "u", "pw"), need)
 				var me *access.MissingError
 				if !errors.Is(err, access.ErrMissing) || !errors.As(err, &me) {
 					t.Fatalf("without %v: got %v, want an error wrapping access.ErrMissing", drop, err)
@@ -670,27 +630,6 @@ func TestMissingGrantIsNamed(t *testing.T) {
 			})
 		}
 	}
-}
-
-// logBuffer logs to t and keeps what was written, for assertions.
-type logBuffer struct {
-	t  *testing.T
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.t.Helper()
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 type testWriter struct{ t *testing.T }

@@ -1,9 +1,10 @@
-package cli_test
+package preflight_test
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kjob/kjob/cmd/internal/cli"
+	"github.com/kjob/kjob/internal/preflight"
+	"github.com/kjob/kjob/internal/preflight/operatorrole"
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/names"
 )
@@ -48,7 +50,7 @@ func setUser(t *testing.T, admin *redis.Client, addr, name, line string) redis.U
 // without returns the documented line of user with the test password and
 // without +command.
 func without(users map[string]string, user, command string) string {
-	line := strings.TrimPrefix(redisUser(users, user), user+" ")
+	line := strings.TrimPrefix(testenv.RedisACLUser(users, user), user+" ")
 	var out []string
 	for _, f := range strings.Fields(line) {
 		if f != "+"+command {
@@ -60,22 +62,22 @@ func without(users map[string]string, user, command string) string {
 
 func checkRole(t *testing.T, role string, rdb redis.UniversalClient, user string, log *slog.Logger) error {
 	t.Helper()
-	var r cli.RedisRole
+	var r preflight.RedisRole
 	var err error
 	switch role {
 	case "producer":
-		r, err = cli.ProducerRedisRole(rdb, user, "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
+		r, err = preflight.ProducerRedisRole(rdb, user, "kjob", "p1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	case "operator":
-		r, err = cli.OperatorRedisRole(rdb, user, "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
+		r, err = operatorrole.RedisRole(rdb, user, "kjob", "o1", names.Deployment{Namespace: "kjob"}.LeaseKey())
 	default:
-		r, err = cli.WorkerRedisRole(rdb, user, "kjob", "w1")
+		r, err = preflight.WorkerRedisRole(rdb, user, "kjob", "w1")
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return cli.CheckRedisAccess(ctx, log, r)
+	return preflight.CheckRedisAccess(ctx, log, r)
 }
 
 // TestRedisMissingCommandIsNamed takes each command out of a role's
@@ -84,16 +86,16 @@ func checkRole(t *testing.T, role string, rdb redis.UniversalClient, user string
 // for the commands the role works without (a warning names those).
 func TestRedisMissingCommandIsNamed(t *testing.T) {
 	addr, admin := aclServer(t)
-	users := documentedRedisUsers(t)
+	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "deploy", "SECURITY.md"))
 	// The role works without these: go-redis falls back from HELLO to
 	// AUTH, and standbys poll the lease without release announcements.
 	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello"}, "operator": {"hello"}}
 	for _, role := range []string{"producer", "worker", "operator"} {
 		user := "kjob-" + role
-		for _, cmd := range commandsOf(users[user]) {
+		for _, cmd := range testenv.RedisACLCommands(users[user]) {
 			t.Run(role+"/-"+cmd, func(t *testing.T) {
 				rdb := setUser(t, admin, addr, user, without(users, user, cmd))
-				logs := &logBuffer{t: t}
+				logs := testenv.NewLogBuffer(t)
 				err := checkRole(t, role, rdb, user, slog.New(slog.NewTextHandler(logs, nil)))
 				if slices.Contains(optional[role], cmd) {
 					if err != nil {
@@ -104,8 +106,8 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 					}
 					return
 				}
-				if !errors.Is(err, cli.ErrRedisPermission) {
-					t.Fatalf("without +%s: %v, want an error wrapping cli.ErrRedisPermission", cmd, err)
+				if !errors.Is(err, preflight.ErrRedisPermission) {
+					t.Fatalf("without +%s: %v, want an error wrapping preflight.ErrRedisPermission", cmd, err)
 				}
 				for _, want := range []string{`redis: permission missing: user "` + user + `" lacks +` + cmd + `, which`, "deploy/SECURITY.md"} {
 					if !strings.Contains(err.Error(), want) {
@@ -120,7 +122,7 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 		line := strings.Replace(without(users, "kjob-worker", ""), "~kjob:{kjob:*", "~other:*", 1)
 		rdb := setUser(t, admin, addr, "kjob-worker", line)
 		err := checkRole(t, "worker", rdb, "kjob-worker", slog.New(slog.DiscardHandler))
-		if !errors.Is(err, cli.ErrRedisPermission) || !strings.Contains(err.Error(), "lacks access to its keys (~kjob:{kjob:*)") {
+		if !errors.Is(err, preflight.ErrRedisPermission) || !strings.Contains(err.Error(), "lacks access to its keys (~kjob:{kjob:*)") {
 			t.Fatalf("with keys ~other:*: %v, want an error naming the key pattern", err)
 		}
 	})
@@ -128,7 +130,7 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 		for _, role := range []string{"producer", "worker", "operator"} {
 			user := "kjob-" + role
 			rdb := setUser(t, admin, addr, user, without(users, user, ""))
-			logs := &logBuffer{t: t}
+			logs := testenv.NewLogBuffer(t)
 			if err := checkRole(t, role, rdb, user, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
 				t.Errorf("%s: %v", role, err)
 			}
@@ -144,13 +146,13 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 func TestRedisCheckRetriesWhileUnreachable(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer rdb.Close()
-	r, err := cli.WorkerRedisRole(rdb, "default", "kjob", "w1")
+	r, err := preflight.WorkerRedisRole(rdb, "default", "kjob", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if err := cli.CheckRedisAccess(ctx, slog.New(slog.DiscardHandler), r); !errors.Is(err, context.DeadlineExceeded) {
+	if err := preflight.CheckRedisAccess(ctx, slog.New(slog.DiscardHandler), r); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CheckRedisAccess against no server: %v, want context.DeadlineExceeded", err)
 	}
 }

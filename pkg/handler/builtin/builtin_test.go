@@ -1,4 +1,4 @@
-package main
+package builtin
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func testJob(handlerName, payload string) *handler.Job {
 
 func mux(t *testing.T) *handler.Mux {
 	m := handler.NewMux()
-	registerBuiltins(m, slog.New(slog.DiscardHandler), &http.Client{}, nil)
+	Register(m, slog.New(slog.DiscardHandler), &http.Client{}, nil)
 	return m
 }
 
@@ -131,12 +131,12 @@ func TestHTTPHandlerAllowList(t *testing.T) {
 	}))
 	defer redirect.Close()
 	run := func(allow, url string) error {
-		a, err := parseAllowHosts(allow)
+		a, err := ParseAllowList(allow)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := handler.NewMux()
-		registerBuiltins(m, slog.New(slog.DiscardHandler), &http.Client{}, a)
+		Register(m, slog.New(slog.DiscardHandler), &http.Client{}, a)
 		return m.HandleJob(context.Background(), testJob("http", `{"url":"`+url+`"}`))
 	}
 	for _, tc := range []struct {
@@ -169,8 +169,8 @@ func TestHTTPHandlerAllowList(t *testing.T) {
 		t.Errorf("the target was called %d times, want 3", hits)
 	}
 	for _, bad := range []string{"http://hooks.example.com", "hooks.example.com:443", "*", "a/b"} {
-		if _, err := parseAllowHosts(bad); err == nil {
-			t.Errorf("parseAllowHosts(%q) accepted", bad)
+		if _, err := ParseAllowList(bad); err == nil {
+			t.Errorf("ParseAllowList(%q) accepted", bad)
 		}
 	}
 }

@@ -1,4 +1,9 @@
-package main
+// Package builtin holds the handlers every kjob worker ships with: log
+// (logs the window), noop (succeeds at once), sleep (waits
+// payload.duration) and http (POSTs the window to payload.url, limited to
+// an AllowList of hosts). kjob.NewWorker registers them; a user's own
+// handlers sit beside them on the same mux.
+package builtin
 
 import (
 	"bytes"
@@ -18,10 +23,10 @@ import (
 	"github.com/kjob/kjob/pkg/handler"
 )
 
-// registerBuiltins adds the handlers every kjob worker ships with. A user's
-// own worker main copies this file's pattern: one Handle call per handler.
+// Register adds the handlers every kjob worker ships with: log, noop,
+// sleep and http. kjob.NewWorker registers them on every worker.
 // allow limits the hosts the http handler may call (nil: any host).
-func registerBuiltins(mux *handler.Mux, log *slog.Logger, client *http.Client, allow *hostAllowList) {
+func Register(mux *handler.Mux, log *slog.Logger, client *http.Client, allow *AllowList) {
 	mux.Handle("log", logHandler(log))
 	mux.Handle("noop", handler.HandlerFunc(noopHandler))
 	mux.Handle("sleep", handler.HandlerFunc(sleepHandler))
@@ -75,11 +80,11 @@ type WebhookBody struct {
 // (except 408 and 429) fails permanently; anything else is retried. The job
 // timeout bounds the request through the context. A URL, or a redirect,
 // to a host allow does not list fails permanently (allow nil: any host).
-func httpHandler(client *http.Client, allow *hostAllowList) handler.Handler {
+func httpHandler(client *http.Client, allow *AllowList) handler.Handler {
 	c := *client
 	next := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if err := allow.check(req.URL); err != nil {
+		if err := allow.Check(req.URL); err != nil {
 			return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
 		}
 		if next != nil {
@@ -101,7 +106,7 @@ func httpHandler(client *http.Client, allow *hostAllowList) handler.Handler {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("http handler: payload.url = %q: want an absolute http:// or https:// URL: %w", p.URL, handler.ErrPermanent)
 		}
-		if err := allow.check(u); err != nil {
+		if err := allow.Check(u); err != nil {
 			return fmt.Errorf("http handler: payload.url = %q: %w: %w", u.Redacted(), err, handler.ErrPermanent)
 		}
 		w := j.Window()
@@ -142,28 +147,29 @@ func httpHandler(client *http.Client, allow *hostAllowList) handler.Handler {
 // host the allow-list does not list.
 var errHostNotAllowed = errors.New("host not allowed")
 
-// hostAllowList is the http handler's allow-list of target hosts
-// (--http-allow-hosts): exact host names, "*.example.com" for every name
+// AllowList is the http handler's allow-list of target hosts
+// (kjob.WorkerConfig.HTTPAllowHosts, cmd/worker --http-allow-hosts):
+// exact host names, "*.example.com" for every name
 // under example.com, and IP addresses or CIDR blocks for URLs that name
 // an IP. Names are matched as written in the URL (lower-cased), not
 // resolved: a listed name is trusted to resolve where its owner points it,
 // and an IP entry matches only a URL that names that IP. Ports are not
 // restricted. A nil list allows any host.
-type hostAllowList struct {
+type AllowList struct {
 	spec     string
 	names    map[string]bool
 	suffixes []string // ".example.com" for "*.example.com"
 	nets     []netip.Prefix
 }
 
-// parseAllowHosts parses a comma-separated allow-list; "" is nil (any
+// ParseAllowList parses a comma-separated allow-list; "" is nil (any
 // host).
-func parseAllowHosts(spec string) (*hostAllowList, error) {
+func ParseAllowList(spec string) (*AllowList, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
 		return nil, nil
 	}
-	a := &hostAllowList{spec: spec, names: map[string]bool{}}
+	a := &AllowList{spec: spec, names: map[string]bool{}}
 	for _, e := range strings.Split(spec, ",") {
 		e = strings.ToLower(strings.TrimSpace(e))
 		if p, err := netip.ParsePrefix(e); err == nil {
@@ -188,8 +194,8 @@ func parseAllowHosts(spec string) (*hostAllowList, error) {
 	return a, nil
 }
 
-// check is nil if a allows u's host.
-func (a *hostAllowList) check(u *url.URL) error {
+// Check is nil if a allows u's host; a nil list allows any host.
+func (a *AllowList) Check(u *url.URL) error {
 	if a == nil {
 		return nil
 	}
@@ -211,5 +217,5 @@ func (a *hostAllowList) check(u *url.URL) error {
 			}
 		}
 	}
-	return fmt.Errorf("%w: %q is not in --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS=%s (add it there if this job may call it)", errHostNotAllowed, host, a.spec)
+	return fmt.Errorf("%w: %q is not in the http handler's allow-list %s (add it to WorkerConfig.HTTPAllowHosts, --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS in cmd/worker, if this job may call it)", errHostNotAllowed, host, a.spec)
 }

@@ -1,4 +1,8 @@
-package cli
+// Package operatorrole is the Redis role of kjobctl and the dashboard, for
+// tests: kjobctl has no start-up check, and keeping the role here keeps
+// the operator's code (pkg/operator) out of the worker and producer, which
+// link package preflight.
+package operatorrole
 
 import (
 	"context"
@@ -7,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/kjob/kjob/internal/preflight"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/names"
@@ -14,12 +19,7 @@ import (
 	"github.com/kjob/kjob/pkg/pause"
 )
 
-// The operator's role lives with the tests: kjobctl and the dashboard have
-// no start-up check, and keeping it here keeps the operator's code
-// (pkg/operator) out of the producer and worker binaries, which link this
-// package.
-
-// OperatorRedisRole returns the Redis role of kjobctl and the dashboard
+// RedisRole returns the Redis role of kjobctl and the dashboard
 // (the kjob-operator user of deploy/SECURITY.md): the pause list (pause,
 // read, resume in a MULTI/EXEC), the dead-letter redrive records, the
 // backfill markers, the audit stream (XADD, XREVRANGE), window states (the
@@ -30,39 +30,37 @@ import (
 // can name, and are removed again (its last resume stays, one field); the
 // audit stream gets one record saying it was a check. kjobctl has no
 // start-up check: the tests run this role against the documented user.
-func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (RedisRole, error) {
+func RedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (preflight.RedisRole, error) {
 	d := names.Deployment{Namespace: namespace}
 	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace})
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
 	pauses, err := pause.New(rdb, namespace)
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
 	redrives, err := operator.NewRedrives(rdb, namespace)
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
 	published, err := operator.NewPublished(rdb, namespace, time.Second)
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
 	audit, err := operator.NewAuditLog(rdb, namespace, 0)
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
 	live, err := lease.NewRedisLock(rdb, leaseKey)
 	if err != nil {
-		return RedisRole{}, err
+		return preflight.RedisRole{}, err
 	}
-	window := func() string { return accessCheckJob + "@" + id + "-" + nonce() }
-	letter := operator.Letter{Topic: accessCheckJob, Partition: 0, Offset: 0}
-	return RedisRole{
-		Name: "operator", User: user, Commands: RedisOperatorCommands, KeyPattern: d.OperatorACLKeys(),
-		rdb: rdb, probe: probeKeys{key: d.Key("access-check:probe")},
-		Uses: []RedisUse{
-			evalUse(rdb), // kjobctl does not PING
+	window := func() string { return preflight.AccessCheckJob + "@" + id + "-" + preflight.Nonce() }
+	letter := operator.Letter{Topic: preflight.AccessCheckJob, Partition: 0, Offset: 0}
+	return preflight.NewRedisRole(rdb, "operator", user, preflight.RedisOperatorCommands, d.OperatorACLKeys(), d.Key("access-check:probe"),
+		[]preflight.RedisUse{
+			preflight.EvalUse(rdb), // kjobctl does not PING
 			{What: "the window states (the state script) and Forget (DEL)", Run: func(ctx context.Context) error {
 				id := window()
 				if _, err := st.State(ctx, id); !errors.Is(err, dedupe.ErrNotFound) {
@@ -78,10 +76,10 @@ func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 			}},
 			{What: "the pause list (HSETNX, HGET, HKEYS, HGETALL; resume: MULTI, HDEL, HSET, EXEC)", Run: func(ctx context.Context) error {
 				now := time.Now().UTC()
-				if _, err := pauses.Pause(ctx, pause.Pause{Job: accessCheckJob, Since: now, By: "kjob access check " + id}); err != nil && !errors.Is(err, pause.ErrAlreadyPaused) {
+				if _, err := pauses.Pause(ctx, pause.Pause{Job: preflight.AccessCheckJob, Since: now, By: "kjob access check " + id}); err != nil && !errors.Is(err, pause.ErrAlreadyPaused) {
 					return err
 				}
-				if _, _, err := pauses.Get(ctx, accessCheckJob); err != nil {
+				if _, _, err := pauses.Get(ctx, preflight.AccessCheckJob); err != nil {
 					return err
 				}
 				if _, err := pauses.Paused(ctx); err != nil {
@@ -93,7 +91,7 @@ func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 				if _, err := pauses.PausePeriods(ctx); err != nil {
 					return err
 				}
-				_, err := pauses.ResumeAt(ctx, accessCheckJob, now)
+				_, err := pauses.ResumeAt(ctx, preflight.AccessCheckJob, now)
 				return err
 			}},
 			{What: "the redrive records (HSETNX, HSET, HGET, HGETALL, HDEL)", Run: func(ctx context.Context) error {
@@ -111,7 +109,7 @@ func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 				if _, _, err := redrives.Get(ctx, letter); err != nil {
 					return err
 				}
-				if _, err := redrives.List(ctx, accessCheckJob); err != nil {
+				if _, err := redrives.List(ctx, preflight.AccessCheckJob); err != nil {
 					return err
 				}
 				return redrives.Delete(ctx, letter)
@@ -130,18 +128,17 @@ func OperatorRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 				return published.Release(ctx, ids)
 			}},
 			{What: "the run history (ZREVRANGEBYSCORE)", Run: func(ctx context.Context) error {
-				_, err := st.Runs(ctx, accessCheckJob, dedupe.RunQuery{Limit: 1})
+				_, err := st.Runs(ctx, preflight.AccessCheckJob, dedupe.RunQuery{Limit: 1})
 				return err
 			}},
 			{What: "the audit log (XADD, XREVRANGE)", Run: func(ctx context.Context) error {
 				err := audit.Append(ctx, operator.AuditRecord{At: time.Now().UTC(), Who: id, Tool: "kjob access check", Action: "access-check",
-					Target: audit.Key(), Outcome: "ok", Detail: "a check of the Redis user's permissions; nothing was done", Request: nonce()})
+					Target: audit.Key(), Outcome: "ok", Detail: "a check of the Redis user's permissions; nothing was done", Request: preflight.Nonce()})
 				if err != nil {
 					return err
 				}
 				_, err = audit.Recent(ctx, 1)
 				return err
 			}},
-		},
-	}, nil
+		}), nil
 }

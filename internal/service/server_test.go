@@ -1,4 +1,4 @@
-package cli
+package service
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ func get(t *testing.T, method, url string) (int, string) {
 func TestServerHealthAndMethods(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	h := NewHealth()
-	s, err := StartServer(slog.New(slog.NewTextHandler(io.Discard, nil)), addr, prometheus.NewRegistry(), h.Ready, nil)
+	s, err := StartServer(slog.New(slog.NewTextHandler(io.Discard, nil)), addr, Handler(prometheus.NewRegistry(), h.Ready), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,12 +79,12 @@ func TestServerHealthAndMethods(t *testing.T) {
 func TestStartServerAddressInUse(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := StartServer(log, addr, prometheus.NewRegistry(), NewHealth().Ready, nil)
+	s, err := StartServer(log, addr, Handler(prometheus.NewRegistry(), NewHealth().Ready), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	if _, err := StartServer(log, addr, prometheus.NewRegistry(), NewHealth().Ready, nil); err == nil || !strings.Contains(err.Error(), "--http-addr") {
+	if _, err := StartServer(log, addr, Handler(prometheus.NewRegistry(), NewHealth().Ready), nil); err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Fatalf("second server on %s: %v, want an error naming --http-addr", addr, err)
 	}
 }
@@ -135,35 +135,5 @@ func TestRedisLogger(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, out.String())
 		}
-	}
-}
-
-func TestBrokers(t *testing.T) {
-	if got, err := Brokers("a:9092,10.0.0.1:9093,[::1]:9094"); err != nil || len(got) != 3 {
-		t.Errorf("valid brokers: %v %v", got, err)
-	}
-	for in, want := range map[string]string{
-		"nonsense:99999": `broker "nonsense:99999": port "99999" is not a number from 1 to 65535: want host:port, e.g. kafka-1:9092`,
-		"kafka":          `broker "kafka": missing port in address: want host:port`,
-		"a:1,,b:2":       `broker "": missing port in address`,
-		":9092":          `broker ":9092": no host`,
-	} {
-		if _, err := Brokers(in); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Brokers(%q) = %v, want %q", in, err, want)
-		}
-	}
-	// Through a flag set, the error names the flag, its variable and value,
-	// and is a usage error.
-	f := NewFlags("t", "t")
-	var b string
-	f.String(&b, "brokers", "KJOB_T_BROKERS", "", "")
-	t.Setenv("KJOB_T_BROKERS", "nonsense:99999")
-	if err := f.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	_, berr := Brokers(b)
-	err := f.Errorf("brokers", "%v", berr)
-	if !errors.Is(err, ErrUsage) || !strings.HasPrefix(err.Error(), `--brokers/KJOB_T_BROKERS=nonsense:99999: broker "nonsense:99999": port`) {
-		t.Errorf("err = %v", err)
 	}
 }

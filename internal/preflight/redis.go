@@ -1,4 +1,4 @@
-package cli
+package preflight
 
 import (
 	"context"
@@ -82,10 +82,10 @@ type probeKeys struct {
 	key, counter, channel string
 }
 
-// accessCheckJob is the job name of the worker check's throwaway windows:
+// AccessCheckJob is the job name of the worker check's throwaway windows:
 // job names in schedules files are lower-case letters, digits and '-', so
 // no real job can have it.
-const accessCheckJob = "_kjob_access_check"
+const AccessCheckJob = "_kjob_access_check"
 
 // WorkerRedisRole returns the worker's Redis role: the idempotency scripts
 // of pkg/dedupe and the run history (AppendRuns: ZADD and its trims), each
@@ -102,7 +102,7 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 	w := &workerRound{st: st, owner: id}
 	return RedisRole{
 		Name: "worker", User: user, Commands: RedisWorkerCommands, KeyPattern: d.WorkerACLKeys(),
-		rdb: rdb, probe: probeKeys{key: d.JobKey(accessCheckJob, "probe")},
+		rdb: rdb, probe: probeKeys{key: d.JobKey(AccessCheckJob, "probe")},
 		Uses: append(commonUses(rdb),
 			RedisUse{What: "the claim script", Run: w.claim},
 			RedisUse{What: "the extend script", Run: func(ctx context.Context) error {
@@ -135,7 +135,7 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 			}},
 			RedisUse{What: "the stall reports (HKEYS, HSET, HDEL)", Run: func(ctx context.Context) error {
 				// A stall of a worker no one runs, reported then withdrawn.
-				who := w.owner + "-" + accessCheckJob
+				who := w.owner + "-" + AccessCheckJob
 				now := time.Now()
 				if err := w.st.ReportStalls(ctx, who, []dedupe.Stall{{Partition: 0, Offset: -1, Reason: "kjob access check", Since: now, Until: now.Add(time.Second)}}); err != nil {
 					return err
@@ -158,7 +158,7 @@ type workerRound struct {
 }
 
 func (w *workerRound) claim(ctx context.Context) error {
-	base := accessCheckJob + "@" + w.owner + "-" + nonce() + "-"
+	base := AccessCheckJob + "@" + w.owner + "-" + Nonce() + "-"
 	for i := range w.ids {
 		w.ids[i] = base + string(rune('a'+i))
 	}
@@ -272,17 +272,20 @@ func leaseRound(ctx context.Context, l *lease.RedisLock, id string) error {
 func commonUses(rdb redis.UniversalClient) []RedisUse {
 	return []RedisUse{
 		{What: "PING (readiness)", Run: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }},
-		evalUse(rdb),
+		EvalUse(rdb),
 	}
 }
 
-func evalUse(rdb redis.UniversalClient) RedisUse {
+// EvalUse is the use every role has: EVAL, with which go-redis loads a
+// script Redis does not have yet.
+func EvalUse(rdb redis.UniversalClient) RedisUse {
 	return RedisUse{What: "EVAL (scripts are loaded with it when Redis lacks them)", Run: func(ctx context.Context) error {
 		return rdb.Eval(ctx, "return 1", nil).Err()
 	}}
 }
 
-func nonce() string {
+// Nonce returns a random suffix for a check's throwaway keys and windows.
+func Nonce() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -454,4 +457,13 @@ func isPermissionError(err error) bool {
 func isAuthError(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH")
+}
+
+// NewRedisRole returns a role for CheckRedisAccess that is none of the
+// binaries' own, such as the operator's (package operatorrole): its
+// commands and key pattern as deploy/SECURITY.md grants them, probeKey a
+// key under that pattern that holds nothing, and its uses.
+func NewRedisRole(rdb redis.UniversalClient, name, user string, commands []string, keyPattern, probeKey string, uses []RedisUse) RedisRole {
+	return RedisRole{Name: name, User: user, Commands: commands, KeyPattern: keyPattern, Uses: uses,
+		rdb: rdb, probe: probeKeys{key: probeKey}}
 }

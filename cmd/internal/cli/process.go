@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"io"
+	"log/slog"
+	"math"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/internal/service"
+	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
+)
+
+// Process holds the flags every kjob daemon has: where Kafka and Redis
+// are, who this process is, what it serves and how it logs. The binaries
+// register it, parse, then call Start.
+type Process struct {
+	Brokers, Topic, Namespace, ID, HTTPAddr, LogFormat, LogLevel string
+	Redis                                                        RedisOptions
+	Kafka                                                        KafkaSecurity
+	CheckKafkaACLs, CheckRedisACLs, JobLabel                     bool
+	MaxJobs, ReplicationFactor                                   int
+}
+
+// Register adds the shared flags; role is "worker" or "producer", for
+// their help.
+func (p *Process) Register(f *Flags, role string) {
+	f.String(&p.Brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
+	f.String(&p.Topic, "topic", "KJOB_TOPIC", names.DefaultTopic, "topic the producer publishes windows to")
+	f.IntRange(&p.ReplicationFactor, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, "replication factor of the topics "+role+" creates (1 to 32767)")
+	f.String(&p.Namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name: prefixes Redis keys; one per kjob deployment")
+	f.String(&p.ID, "id", "KJOB_ID", kjob.DefaultID(), "this "+role+"'s id")
+	p.Kafka.Register(f)
+	f.Bool(&p.CheckKafkaACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, "before starting, check that the Kafka principal holds the "+role+"'s ACLs (deploy/SECURITY.md)")
+	p.Redis.Register(f)
+	f.Bool(&p.CheckRedisACLs, "redis-check-acls", "KJOB_REDIS_CHECK_ACLS", true, "before starting, run each Redis script and command the "+role+" uses once, on throwaway keys, and stop if the Redis user lacks a permission (deploy/SECURITY.md)")
+	f.String(&p.HTTPAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", "listen address for /healthz, /readyz and /metrics; empty turns it off")
+	f.Bool(&p.JobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded")
+	f.IntRange(&p.MaxJobs, "metrics-max-jobs", "KJOB_METRICS_MAX_JOBS", metrics.DefaultMaxJobLabels, 1, math.MaxInt32,
+		`at most this many distinct kjob_job label values; windows of further jobs (e.g. names a writer to the windows topic made up) are counted under kjob_job="other" and in kjob_metrics_job_labels_folded_total`)
+	f.String(&p.LogFormat, "log-format", "KJOB_LOG_FORMAT", "text", "log format: text or json")
+	f.String(&p.LogLevel, "log-level", "KJOB_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+}
+
+// Started is what Start makes of the shared flags.
+type Started struct {
+	Log       *slog.Logger
+	Brokers   []string
+	Redis     redis.UniversalClient
+	KafkaOpts []kgo.Opt
+}
+
+// Start builds the logger (and routes go-redis's own lines through it),
+// the broker list, the Kafka security options and the Redis client, in
+// that order, returning the first error, naming its flag.
+func (p *Process) Start(f *Flags, stderr io.Writer) (*Started, error) {
+	log, err := Logger(stderr, p.LogFormat, p.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	// go-redis's own lines ("failed to dial") in the process's format,
+	// rate-limited.
+	redis.SetLogger(service.RedisLogger(log, service.RedisLogEvery))
+	brokers, err := Brokers(p.Brokers)
+	if err != nil {
+		return nil, f.Errorf("brokers", "%v", err)
+	}
+	kopts, err := p.Kafka.ClientOpts()
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := p.Redis.Client()
+	if err != nil {
+		return nil, err
+	}
+	return &Started{Log: log, Brokers: brokers, Redis: rdb, KafkaOpts: kopts}, nil
+}

@@ -1,0 +1,409 @@
+package kjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/preflight"
+	"github.com/kjob/kjob/internal/service"
+	"github.com/kjob/kjob/pkg/access"
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/control"
+	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/handler/builtin"
+	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/signing"
+	"github.com/kjob/kjob/pkg/worker"
+)
+
+// WorkerConfig configures a Worker. The zero value of every field but
+// Brokers and Redis is the default cmd/worker runs with; cmd/worker's
+// flags only fill this struct.
+type WorkerConfig struct {
+	// Brokers are the Kafka seed brokers (host:port). Required.
+	Brokers []string
+	// KafkaOpts are extra franz-go options for every Kafka client of the
+	// worker: TLS, SASL (see deploy/SECURITY.md).
+	KafkaOpts []kgo.Opt
+	// Redis is the idempotency store's server. Required. Run does not
+	// close it.
+	Redis redis.UniversalClient
+
+	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Redis keys. Default "kjob".
+	Namespace string
+	// Topic is the windows topic. Default "kjob.windows".
+	Topic string
+	// Group is the workers' consumer group. Default "kjob-workers".
+	Group string
+	// DeadLetterTopic receives windows that cannot run. Default Topic +
+	// ".dlq".
+	DeadLetterTopic string
+	// ControlTopic carries operators' replays (kjobctl replay). Default
+	// Topic + ".control".
+	ControlTopic string
+	// ReplicationFactor of the dead-letter and control topics when Run
+	// creates them. Default 1.
+	ReplicationFactor int16
+	// ID identifies this process: claim owner and group member. Default
+	// hostname-pid.
+	ID string
+
+	// ClaimTTL is how long a claim outlives a worker that stopped
+	// extending it: a crashed worker's window runs again after at most
+	// this long. A handler whose claim cannot be extended is cancelled
+	// before its claim can expire. Default 6s (dedupe.DefaultClaimTTL).
+	ClaimTTL time.Duration
+	// ClaimExtendInterval is how often a running handler's claim is
+	// extended; less than ClaimTTL/2. Default ClaimTTL/3.
+	ClaimExtendInterval time.Duration
+	// Retention is how long done markers are kept: the replay horizon.
+	// Default 7 days (dedupe.DefaultRetention).
+	Retention time.Duration
+	// Grace is how long in-flight handlers may finish on shutdown or
+	// revoke. Default 10s (worker.DefaultGrace).
+	Grace time.Duration
+	// Concurrency is how many windows run at once across the partitions
+	// this worker owns. Default 100 (worker.DefaultConcurrency).
+	Concurrency int
+	// MaxUncommitted bounds, per partition, the records fetched and not
+	// yet committed. Default 10,000 (partition.DefaultMaxUncommitted).
+	MaxUncommitted int
+	// StallAfter is how long settling a partition's oldest record may
+	// keep failing before the partition is reported stalled. Default 30s
+	// (worker.DefaultStallAfter).
+	StallAfter time.Duration
+	// SessionTimeout is the consumer group session timeout (real Kafka
+	// refuses less than 6s by default). Default 6s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is the consumer group heartbeat interval. Default
+	// 1s.
+	HeartbeatInterval time.Duration
+
+	// Verifier checks records' signatures (pkg/signing). Nil, or one that
+	// does not require signatures, accepts unsigned records: NewWorker
+	// warns then, as anyone who can write to the windows topic can run
+	// any handler with any payload (deploy/SECURITY.md).
+	Verifier *signing.Verifier
+	// HTTPAllowHosts are the hosts the built-in http handler may POST to
+	// (builtin.ParseAllowList entries); empty allows any host, with a
+	// warning at start-up.
+	HTTPAllowHosts []string
+	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
+	// Run makes before it starts: that the Kafka principal holds the
+	// worker's ACLs, and that the Redis user may run every script and
+	// command the worker uses (deploy/SECURITY.md).
+	SkipKafkaAccessCheck, SkipRedisAccessCheck bool
+
+	// HTTPAddr is where Run serves /healthz, /readyz and /metrics; empty
+	// serves nothing (mount HTTPHandler on a server of your own instead).
+	HTTPAddr string
+	// NoJobLabel drops the kjob_job label from per-job metrics, for
+	// deployments with many thousands of jobs.
+	NoJobLabel bool
+	// MaxJobLabels bounds the distinct kjob_job values; further jobs are
+	// counted as "other". Default 1,000 (metrics.DefaultMaxJobLabels).
+	MaxJobLabels int
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields. The defaults of the packages below
+// (dedupe, worker, partition) apply to what it leaves zero.
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
+	c.Namespace, c.Topic = d.Namespace, d.Topic
+	if c.Group == "" {
+		c.Group = names.DefaultGroup
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = d.DeadLetterTopic()
+	}
+	if c.ControlTopic == "" {
+		c.ControlTopic = d.ControlTopic()
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.ID == "" {
+		c.ID = DefaultID()
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = dedupe.DefaultClaimTTL
+	}
+	if c.ClaimExtendInterval == 0 {
+		c.ClaimExtendInterval = c.ClaimTTL / 3
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.MaxJobLabels == 0 {
+		c.MaxJobLabels = metrics.DefaultMaxJobLabels
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Defaults of the consumer group, the same for every worker.
+const (
+	DefaultSessionTimeout    = 6 * time.Second
+	DefaultHeartbeatInterval = time.Second
+)
+
+// DefaultID is a process's default id: hostname-pid.
+func DefaultID() string {
+	h, err := os.Hostname()
+	if err != nil {
+		h = "kjob"
+	}
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}
+
+// Worker is a whole kjob worker process, as cmd/worker runs it: the
+// consumer that runs the windows of the partitions it owns, the built-in
+// handlers and yours, the control agent that applies operators' replays,
+// the lag and time-lag collectors, stall reporting, and /healthz, /readyz
+// and /metrics. Create it with NewWorker, register handlers, then Run.
+type Worker struct {
+	cfg     WorkerConfig
+	log     *slog.Logger
+	mux     *handler.Mux
+	obs     *service.Observability
+	health  *service.Health
+	allow   *builtin.AllowList
+	inner   *worker.Worker
+	agent   *control.Agent
+	started atomic.Bool
+}
+
+// NewWorker validates cfg and assembles a worker. It connects to nothing:
+// Run does. An invalid field is a *configerr.Error naming it (as the
+// package below names it: "worker: Config.Grace" is WorkerConfig.Grace).
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Brokers", Reason: "is empty; list the Kafka seed brokers, e.g. 127.0.0.1:9092"}
+	}
+	if cfg.Redis == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Redis", Reason: "is nil; pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})"}
+	}
+	cfg = cfg.withDefaults()
+	allow, err := builtin.ParseAllowList(strings.Join(cfg.HTTPAllowHosts, ","))
+	if err != nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: cfg.HTTPAllowHosts, Reason: err.Error(), Err: err}
+	}
+	log := cfg.Logger.With("worker", cfg.ID)
+	required := cfg.Verifier != nil && cfg.Verifier.Required()
+	// The trust model (deploy/SECURITY.md): whoever can write to the
+	// windows topic chooses the handler and payload of what runs, unless
+	// signatures are required; say so loudly when they are not.
+	if !required {
+		log.Warn("signatures are not required: any principal that can write to the windows topic can run any registered handler with any payload on this worker; " +
+			"sign windows (producer --signing-keys-dir, --signing-key-id) and require them (worker --signatures-required/KJOB_SIGNATURES_REQUIRED=true, or WorkerConfig.Verifier) (deploy/SECURITY.md)")
+	}
+	if allow == nil {
+		log.Warn("the http handler may POST to ANY host: --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS is empty (WorkerConfig.HTTPAllowHosts in a worker of your own), so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
+			"list the hosts your http jobs call (deploy/SECURITY.md)", "signatures_required", required)
+	}
+	store, err := dedupe.New(cfg.Redis, dedupe.Config{Namespace: cfg.Namespace, ClaimTTL: cfg.ClaimTTL, Retention: cfg.Retention})
+	if err != nil {
+		return nil, err
+	}
+	obs, err := service.Observe(context.Background(), cfg.Logger, "kjob-worker", cfg.Redis, !cfg.NoJobLabel, cfg.MaxJobLabels)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, log: log, mux: handler.NewMux(), obs: obs, health: service.NewHealth(), allow: allow}
+	w.mux.Use(handler.Recover())
+	builtin.Register(w.mux, w.log, &http.Client{}, allow)
+	m := obs.Metrics
+	var verify func(*kgo.Record) error
+	if cfg.Verifier != nil {
+		verify = cfg.Verifier.Verify
+	}
+	w.inner, err = worker.New(worker.Config{
+		Brokers:             cfg.Brokers,
+		ClientOpts:          append(obs.KafkaOpts(false), cfg.KafkaOpts...),
+		Verify:              verify,
+		Topic:               cfg.Topic,
+		Group:               cfg.Group,
+		DeadLetterTopic:     cfg.DeadLetterTopic,
+		ReplicationFactor:   cfg.ReplicationFactor,
+		Store:               m.Store(store),
+		Handler:             w.mux,
+		WorkerID:            cfg.ID,
+		Grace:               cfg.Grace,
+		Concurrency:         cfg.Concurrency,
+		StallAfter:          cfg.StallAfter,
+		MaxUncommitted:      cfg.MaxUncommitted,
+		ClaimExtendInterval: cfg.ClaimExtendInterval,
+		SessionTimeout:      cfg.SessionTimeout,
+		HeartbeatInterval:   cfg.HeartbeatInterval,
+		Logger:              cfg.Logger,
+		OnExecuted:          m.Executed,
+		OnAttempt:           obs.Tracing.Attempt,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The control agent applies operators' replays (kjobctl replay) to the
+	// partitions this worker owns.
+	w.agent, err = control.NewAgent(control.AgentConfig{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Group: cfg.Group, Topic: cfg.Topic,
+		ControlTopic: cfg.ControlTopic, ReplicationFactor: cfg.ReplicationFactor, Member: cfg.ID, Seeker: w.inner, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled))
+	return w, nil
+}
+
+// Handle registers h for the windows whose handler is name, beside the
+// built-in ones (log, noop, sleep, http). Register before Run; a name
+// registered twice panics, as http.ServeMux does.
+func (w *Worker) Handle(name string, h handler.Handler) { w.mux.Handle(name, h) }
+
+// HandleFunc registers f for the windows whose handler is name.
+func (w *Worker) HandleFunc(name string, f func(context.Context, *handler.Job) error) {
+	w.mux.HandleFunc(name, f)
+}
+
+// Use adds middleware around every handler, outermost first (after
+// handler.Recover, which turns a panic into a failed attempt).
+func (w *Worker) Use(mw ...handler.Middleware) { w.mux.Use(mw...) }
+
+// HTTPHandler serves /healthz, /readyz and /metrics, for a server of your
+// own; Run serves it on WorkerConfig.HTTPAddr.
+func (w *Worker) HTTPHandler() http.Handler { return service.Handler(w.obs.Registry, w.health.Ready) }
+
+// Registry is the Prometheus registry of the worker's metrics, to add
+// collectors of your own to.
+func (w *Worker) Registry() *prometheus.Registry { return w.obs.Registry }
+
+// Assigned returns the partitions this worker owns now.
+func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
+
+// Run serves /healthz at once, checks the Kafka and Redis permissions,
+// then runs the worker until ctx is done: windows, replays, lag metrics.
+// It returns nil after a graceful shutdown, when every goroutine it
+// started has exited, or the error that stopped it. A Worker runs once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("kjob: Worker.Run called twice; a Worker runs once, create a new one with NewWorker")
+	}
+	defer w.obs.Close()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c := w.cfg
+	// /healthz from the first moment: start-up may wait long for Kafka or
+	// Redis, and a liveness probe must not kill the process meanwhile.
+	srv, err := service.StartServer(w.log, c.HTTPAddr, w.HTTPHandler(), stop)
+	if err != nil {
+		return &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAddr", Value: c.HTTPAddr, Reason: fmt.Sprintf(": %v; use another address, or empty to serve nothing", err), Err: err}
+	}
+	defer srv.Stop()
+	if err := w.preflight(ctx); err != nil {
+		if ctx.Err() != nil {
+			return srv.Stop()
+		}
+		return err
+	}
+	// Every worker exports the group's lag, read with kadm off the scrape
+	// path, and the time lag: the age of the oldest window not settled.
+	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
+	if err != nil {
+		return err
+	}
+	defer lagCl.Close()
+	store, err := dedupe.New(c.Redis, dedupe.Config{Namespace: c.Namespace, ClaimTTL: c.ClaimTTL, Retention: c.Retention})
+	if err != nil {
+		return err
+	}
+	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Topic: c.Topic, Group: c.Group, States: store})
+	if err != nil {
+		return err
+	}
+	defer timeLag.Close()
+	lag := metrics.NewLag(w.obs.Registry, kadm.NewClient(lagCl), c.Group, c.Topic, 5*time.Second, w.log,
+		metrics.WithTimeLag(timeLag, !c.NoJobLabel), metrics.WithTimeLagMaxJobs(c.MaxJobLabels))
+
+	w.health.Running(w.ready)
+	w.log.Info("worker starting", "brokers", strings.Join(c.Brokers, ","), "topic", c.Topic, "group", c.Group, "handlers", w.mux.Names())
+	var wg sync.WaitGroup
+	hctx, hcancel := context.WithCancel(ctx)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := w.agent.Run(hctx); err != nil {
+			w.log.Error("control agent stopped; kjobctl replay cannot reach this worker", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		lag.Run(hctx)
+	}()
+	err = w.inner.Run(ctx)
+	hcancel()
+	wg.Wait()
+	w.log.Info("worker stopped")
+	if serr := srv.Stop(); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// preflight checks the Kafka ACLs and Redis permissions the worker needs,
+// saying on /readyz what it waits for.
+func (w *Worker) preflight(ctx context.Context) error {
+	c := w.cfg
+	if !c.SkipKafkaAccessCheck {
+		w.health.Waiting("waiting for kafka (checking the worker's ACLs)")
+		if err := preflight.CheckKafkaAccess(ctx, w.log, c.Brokers, c.KafkaOpts, access.Worker(c.Topic, c.DeadLetterTopic, c.ControlTopic, c.Group)); err != nil {
+			return err
+		}
+	}
+	if !c.SkipRedisAccessCheck {
+		w.health.Waiting("waiting for redis (checking the worker's Redis permissions)")
+		role, err := preflight.WorkerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID)
+		if err != nil {
+			return err
+		}
+		if err := preflight.CheckRedisAccess(ctx, w.log, role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready is /readyz once running: Redis answers, the worker is a member of
+// its group, and no partition is stalled.
+func (w *Worker) ready() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := w.cfg.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if !w.inner.Joined() {
+		return fmt.Errorf("kafka: not (yet) a member of consumer group %q", w.cfg.Group)
+	}
+	return w.inner.StallError()
+}
