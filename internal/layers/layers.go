@@ -41,15 +41,18 @@ var Layers = []Layer{
 	}},
 	{"stores and primitives", []string{
 		"pkg/dedupe", "pkg/lease", "pkg/lease/kubelease", "pkg/partition", "pkg/topic",
-		"pkg/pause", "pkg/signing", "pkg/access", "pkg/handler",
+		"pkg/pause", "pkg/signing", "pkg/access", "pkg/handler", "pkg/handler/builtin",
 		"internal/kread", "internal/devredis", "internal/testenv", "internal/backoff", "internal/keepalive",
 	}},
 	{"producer, worker and what runs inside them", []string{
-		"pkg/producer", "pkg/worker", "pkg/worker/internal/...", "pkg/control",
+		"pkg/producer", "pkg/worker", "pkg/worker/internal/...", "pkg/control", "internal/preflight",
 	}},
 	{"operator tools, observability and test helpers", []string{
 		"pkg/operator", "pkg/inspect", "pkg/metrics", "pkg/tracing", "pkg/dashboard",
-		"pkg/kjobtest", "internal/chaos",
+		"pkg/kjobtest", "internal/chaos", "internal/service", "internal/preflight/operatorrole",
+	}},
+	{"the library's assembly: whole worker and producer processes", []string{
+		".",
 	}},
 	{"binaries, their shared flags, and the suites", []string{
 		"cmd/...", "test/...", "bench/...", "deploy", "deploy/...", "internal/layers",
