@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string) error {
 	var signing cli.SigningOptions
 	var allow string
 	f := cli.NewFlags("worker", usage)
-	p.Register(f, "worker")
+	p.Register(f, "worker", nil)
 	f.String(&c.Group, "group", "KJOB_GROUP", names.DefaultGroup, "consumer group of the workers")
 	f.String(&c.DeadLetterTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&c.ControlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
