@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Redis.Close()
+	if allow != "" {
+		c.HTTPAllowHosts = strings.Split(allow, ",")
+	}
 	if err := check(f, c); err != nil {
 		return err
 	}
@@ -72,9 +75,6 @@ func run(ctx context.Context, args []string) error {
 	c.Brokers, c.KafkaOpts, c.Redis, c.Logger = s.Brokers, s.KafkaOpts, s.Redis, s.Log
 	c.Topic, c.Namespace, c.ID, c.ReplicationFactor, c.HTTPAddr = p.Topic, p.Namespace, p.ID, int16(p.ReplicationFactor), p.HTTPAddr
 	c.SkipKafkaAccessCheck, c.SkipRedisAccessCheck, c.NoJobLabel, c.MaxJobLabels = !p.CheckKafkaACLs, !p.CheckRedisACLs, !p.JobLabel, p.MaxJobs
-	if allow != "" {
-		c.HTTPAllowHosts = strings.Split(allow, ",")
-	}
 	w, err := kjob.NewWorker(c)
 	if err != nil {
 		return f.WithFlags(err, libraryFields)
