@@ -106,8 +106,12 @@ func (o *opts) setup() error {
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
 	o.kafka = kafka
-	if o.sign, err = o.signing.Signer(); err != nil {
+	signer, err := o.signing.Signer()
+	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
+	}
+	if signer != nil {
+		o.sign = signer.Sign
 	}
 	rdb, err := o.redis.Client()
 	if err != nil {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/pkg/handler/builtin"
 )
 
 // check refuses settings that would break the guarantee, before anything
@@ -23,6 +26,9 @@ func check(f *cli.Flags, c kjob.WorkerConfig) error {
 		return f.Errorf("retention", "shorter than %s: done markers must outlive claims; set at least the claim TTL (7 days is customary: it is the replay horizon)", f.Ref("claim-ttl"))
 	case c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout:
 		return f.Errorf("heartbeat", "must be below %s: set about a third of the session timeout (%v)", f.Ref("session-timeout"), c.SessionTimeout/3)
+	}
+	if _, err := builtin.ParseAllowList(strings.Join(c.HTTPAllowHosts, ",")); err != nil {
+		return f.Errorf("http-allow-hosts", "%v", err)
 	}
 	return nil
 }

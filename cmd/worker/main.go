@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string) error {
 	var signing cli.SigningOptions
 	var allow string
 	f := cli.NewFlags("worker", usage)
-	p.Register(f, "worker")
+	p.Register(f, "worker", nil)
 	f.String(&c.Group, "group", "KJOB_GROUP", names.DefaultGroup, "consumer group of the workers")
 	f.String(&c.DeadLetterTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&c.ControlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Redis.Close()
+	if allow != "" {
+		c.HTTPAllowHosts = strings.Split(allow, ",")
+	}
 	if err := check(f, c); err != nil {
 		return err
 	}
@@ -72,9 +75,6 @@ func run(ctx context.Context, args []string) error {
 	c.Brokers, c.KafkaOpts, c.Redis, c.Logger = s.Brokers, s.KafkaOpts, s.Redis, s.Log
 	c.Topic, c.Namespace, c.ID, c.ReplicationFactor, c.HTTPAddr = p.Topic, p.Namespace, p.ID, int16(p.ReplicationFactor), p.HTTPAddr
 	c.SkipKafkaAccessCheck, c.SkipRedisAccessCheck, c.NoJobLabel, c.MaxJobLabels = !p.CheckKafkaACLs, !p.CheckRedisACLs, !p.JobLabel, p.MaxJobs
-	if allow != "" {
-		c.HTTPAllowHosts = strings.Split(allow, ",")
-	}
 	w, err := kjob.NewWorker(c)
 	if err != nil {
 		return f.WithFlags(err, libraryFields)

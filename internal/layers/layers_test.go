@@ -2,6 +2,8 @@ package layers
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -74,5 +76,42 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 	}
 	if _, ok := Reaches(g, "d", "a"); ok {
 		t.Error("Reaches(d, a) = true")
+	}
+}
+
+// The binaries of Unlinked hold no symbol of the packages they must not
+// link.
+func TestUnlinked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := Root(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range Unlinked {
+		bin := filepath.Join(t.TempDir(), filepath.Base(u.From))
+		build := exec.Command("go", "build", "-o", bin, "./"+u.From)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./%s: %v\n%s", u.From, err, out)
+		}
+		out, err := exec.Command("go", "tool", "nm", bin).Output()
+		if err != nil {
+			t.Fatalf("go tool nm %s: %v", bin, err)
+		}
+		var syms []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, Module+"/"+u.To+".") {
+				syms = append(syms, strings.TrimSpace(line))
+			}
+		}
+		if len(syms) > 0 {
+			t.Errorf("%s links %d symbols of %s, e.g. %s: call it only from code %s never reaches", u.From, len(syms), u.To, syms[0], u.From)
+		}
 	}
 }

@@ -51,7 +51,8 @@ type Config struct {
 	// each job. Default Topic + ".state" (names.Deployment.StateTopic).
 	StateTopic string
 	// Partitions is the windows topic's partition count when it is created
-	// (default 1). An existing topic with another count stops Run.
+	// (default DefaultPartitions, 1). An existing topic with another count
+	// stops Run.
 	Partitions int32
 	// ReplicationFactor for created topics (default 1).
 	ReplicationFactor int16
@@ -67,7 +68,8 @@ type Config struct {
 	// fence each other, and both would publish.
 	TransactionalID string
 	// TransactionTimeout bounds how long an open transaction of a crashed
-	// leader can hold back read-committed consumers. Default 10s.
+	// leader can hold back read-committed consumers. Default
+	// DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
 	// Jobs are the validated jobs to publish (required, from pkg/schedule).
 	Jobs []*schedule.Job
@@ -164,6 +166,15 @@ type Status struct {
 
 const defaultMaxBatch = 5000
 
+// Defaults of Config.
+const (
+	// DefaultPartitions is Config.Partitions when it is zero.
+	DefaultPartitions = 1
+	// DefaultTransactionTimeout is Config.TransactionTimeout when it is
+	// zero.
+	DefaultTransactionTimeout = 10 * time.Second
+)
+
 // DefaultMisfireGrace is Config.MisfireGrace when it is zero: twice
 // lease.DefaultTTL, so that with the default lease settings a window that
 // fell due while a crashed leader's lease ran out (at most TTL + one
@@ -212,7 +223,7 @@ func New(cfg Config) (*Producer, error) {
 		return nil, configError("StateTopic", cfg.StateTopic, fmt.Sprintf("is the windows topic: use a separate topic (default %q)", d.StateTopic()))
 	}
 	if cfg.Partitions == 0 {
-		cfg.Partitions = 1
+		cfg.Partitions = DefaultPartitions
 	}
 	if cfg.Partitions < 0 {
 		return nil, configError("Partitions", cfg.Partitions, ": must be at least 1")
@@ -227,7 +238,7 @@ func New(cfg Config) (*Producer, error) {
 		cfg.TransactionalID = d.TransactionalID()
 	}
 	if cfg.TransactionTimeout == 0 {
-		cfg.TransactionTimeout = 10 * time.Second
+		cfg.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if cfg.TransactionTimeout < time.Second {
 		return nil, configError("TransactionTimeout", cfg.TransactionTimeout, ": must be at least 1s")

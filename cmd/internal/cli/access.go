@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kjob/kjob/pkg/signing"
 )
 
@@ -31,9 +29,8 @@ func (o *SigningOptions) RegisterWorker(f *Flags) {
 	f.Bool(&o.Required, "signatures-required", "KJOB_SIGNATURES_REQUIRED", false, "dead-letter unsigned windows (signed windows are always verified when keys are set)")
 }
 
-// Signer returns the producer's signing function, or nil if signing is
-// off.
-func (o SigningOptions) Signer() (func(*kgo.Record) error, error) {
+// Signer returns the producer's signer, or nil if signing is off.
+func (o SigningOptions) Signer() (*signing.Signer, error) {
 	if o.KeysDir == "" {
 		if o.KeyID != "" {
 			return nil, fmt.Errorf("--signing-key-id %q needs --signing-keys-dir", o.KeyID)
@@ -49,11 +46,7 @@ func (o SigningOptions) Signer() (func(*kgo.Record) error, error) {
 	}
 	for _, k := range keys {
 		if k.ID == o.KeyID {
-			s, err := signing.NewSigner(k)
-			if err != nil {
-				return nil, err
-			}
-			return s.Sign, nil
+			return signing.NewSigner(k)
 		}
 	}
 	return nil, fmt.Errorf("--signing-key-id %q: no such file in --signing-keys-dir %q", o.KeyID, o.KeysDir)

@@ -337,7 +337,7 @@ func TestRolesRunWithDocumentedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := producer.New(producer.Config{Brokers: brokers, ClientOpts: pOpts, TransactionalID: txnID, Jobs: file.Jobs, Elector: el,
-		Pauses: pauses, Logger: log, Sign: sign})
+		Pauses: pauses, Logger: log, Sign: sign.Sign})
 	if err != nil {
 		t.Fatal(err)
 	}

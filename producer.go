@@ -1,0 +1,337 @@
+package kjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/preflight"
+	"github.com/kjob/kjob/internal/service"
+	"github.com/kjob/kjob/pkg/access"
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/pause"
+	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/pkg/signing"
+)
+
+// ProducerConfig configures a Producer. The zero value of every field but
+// Brokers, Redis and Jobs is the default cmd/producer runs with;
+// cmd/producer's flags only fill this struct.
+type ProducerConfig struct {
+	// Brokers are the Kafka seed brokers (host:port). Required.
+	Brokers []string
+	// KafkaOpts are extra franz-go options for every Kafka client of the
+	// producer: TLS, SASL (see deploy/SECURITY.md).
+	KafkaOpts []kgo.Opt
+	// Redis holds the leader lease (unless Elector is set) and operators'
+	// pauses. Required. Run does not close it.
+	Redis redis.UniversalClient
+
+	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Redis keys and derives the lease key and the transactional id.
+	// Default "kjob".
+	Namespace string
+	// Topic is the windows topic. Default "kjob.windows".
+	Topic string
+	// StateTopic is the compacted topic with the last published window of
+	// each job. Default Topic + ".state".
+	StateTopic string
+	// Partitions of the windows topic when Run creates it; an existing
+	// topic with another count stops Run. Default 1
+	// (producer.DefaultPartitions).
+	Partitions int32
+	// ReplicationFactor of the topics Run creates. Default 1.
+	ReplicationFactor int16
+	// ID identifies this replica: the lease holder's name. Default
+	// hostname-pid (DefaultID).
+	ID string
+	// TransactionalID is the Kafka transactional id, the same for every
+	// producer replica of the deployment. Default "kjob-producer-" +
+	// Namespace (names.Deployment.TransactionalID).
+	TransactionalID string
+	// TransactionTimeout bounds how long an open transaction of a crashed
+	// leader holds back read-committed consumers; at least 1s. Default
+	// 10s (producer.DefaultTransactionTimeout).
+	TransactionTimeout time.Duration
+	// MisfireGrace: a window due at most this long before a new leader
+	// took over is published whatever its job's catchup. Keep it above
+	// LeaseTTL + LeaseRenew, the crash failover time (NewProducer warns
+	// otherwise). Default 10s (producer.DefaultMisfireGrace); negative
+	// turns it off.
+	MisfireGrace time.Duration
+
+	// Jobs are the jobs to publish, as schedule.Load parses a schedules
+	// file. Required; names are unique.
+	Jobs []*schedule.Job
+
+	// Elector, if set, builds the leader election in place of the default
+	// Redis lease (pkg/lease on Redis, at the deployment's lease key), e.g.
+	// a Kubernetes Lease (pkg/lease/kubelease). Pass onChange to the
+	// elector's OnChange hook: it keeps the producer's lease metrics.
+	// NewProducer calls it once; an error it returns is NewProducer's.
+	Elector func(onChange func(lease.Event)) (producer.Elector, error)
+	// LeaseTTL is the leader lease's TTL: a crashed leader is replaced
+	// within about this long. The default Redis lease uses it and
+	// LeaseRenew; an Elector of your own should use the same values, as
+	// the misfire-grace warning assumes them. Default 5s (lease.DefaultTTL).
+	LeaseTTL time.Duration
+	// LeaseRenew is how often the leader renews its lease; less than
+	// LeaseTTL/2. Default 1s (lease.DefaultRenewInterval), or LeaseTTL/5
+	// if that is shorter.
+	LeaseRenew time.Duration
+
+	// Signer, if set, signs every window record (pkg/signing), for
+	// workers that require signatures.
+	Signer *signing.Signer
+	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
+	// Run makes before it starts: that the Kafka principal holds the
+	// producer's ACLs, and that the Redis user may run every script and
+	// command the producer uses (deploy/SECURITY.md).
+	SkipKafkaAccessCheck, SkipRedisAccessCheck bool
+
+	// HTTPAddr is where Run serves /healthz, /readyz and /metrics; empty
+	// serves nothing (mount HTTPHandler on a server of your own instead).
+	HTTPAddr string
+	// NoJobLabel drops the kjob_job label from per-job metrics, for
+	// deployments with many thousands of jobs.
+	NoJobLabel bool
+	// MaxJobLabels bounds the distinct kjob_job values; further jobs are
+	// counted as "other". Default 1,000 (metrics.DefaultMaxJobLabels).
+	MaxJobLabels int
+	// Logger receives the producer's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields. pkg/producer's defaults apply to
+// what it leaves zero.
+func (c ProducerConfig) withDefaults() ProducerConfig {
+	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
+	c.Namespace, c.Topic = d.Namespace, d.Topic
+	if c.StateTopic == "" {
+		c.StateTopic = d.StateTopic()
+	}
+	if c.TransactionalID == "" {
+		c.TransactionalID = d.TransactionalID()
+	}
+	if c.ID == "" {
+		c.ID = DefaultID()
+	}
+	if c.MisfireGrace == 0 {
+		c.MisfireGrace = producer.DefaultMisfireGrace
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = lease.DefaultTTL
+	}
+	if c.LeaseRenew == 0 {
+		c.LeaseRenew = min(lease.DefaultRenewInterval, c.LeaseTTL/5)
+	}
+	if c.MaxJobLabels == 0 {
+		c.MaxJobLabels = metrics.DefaultMaxJobLabels
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Producer is a whole kjob producer process, as cmd/producer runs it: it
+// campaigns for the leader lease, and while it holds it publishes each
+// job's windows in Kafka transactions, skipping the jobs operators
+// paused; it serves /healthz, /readyz and /metrics. Run two or more
+// replicas: the others stand by. Create it with NewProducer, then Run.
+type Producer struct {
+	cfg     ProducerConfig
+	log     *slog.Logger
+	obs     *service.Observability
+	health  *service.Health
+	inner   *producer.Producer
+	started atomic.Bool
+}
+
+// NewProducer validates cfg and assembles a producer. It connects to
+// nothing: Run does. An invalid field is a *configerr.Error naming it, as
+// the package below names it ("producer: TransactionTimeout" is
+// ProducerConfig.TransactionTimeout, "lease: Config.TTL" LeaseTTL).
+func NewProducer(cfg ProducerConfig) (*Producer, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Brokers", Reason: "is empty; list the Kafka seed brokers, e.g. 127.0.0.1:9092"}
+	}
+	if cfg.Redis == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Redis", Reason: "is nil; pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})"}
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	if cfg.MisfireGrace > 0 && cfg.MisfireGrace < cfg.LeaseTTL+cfg.LeaseRenew {
+		log.Warn("--misfire-grace is shorter than a crash failover (--lease-ttl + --lease-renew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
+			"misfire_grace", cfg.MisfireGrace, "lease_ttl", cfg.LeaseTTL, "lease_renew", cfg.LeaseRenew)
+	}
+	obs, err := service.Observe(context.Background(), log, "kjob-producer", cfg.Redis, !cfg.NoJobLabel, cfg.MaxJobLabels)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{cfg: cfg, log: log, obs: obs, health: service.NewHealth()}
+	if p.inner, err = p.assemble(); err != nil {
+		obs.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// assemble builds the elector, the pause list and the producer below.
+func (p *Producer) assemble() (*producer.Producer, error) {
+	c, m := p.cfg, p.obs.Metrics
+	var elector producer.Elector
+	var err error
+	if c.Elector != nil {
+		elector, err = c.Elector(m.LeaseChanged)
+	} else {
+		elector, err = redisElector(c, m.LeaseChanged)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pauses, err := pause.New(c.Redis, c.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var sign func(*kgo.Record) error
+	if c.Signer != nil {
+		sign = c.Signer.Sign
+	}
+	return producer.New(producer.Config{
+		Brokers:            c.Brokers,
+		ClientOpts:         append(p.obs.KafkaOpts(true), c.KafkaOpts...),
+		Sign:               sign,
+		Namespace:          c.Namespace,
+		Topic:              c.Topic,
+		StateTopic:         c.StateTopic,
+		Partitions:         c.Partitions,
+		ReplicationFactor:  c.ReplicationFactor,
+		TransactionalID:    c.TransactionalID,
+		TransactionTimeout: c.TransactionTimeout,
+		MisfireGrace:       c.MisfireGrace,
+		Jobs:               c.Jobs,
+		Elector:            elector,
+		Pauses:             pauses,
+		Logger:             c.Logger,
+		OnPublished:        m.Published,
+		OnSkipped:          m.Skipped,
+	})
+}
+
+// redisElector is the default leader election: a lease in Redis at the
+// deployment's lease key.
+func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Elector, error) {
+	lock, err := lease.NewRedisLock(c.Redis, names.Deployment{Namespace: c.Namespace}.LeaseKey())
+	if err != nil {
+		return nil, err
+	}
+	return lease.NewElector(lease.Config{Lock: lock, Holder: c.ID, TTL: c.LeaseTTL, RenewInterval: c.LeaseRenew, Logger: c.Logger, OnChange: onChange})
+}
+
+// HTTPHandler serves /healthz, /readyz and /metrics, for a server of your
+// own; Run serves it on ProducerConfig.HTTPAddr.
+func (p *Producer) HTTPHandler() http.Handler {
+	return service.Handler(p.obs.Registry, p.health.Ready)
+}
+
+// Registry is the Prometheus registry of the producer's metrics, to add
+// collectors of your own to.
+func (p *Producer) Registry() *prometheus.Registry { return p.obs.Registry }
+
+// Run serves /healthz at once, checks the Kafka and Redis permissions,
+// creates the topics if missing, then campaigns for leadership and
+// publishes windows while it leads, until ctx is done. It returns nil
+// after a graceful shutdown, when every goroutine and client it started
+// is gone, or the error that stopped it (wrapping topic.ErrMismatch when
+// an existing topic has other settings). A Producer runs once.
+func (p *Producer) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("kjob: Producer.Run called twice; a Producer runs once, create a new one with NewProducer")
+	}
+	defer p.obs.Close()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c := p.cfg
+	// /healthz from the first moment: start-up may wait long for Kafka or
+	// Redis, and a liveness probe must not kill the process meanwhile.
+	srv, err := service.StartServer(p.log, c.HTTPAddr, p.HTTPHandler(), stop)
+	if err != nil {
+		return &configerr.Error{Op: "kjob", Field: "ProducerConfig.HTTPAddr", Value: c.HTTPAddr, Reason: fmt.Sprintf(": %v; use another address, or empty to serve nothing", err), Err: err}
+	}
+	defer srv.Stop()
+	if err := p.preflight(ctx); err != nil {
+		if ctx.Err() != nil {
+			return srv.Stop()
+		}
+		return err
+	}
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	p.health.Running(func() error { return p.ready(adm) })
+	p.log.Info("producer starting", "id", c.ID, "brokers", strings.Join(c.Brokers, ","), "topic", c.Topic, "jobs", len(c.Jobs), "transactional_id", c.TransactionalID)
+	err = p.inner.Run(ctx)
+	p.log.Info("producer stopped")
+	if serr := srv.Stop(); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// preflight checks the Kafka ACLs and Redis permissions the producer
+// needs, saying on /readyz what it waits for.
+func (p *Producer) preflight(ctx context.Context) error {
+	c := p.cfg
+	if !c.SkipKafkaAccessCheck {
+		p.health.Waiting("waiting for kafka (checking the producer's ACLs)")
+		if err := preflight.CheckKafkaAccess(ctx, p.log, c.Brokers, c.KafkaOpts, access.Producer(c.Topic, c.StateTopic, c.TransactionalID)); err != nil {
+			return err
+		}
+	}
+	if !c.SkipRedisAccessCheck {
+		p.health.Waiting("waiting for redis (checking the producer's Redis permissions)")
+		leaseKey := "" // an Elector of the caller's keeps no lease in Redis
+		if c.Elector == nil {
+			leaseKey = names.Deployment{Namespace: c.Namespace}.LeaseKey()
+		}
+		role, err := preflight.ProducerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID, leaseKey)
+		if err != nil {
+			return err
+		}
+		if err := preflight.CheckRedisAccess(ctx, p.log, role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ready is /readyz once running: Redis and a Kafka broker answer.
+func (p *Producer) ready(adm *kadm.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := p.cfg.Redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if _, err := adm.BrokerMetadata(ctx); err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package kjob_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/pkg/schedule"
+)
+
+// A Producer assembled from a ProducerConfig with only the required fields
+// (and a short lease, to win it fast) takes the Redis lease, publishes a
+// job's windows to the windows topic, serves /readyz once running, and
+// returns nil when its context ends, leaving no goroutine behind.
+func TestProducerPublishesWindows(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	rdb := testenv.NewRedis(t).Client()
+	file, err := schedule.Parse("schedules.yaml", []byte("jobs:\n  - name: tick\n    schedule: \"@every 1s\"\n    handler: log\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kafka's and Redis's own goroutines are the test environment's; the
+	// producer's must all be gone when Run returns.
+	leaks := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")}
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	p, err := kjob.NewProducer(kjob.ProducerConfig{
+		Brokers:  brokers,
+		Redis:    rdb,
+		Jobs:     file.Jobs,
+		ID:       "p1",
+		HTTPAddr: addr,
+		Logger:   slog.New(slog.NewTextHandler(testenv.NewLogBuffer(t), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode == http.StatusOK
+	}, "/readyz answers 200 once the producer runs")
+	topic := names.Deployment{}.WithDefaults().WindowsTopic()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil {
+				n += o.Offset
+			}
+		})
+		// Each window is a record and a commit marker.
+		return err == nil && n >= 6
+	}, "three windows published to %s", topic)
+	cl.Close()
+	recs := testenv.ReadCommitted(t, brokers, topic)
+	if len(recs) < 3 {
+		t.Fatalf("read %d committed windows from %s, want at least 3", len(recs), topic)
+	}
+	for _, r := range recs {
+		if string(r.Key) != "tick" {
+			t.Errorf("record key %q, want the job's name tick", r.Key)
+		}
+	}
+
+	cancel()
+	if err := testenv.Recv(t, done, 20*time.Second, "Run's return after cancel"); err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
+	}
+	goleak.VerifyNone(t, leaks...)
+}
+
+// NewProducer names the required field that is missing.
+func TestNewProducerRefusesMissingFields(t *testing.T) {
+	rdb := testenv.NewRedis(t).Client()
+	for _, tc := range []struct {
+		cfg  kjob.ProducerConfig
+		want string
+	}{
+		{kjob.ProducerConfig{Redis: rdb}, "kjob: ProducerConfig.Brokers is empty"},
+		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}}, "kjob: ProducerConfig.Redis is nil"},
+		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb}, "producer: Jobs is empty"},
+	} {
+		if _, err := kjob.NewProducer(tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("NewProducer = %v, want an error starting %q", err, tc.want)
+		}
+	}
+}
