@@ -192,6 +192,7 @@ type Worker struct {
 	obs     *service.Observability
 	health  *service.Health
 	allow   *builtin.AllowList
+	store   *dedupe.Store
 	inner   *worker.Worker
 	agent   *control.Agent
 	started atomic.Bool
@@ -233,7 +234,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: log, mux: handler.NewMux(), obs: obs, health: service.NewHealth(), allow: allow}
+	w := &Worker{cfg: cfg, log: log, store: store, mux: handler.NewMux(), obs: obs, health: service.NewHealth(), allow: allow}
 	w.mux.Use(handler.Recover())
 	builtin.Register(w.mux, w.log, &http.Client{}, allow)
 	m := obs.Metrics
@@ -334,11 +335,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer lagCl.Close()
-	store, err := dedupe.New(c.Redis, dedupe.Config{Namespace: c.Namespace, ClaimTTL: c.ClaimTTL, Retention: c.Retention})
-	if err != nil {
-		return err
-	}
-	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Topic: c.Topic, Group: c.Group, States: store})
+	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Topic: c.Topic, Group: c.Group, States: w.store})
 	if err != nil {
 		return err
 	}
