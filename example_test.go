@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -88,7 +89,7 @@ func ExampleWorker() {
 		fmt.Println("trigger:", err)
 		return
 	}
-	if !wait(ctx, ran) {
+	if !wait(ctx, ran) || !committed(ctx, cl) {
 		return
 	}
 
@@ -133,6 +134,28 @@ func wait(ctx context.Context, ran <-chan struct{}) bool {
 	case <-ctx.Done():
 		fmt.Println("the window did not run within a minute")
 		return false
+	}
+}
+
+// committed waits until the workers' group has committed the window's
+// offset (a worker commits settled records within a second): a replay
+// moves back from the committed offsets.
+func committed(ctx context.Context, cl *kgo.Client) bool {
+	adm := kadm.NewClient(cl)
+	for {
+		lags, err := adm.Lag(ctx, names.DefaultGroup)
+		if err == nil {
+			l := lags[names.DefaultGroup]
+			if l.Error() == nil && len(l.Lag[names.DefaultTopic]) > 0 && l.Lag.Total() == 0 {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Println("the group did not commit the window within a minute")
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
