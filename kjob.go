@@ -24,7 +24,19 @@
 package kjob
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/kjob/kjob/internal/preflight"
+	"github.com/kjob/kjob/internal/service"
+	"github.com/kjob/kjob/pkg/access"
+	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // redisUser is the ACL user rdb connects as, for the access check's
@@ -41,4 +53,76 @@ func redisUser(rdb redis.UniversalClient) string {
 		return "default"
 	}
 	return u
+}
+
+// process is what a Worker and a Producer share: the logger, metrics and
+// tracing, health, and the start-up every kjob process makes.
+type process struct {
+	role    string // "worker" or "producer", for messages
+	log     *slog.Logger
+	obs     *service.Observability
+	health  *service.Health
+	started atomic.Bool
+}
+
+// HTTPHandler serves /healthz, /readyz and /metrics, for a server of your
+// own; Run serves it on the config's HTTPAddr.
+func (p *process) HTTPHandler() http.Handler { return service.Handler(p.obs.Registry, p.health.Ready) }
+
+// Registry is the Prometheus registry of the process's metrics, to add
+// collectors of your own to.
+func (p *process) Registry() *prometheus.Registry { return p.obs.Registry }
+
+// checks are the permissions a process verifies before it starts; a nil
+// one is skipped.
+type checks struct {
+	kafka []access.Permission
+	redis func() (preflight.RedisRole, error)
+}
+
+// start serves
+// /healthz on addr at once, since start-up may wait long for Kafka or
+// Redis and a liveness probe must not kill the process meanwhile, then
+// runs the permission checks, saying on /readyz what it waits for. field
+// names addr in the config. stop is called if serving fails later. The
+// caller stops the returned server; on an error start has stopped it.
+func (p *process) start(ctx context.Context, stop func(), field, addr string, brokers []string, kafkaOpts []kgo.Opt, c checks) (*service.Server, error) {
+	srv, err := service.StartServer(p.log, addr, p.HTTPHandler(), stop)
+	if err != nil {
+		return nil, &configerr.Error{Op: "kjob", Field: field, Value: addr, Reason: fmt.Sprintf(": %v; use another address, or empty to serve nothing", err), Err: err}
+	}
+	if err := p.preflight(ctx, brokers, kafkaOpts, c); err != nil {
+		serr := srv.Stop()
+		if ctx.Err() != nil {
+			return nil, serr // stopped while waiting: not an error
+		}
+		return nil, err
+	}
+	return srv, nil
+}
+
+// once is nil the first time a process runs, and an error after.
+func (p *process) once() error {
+	if !p.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("kjob: Run called twice; a %s runs once, create a new one", p.role)
+	}
+	return nil
+}
+
+func (p *process) preflight(ctx context.Context, brokers []string, kafkaOpts []kgo.Opt, c checks) error {
+	if c.kafka != nil {
+		p.health.Waiting("waiting for kafka (checking the " + p.role + "'s ACLs)")
+		if err := preflight.CheckKafkaAccess(ctx, p.log, brokers, kafkaOpts, c.kafka); err != nil {
+			return err
+		}
+	}
+	if c.redis != nil {
+		p.health.Waiting("waiting for redis (checking the " + p.role + "'s Redis permissions)")
+		role, err := c.redis()
+		if err != nil {
+			return err
+		}
+		return preflight.CheckRedisAccess(ctx, p.log, role)
+	}
+	return nil
 }

@@ -2,15 +2,11 @@ package kjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -154,12 +150,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 // paused; it serves /healthz, /readyz and /metrics. Run two or more
 // replicas: the others stand by. Create it with NewProducer, then Run.
 type Producer struct {
-	cfg     ProducerConfig
-	log     *slog.Logger
-	obs     *service.Observability
-	health  *service.Health
-	inner   *producer.Producer
-	started atomic.Bool
+	process
+	cfg   ProducerConfig
+	inner *producer.Producer
 }
 
 // NewProducer validates cfg and assembles a producer. It connects to
@@ -183,7 +176,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Producer{cfg: cfg, log: log, obs: obs, health: service.NewHealth()}
+	p := &Producer{process: process{role: "producer", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg}
 	if p.inner, err = p.assemble(); err != nil {
 		obs.Close()
 		return nil, err
@@ -243,16 +236,6 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 	return lease.NewElector(lease.Config{Lock: lock, Holder: c.ID, TTL: c.LeaseTTL, RenewInterval: c.LeaseRenew, Logger: c.Logger, OnChange: onChange})
 }
 
-// HTTPHandler serves /healthz, /readyz and /metrics, for a server of your
-// own; Run serves it on ProducerConfig.HTTPAddr.
-func (p *Producer) HTTPHandler() http.Handler {
-	return service.Handler(p.obs.Registry, p.health.Ready)
-}
-
-// Registry is the Prometheus registry of the producer's metrics, to add
-// collectors of your own to.
-func (p *Producer) Registry() *prometheus.Registry { return p.obs.Registry }
-
 // Run serves /healthz at once, checks the Kafka and Redis permissions,
 // creates the topics if missing, then campaigns for leadership and
 // publishes windows while it leads, until ctx is done. It returns nil
@@ -260,26 +243,31 @@ func (p *Producer) Registry() *prometheus.Registry { return p.obs.Registry }
 // is gone, or the error that stopped it (wrapping topic.ErrMismatch when
 // an existing topic has other settings). A Producer runs once.
 func (p *Producer) Run(ctx context.Context) error {
-	if !p.started.CompareAndSwap(false, true) {
-		return errors.New("kjob: Producer.Run called twice; a Producer runs once, create a new one with NewProducer")
+	if err := p.once(); err != nil {
+		return err
 	}
 	defer p.obs.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := p.cfg
-	// /healthz from the first moment: start-up may wait long for Kafka or
-	// Redis, and a liveness probe must not kill the process meanwhile.
-	srv, err := service.StartServer(p.log, c.HTTPAddr, p.HTTPHandler(), stop)
-	if err != nil {
-		return &configerr.Error{Op: "kjob", Field: "ProducerConfig.HTTPAddr", Value: c.HTTPAddr, Reason: fmt.Sprintf(": %v; use another address, or empty to serve nothing", err), Err: err}
+	var need checks
+	if !c.SkipKafkaAccessCheck {
+		need.kafka = access.Producer(c.Topic, c.StateTopic, c.TransactionalID)
 	}
-	defer srv.Stop()
-	if err := p.preflight(ctx); err != nil {
-		if ctx.Err() != nil {
-			return srv.Stop()
+	if !c.SkipRedisAccessCheck {
+		need.redis = func() (preflight.RedisRole, error) {
+			leaseKey := "" // an Elector of the caller's keeps no lease in Redis
+			if c.Elector == nil {
+				leaseKey = names.Deployment{Namespace: c.Namespace}.LeaseKey()
+			}
+			return preflight.ProducerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID, leaseKey)
 		}
+	}
+	srv, err := p.start(ctx, stop, "ProducerConfig.HTTPAddr", c.HTTPAddr, c.Brokers, c.KafkaOpts, need)
+	if srv == nil {
 		return err
 	}
+	defer srv.Stop()
 	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
 	if err != nil {
 		return err
@@ -294,33 +282,6 @@ func (p *Producer) Run(ctx context.Context) error {
 		return serr
 	}
 	return err
-}
-
-// preflight checks the Kafka ACLs and Redis permissions the producer
-// needs, saying on /readyz what it waits for.
-func (p *Producer) preflight(ctx context.Context) error {
-	c := p.cfg
-	if !c.SkipKafkaAccessCheck {
-		p.health.Waiting("waiting for kafka (checking the producer's ACLs)")
-		if err := preflight.CheckKafkaAccess(ctx, p.log, c.Brokers, c.KafkaOpts, access.Producer(c.Topic, c.StateTopic, c.TransactionalID)); err != nil {
-			return err
-		}
-	}
-	if !c.SkipRedisAccessCheck {
-		p.health.Waiting("waiting for redis (checking the producer's Redis permissions)")
-		leaseKey := "" // an Elector of the caller's keeps no lease in Redis
-		if c.Elector == nil {
-			leaseKey = names.Deployment{Namespace: c.Namespace}.LeaseKey()
-		}
-		role, err := preflight.ProducerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID, leaseKey)
-		if err != nil {
-			return err
-		}
-		if err := preflight.CheckRedisAccess(ctx, p.log, role); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ready is /readyz once running: Redis and a Kafka broker answer.

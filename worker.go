@@ -2,17 +2,14 @@ package kjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -186,16 +183,13 @@ func DefaultID() string {
 // the lag and time-lag collectors, stall reporting, and /healthz, /readyz
 // and /metrics. Create it with NewWorker, register handlers, then Run.
 type Worker struct {
-	cfg     WorkerConfig
-	log     *slog.Logger
-	mux     *handler.Mux
-	obs     *service.Observability
-	health  *service.Health
-	allow   *builtin.AllowList
-	store   *dedupe.Store
-	inner   *worker.Worker
-	agent   *control.Agent
-	started atomic.Bool
+	process
+	cfg   WorkerConfig
+	mux   *handler.Mux
+	allow *builtin.AllowList
+	store *dedupe.Store
+	inner *worker.Worker
+	agent *control.Agent
 }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
@@ -234,7 +228,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: log, store: store, mux: handler.NewMux(), obs: obs, health: service.NewHealth(), allow: allow}
+	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: handler.NewMux(), allow: allow}
 	w.mux.Use(handler.Recover())
 	builtin.Register(w.mux, w.log, &http.Client{}, allow)
 	m := obs.Metrics
@@ -292,14 +286,6 @@ func (w *Worker) HandleFunc(name string, f func(context.Context, *handler.Job) e
 // handler.Recover, which turns a panic into a failed attempt).
 func (w *Worker) Use(mw ...handler.Middleware) { w.mux.Use(mw...) }
 
-// HTTPHandler serves /healthz, /readyz and /metrics, for a server of your
-// own; Run serves it on WorkerConfig.HTTPAddr.
-func (w *Worker) HTTPHandler() http.Handler { return service.Handler(w.obs.Registry, w.health.Ready) }
-
-// Registry is the Prometheus registry of the worker's metrics, to add
-// collectors of your own to.
-func (w *Worker) Registry() *prometheus.Registry { return w.obs.Registry }
-
 // Assigned returns the partitions this worker owns now.
 func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 
@@ -308,26 +294,27 @@ func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 // It returns nil after a graceful shutdown, when every goroutine it
 // started has exited, or the error that stopped it. A Worker runs once.
 func (w *Worker) Run(ctx context.Context) error {
-	if !w.started.CompareAndSwap(false, true) {
-		return errors.New("kjob: Worker.Run called twice; a Worker runs once, create a new one with NewWorker")
+	if err := w.once(); err != nil {
+		return err
 	}
 	defer w.obs.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := w.cfg
-	// /healthz from the first moment: start-up may wait long for Kafka or
-	// Redis, and a liveness probe must not kill the process meanwhile.
-	srv, err := service.StartServer(w.log, c.HTTPAddr, w.HTTPHandler(), stop)
-	if err != nil {
-		return &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAddr", Value: c.HTTPAddr, Reason: fmt.Sprintf(": %v; use another address, or empty to serve nothing", err), Err: err}
+	var need checks
+	if !c.SkipKafkaAccessCheck {
+		need.kafka = access.Worker(c.Topic, c.DeadLetterTopic, c.ControlTopic, c.Group)
 	}
-	defer srv.Stop()
-	if err := w.preflight(ctx); err != nil {
-		if ctx.Err() != nil {
-			return srv.Stop()
+	if !c.SkipRedisAccessCheck {
+		need.redis = func() (preflight.RedisRole, error) {
+			return preflight.WorkerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID)
 		}
+	}
+	srv, err := w.start(ctx, stop, "WorkerConfig.HTTPAddr", c.HTTPAddr, c.Brokers, c.KafkaOpts, need)
+	if srv == nil {
 		return err
 	}
+	defer srv.Stop()
 	// Every worker exports the group's lag, read with kadm off the scrape
 	// path, and the time lag: the age of the oldest window not settled.
 	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
@@ -366,29 +353,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		return serr
 	}
 	return err
-}
-
-// preflight checks the Kafka ACLs and Redis permissions the worker needs,
-// saying on /readyz what it waits for.
-func (w *Worker) preflight(ctx context.Context) error {
-	c := w.cfg
-	if !c.SkipKafkaAccessCheck {
-		w.health.Waiting("waiting for kafka (checking the worker's ACLs)")
-		if err := preflight.CheckKafkaAccess(ctx, w.log, c.Brokers, c.KafkaOpts, access.Worker(c.Topic, c.DeadLetterTopic, c.ControlTopic, c.Group)); err != nil {
-			return err
-		}
-	}
-	if !c.SkipRedisAccessCheck {
-		w.health.Waiting("waiting for redis (checking the worker's Redis permissions)")
-		role, err := preflight.WorkerRedisRole(c.Redis, redisUser(c.Redis), c.Namespace, c.ID)
-		if err != nil {
-			return err
-		}
-		if err := preflight.CheckRedisAccess(ctx, w.log, role); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ready is /readyz once running: Redis answers, the worker is a member of
