@@ -228,6 +228,16 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	w, err := assembleWorker(cfg, log, store, allow, obs)
+	if err != nil {
+		obs.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// assembleWorker builds the worker's parts on its store and observability.
+func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, allow *builtin.AllowList, obs *service.Observability) (*Worker, error) {
 	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: handler.NewMux(), allow: allow}
 	w.mux.Use(handler.Recover())
 	builtin.Register(w.mux, w.log, &http.Client{}, allow)
@@ -236,6 +246,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Verifier != nil {
 		verify = cfg.Verifier.Verify
 	}
+	var err error
 	w.inner, err = worker.New(worker.Config{
 		Brokers:             cfg.Brokers,
 		ClientOpts:          append(obs.KafkaOpts(false), cfg.KafkaOpts...),
@@ -266,6 +277,11 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.agent, err = control.NewAgent(control.AgentConfig{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Group: cfg.Group, Topic: cfg.Topic,
 		ControlTopic: cfg.ControlTopic, ReplicationFactor: cfg.ReplicationFactor, Member: cfg.ID, Seeker: w.inner, Logger: cfg.Logger})
 	if err != nil {
+		// Release the consumer's Kafka client: Run with a done context
+		// returns at once.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = w.inner.Run(done)
 		return nil, err
 	}
 	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled))
