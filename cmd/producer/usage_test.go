@@ -1,70 +1,14 @@
 package main
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/kjob/kjob/cmd/internal/daemontest"
 )
 
-// TestMain runs main itself when a test re-executes this test binary with
-// KJOB_TEST_RUN_MAIN=1, so the exit code and output of the real binary are
-// checked.
-func TestMain(m *testing.M) {
-	if os.Getenv("KJOB_TEST_RUN_MAIN") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets a test run this binary's main (daemontest.RunMain).
+func TestMain(m *testing.M) { daemontest.Main(m, main) }
 
-// runMain runs the binary's main with args and returns its exit code,
-// stdout and stderr.
-func runMain(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "KJOB_TEST_RUN_MAIN=1", "KJOB_HTTP_ADDR=", "KJOB_BROKERS=127.0.0.1:1", "KJOB_REDIS_URL=redis://127.0.0.1:1")
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errb.String()
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	t.Fatalf("run %s: %v", os.Args[0], err)
-	return 0, "", ""
-}
-
-// A stray word used to end flag parsing silently: "producer foo --brokers X"
-// ran against the default brokers. It is refused with exit 2, naming the
-// word; so are unknown flags and values that do not parse, in one line
-// with a hint to --help. --help and --version exit 0.
-func TestCommandLineMistakesExit2(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"foo", "--brokers", "127.0.0.1:2"}, 2, `producer: unexpected argument "foo": producer takes no arguments, only flags (run "producer --help" for the flags)`},
-		{[]string{"--brokers", "127.0.0.1:2", "foo"}, 2, `unexpected argument "foo"`},
-		{[]string{"--no-such-flag"}, 2, `producer: unknown flag --no-such-flag (run "producer --help" for the flags)`},
-		{[]string{"--replication-factor", "many"}, 2, `producer: --replication-factor "many": want a whole number (run "producer --help" for the flags)`},
-	} {
-		code, _, stderr := runMain(t, tc.args...)
-		if code != tc.code || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("producer %s: exit %d, stderr %q; want exit %d and one line with %q", strings.Join(tc.args, " "), code, stderr, tc.code, tc.want)
-		}
-	}
-	code, out, _ := runMain(t, "--help")
-	if code != 0 || !strings.Contains(out, "Usage: producer [flags]") || !strings.Contains(out, "(default 1)") || strings.Contains(out, `(default "1")`) {
-		t.Errorf("producer --help: exit %d, stdout:\n%s\nwant exit 0, the usage, integer defaults unquoted", code, out)
-	}
-	code, out, _ = runMain(t, "--version")
-	if code != 0 || !strings.HasPrefix(out, "producer ") || !strings.Contains(out, "go1.") {
-		t.Errorf("producer --version: exit %d, stdout %q", code, out)
-	}
-}
+// Stray words, unknown flags and values that do not parse exit 2 in one
+// line; --help and --version exit 0.
+func TestCommandLineMistakesExit2(t *testing.T) { daemontest.CommandLineMistakesExit2(t, "producer") }
