@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -322,6 +323,10 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 	}
 	lag := r.drain(90 * time.Second)
 	t.Logf("drained %v after faults stopped: lag %d", time.Since(quiet).Round(time.Millisecond), lag)
+	if lag != 0 {
+		r.dumpStacks()
+		t.Fatalf("chaos seed %d: the run did not drain within 90s (lag %d); the goroutines of the broker and workers are saved above", r.seed, lag)
+	}
 	for _, w := range r.c.workers {
 		if w.alive() {
 			w.stop(t, 30*time.Second)
@@ -727,4 +732,42 @@ func (r *chaosRun) report(h chaos.History, violations []chaos.Violation, checkEr
 		r.t.Name(), r.seed, len(windows), len(h.Attempts), reruns, len(h.Completions), len(h.DeadLettered), total, verdict, strings.Join(perPolicy, ", "), strings.Join(kinds, "\n  "))
 	r.t.Log(msg)
 	fmt.Fprintln(os.Stderr, "chaos:", msg)
+}
+
+// dumpStacks, for a run that did not drain, makes the broker process (if
+// there is one) and every live worker print its goroutines (SIGQUIT: the
+// Go runtime prints them and exits) and saves each one's whole log in
+// KJOB_TEST_ARTIFACTS (CI keeps it), so that a stall can be told apart:
+// a broker that stopped answering, or a worker waiting on itself.
+func (r *chaosRun) dumpStacks() {
+	t := r.t
+	dir := os.Getenv("KJOB_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	procs := append([]*process{}, r.c.workers...)
+	if r.c.brokerP != nil {
+		procs = append(procs, r.c.brokerP)
+	}
+	for _, p := range procs {
+		if !p.alive() {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Logf("%s did not exit within 10s of SIGQUIT", p.name)
+			continue
+		}
+		p.mu.Lock()
+		body := strings.Join(p.lines, "\n")
+		p.mu.Unlock()
+		path := filepath.Join(dir, fmt.Sprintf("chaos-%d-%s.log", r.seed, p.name))
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Logf("saving %s's goroutines: %v", p.name, err)
+			continue
+		}
+		t.Logf("%s's log with its goroutines at the stall: %s", p.name, path)
+	}
 }
