@@ -239,7 +239,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // assembleWorker builds the worker's parts on its store and observability.
 func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, allow *builtin.AllowList, obs *service.Observability) (*Worker, error) {
 	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: handler.NewMux(), allow: allow}
-	w.mux.Use(handler.Recover())
+	// pkg/worker wraps the whole mux in handler.Recover: a second one here
+	// would only deepen every handler's stack (see Mux.HandleJob).
 	builtin.Register(w.mux, w.log, &http.Client{}, allow)
 	m := obs.Metrics
 	var verify func(*kgo.Record) error
@@ -298,8 +299,9 @@ func (w *Worker) HandleFunc(name string, f func(context.Context, *handler.Job) e
 	w.mux.HandleFunc(name, f)
 }
 
-// Use adds middleware around every handler, outermost first (after
-// handler.Recover, which turns a panic into a failed attempt).
+// Use adds middleware around every handler, outermost first (inside
+// handler.Recover, which turns a panic, in a handler or a middleware, into
+// a failed attempt).
 func (w *Worker) Use(mw ...handler.Middleware) { w.mux.Use(mw...) }
 
 // Assigned returns the partitions this worker owns now.

@@ -289,6 +289,20 @@ type batchGroup struct {
 	keys []string // window hash keys in idx order, after the job's token key if asked for
 
 	groups []*batchGroup // the jobs' groups a cross-job call is made of, in order
+
+	// The groups of one batch are laid out one after the other in two
+	// shared arrays (group), so that a cross-job call of consecutive
+	// groups is a slice of them rather than a copy: at is this group's
+	// offset into them, of the shared arrays all.
+	at  batchAt
+	all *batchArrays
+}
+
+type batchAt struct{ idx, keys int }
+
+type batchArrays struct {
+	idx  []int
+	keys []string
 }
 
 // group splits the indexes of ids by job (hash tag), in order of first
@@ -296,33 +310,72 @@ type batchGroup struct {
 // must share one slot on Redis Cluster; grouping whatever the client (a
 // proxy or a client wrapper may front a cluster too) keeps every script
 // within one slot. withToken puts the job's token counter key first.
+//
+// It allocates per call, not per group: the groups' indexes and keys are
+// laid out, group after group, in two shared arrays.
 func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
-	var groups []*batchGroup
-	var last *batchGroup
-	lastTag := ""
-	byTag := map[string]*batchGroup{}
+	type tagged struct {
+		key   string // the window's hash key
+		group int32  // its group, in order of first appearance
+	}
+	byID := make([]tagged, len(ids))
+	var (
+		counts  []int    // windows per group
+		tokens  []string // token key per group (withToken)
+		byTag   map[string]int32
+		last    int32 = -1
+		lastTag string
+	)
 	for i, id := range ids {
 		w, tag, err := s.key(id)
 		if err != nil {
 			return nil, err
 		}
 		g := last
-		if w[:tag] != lastTag { // runs of one job skip the map
-			g = byTag[w[:tag]]
-			if g == nil {
-				g = &batchGroup{}
-				if withToken {
-					g.keys = append(g.keys, tokenKey(w, tag))
-				}
+		if last < 0 || w[:tag] != lastTag { // runs of one job skip the map
+			if byTag == nil {
+				byTag = make(map[string]int32, min(len(ids), 64))
+			}
+			var ok bool
+			if g, ok = byTag[w[:tag]]; !ok {
+				g = int32(len(counts))
 				byTag[w[:tag]] = g
-				groups = append(groups, g)
+				counts = append(counts, 0)
+				if withToken {
+					tokens = append(tokens, tokenKey(w, tag))
+				}
 			}
 			last, lastTag = g, w[:tag]
 		}
-		g.idx = append(g.idx, i)
-		g.keys = append(g.keys, w)
+		byID[i] = tagged{key: w, group: g}
+		counts[g]++
 	}
-	return groups, nil
+	all := &batchArrays{idx: make([]int, len(ids)), keys: make([]string, len(ids)+len(tokens))}
+	groups := make([]batchGroup, len(counts))
+	ptrs := make([]*batchGroup, len(counts))
+	at := batchAt{}
+	for g, n := range counts {
+		k := n
+		if withToken {
+			k++
+		}
+		grp := &groups[g]
+		grp.at, grp.all = at, all
+		grp.idx = all.idx[at.idx : at.idx : at.idx+n]
+		grp.keys = all.keys[at.keys : at.keys : at.keys+k]
+		if withToken {
+			grp.keys = append(grp.keys, tokens[g])
+		}
+		at.idx += n
+		at.keys += k
+		ptrs[g] = grp
+	}
+	for i, t := range byID {
+		grp := &groups[t.group]
+		grp.idx = append(grp.idx, i)
+		grp.keys = append(grp.keys, t.key)
+	}
+	return ptrs, nil
 }
 
 // pipeline runs script once per group; see pipelineCmds. It returns an
@@ -393,10 +446,21 @@ func bundle(groups []*batchGroup) [][]*batchGroup {
 }
 
 // merge makes one cross-job call of run: its groups' keys and indexes,
-// one group after the other.
+// one group after the other (a slice of the batch's shared arrays when
+// the groups lie next to each other there, as group lays them out).
 func merge(run []*batchGroup) *batchGroup {
 	if len(run) == 1 {
 		return &batchGroup{idx: run[0].idx, keys: run[0].keys, groups: run}
+	}
+	first, last := run[0], run[len(run)-1]
+	adjacent := first.all != nil
+	for i := 1; adjacent && i < len(run); i++ {
+		prev, g := run[i-1], run[i]
+		adjacent = g.all == first.all && g.at.idx == prev.at.idx+len(prev.idx) && g.at.keys == prev.at.keys+len(prev.keys)
+	}
+	if adjacent {
+		end := batchAt{idx: last.at.idx + len(last.idx), keys: last.at.keys + len(last.keys)}
+		return &batchGroup{idx: first.all.idx[first.at.idx:end.idx], keys: first.all.keys[first.at.keys:end.keys], groups: run}
 	}
 	m := &batchGroup{groups: run}
 	for _, g := range run {

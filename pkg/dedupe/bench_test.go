@@ -81,7 +81,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 // one script call per job (calls=per-job, as on a Redis Cluster) and with
 // the calls a single server takes (calls=cross-job: one per batch).
 func BenchmarkClaimCompleteBatch(b *testing.B) {
-	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}, {250, 250}} {
+	for _, tc := range []struct{ batch, jobs int }{{100, 1}, {500, 25}, {200, 100}, {250, 250}, {32, 32}} {
 		for _, mode := range []struct {
 			name    string
 			scripts int32

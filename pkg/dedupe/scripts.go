@@ -79,7 +79,28 @@ return reply
 // claimBatchScript).
 const claimGroupLua = `
 local owner, claim_ms, hold_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local until_s = string.format('%d', now + claim_ms)
 local function claim_group(tk, from, to)
+  if from == to then
+    -- One window (the common case of a worker claiming each job's next
+    -- window as it comes up): the same decision, without the tables.
+    local kw = KEYS[from]
+    local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
+    local st, attempts = w[1], tonumber(w[3]) or 0
+    if st == 'done' or st == 'dead' or st == 'skipped' or st == 'superseded' then
+      return {0, '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')}
+    end
+    local left = 0
+    if st == 'running' then left = (tonumber(w[5]) or 0) - now end
+    if left > 0 then
+      return {0, '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')}
+    end
+    local tok = redis.call('INCR', tk)
+    redis.call('HSET', kw, 'status', 'running', 'token', string.format('%d', tok), 'attempts', string.format('%d', attempts + 1),
+      'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
+    redis.call('PEXPIRE', kw, hold_ms)
+    return {tok, attempts + 1}
+  end
   local out, todo, first, dups = {0}, {}, {}, {}
   for i = from, to do
     local o = i - from + 2
@@ -107,7 +128,6 @@ local function claim_group(tk, from, to)
   if #todo > 0 then
     local tok = redis.call('INCRBY', tk, #todo) - #todo
     out[1] = tok + 1
-    local until_s = string.format('%d', now + claim_ms)
     for _, o in ipairs(todo) do
       tok = tok + 1
       local ts = string.format('%d', tok)

@@ -227,13 +227,24 @@ func (m *Mux) HandleJob(ctx context.Context, job *Job) error {
 	mw := m.middleware
 	m.mu.RUnlock()
 	if !ok {
-		return fmt.Errorf("handler %q (job %s): %w: register it with Mux.Handle; known: %v: %w",
-			job.HandlerName(), job.Name(), ErrUnknownHandler, m.Names(), ErrPermanent)
+		return m.unknown(job)
 	}
 	for i := len(mw) - 1; i >= 0; i-- {
 		h = mw[i](h)
 	}
 	return h.HandleJob(ctx, job)
+}
+
+// unknown is the error for a job whose handler is not registered. It is
+// a function of its own so that HandleJob's frame, which stays on the
+// stack of every running handler, holds none of its formatting: a
+// goroutine whose stack stays under a quarter of its size is shrunk by the
+// GC, which with ten thousand windows in flight halves tens of MiB.
+//
+//go:noinline
+func (m *Mux) unknown(job *Job) error {
+	return fmt.Errorf("handler %q (job %s): %w: register it with Mux.Handle; known: %v: %w",
+		job.HandlerName(), job.Name(), ErrUnknownHandler, m.Names(), ErrPermanent)
 }
 
 // PanicError is returned by Recover for a handler that panicked.

@@ -61,7 +61,15 @@ type Metrics struct {
 	jobs            map[string]struct{} // the job label values in use
 	acquired        time.Time           // start of the current tenure, for takeover
 	acquiredPending bool                // no publication yet in the current tenure
+
+	// The series Executed updates, by (job label, outcome): a window's
+	// settlement then costs one lookup rather than a label hash per
+	// metric.
+	execCounters  sync.Map // execKey → prometheus.Counter
+	execDurations sync.Map // execKey → prometheus.Observer
 }
+
+type execKey struct{ job, outcome string }
 
 // Option configures New.
 type Option func(*Metrics)
@@ -234,7 +242,13 @@ func (m *Metrics) LeaseChanged(e lease.Event) {
 
 // Executed is a worker.Config.OnExecuted hook.
 func (m *Metrics) Executed(e worker.Execution) {
-	m.executions.WithLabelValues(m.job(e.Job), e.Outcome).Inc()
+	k := execKey{m.job(e.Job), e.Outcome}
+	if c, ok := m.execCounters.Load(k); ok {
+		c.(prometheus.Counter).Inc()
+	} else {
+		c, _ := m.execCounters.LoadOrStore(k, m.executions.WithLabelValues(k.job, k.outcome))
+		c.(prometheus.Counter).Inc()
+	}
 	switch e.Outcome {
 	case worker.OutcomeSkippedDone, worker.OutcomeSkipped:
 		return
@@ -243,13 +257,17 @@ func (m *Metrics) Executed(e worker.Execution) {
 			return
 		}
 	case worker.OutcomeDeadLettered:
-		m.deadLettered.WithLabelValues(m.job(e.Job)).Inc()
+		m.deadLettered.WithLabelValues(k.job).Inc()
 	}
 	if e.Attempt == 0 { // nothing ran
 		return
 	}
 	if e.Outcome != worker.OutcomeDeadLettered || !e.Finished.Equal(e.Started) {
-		m.handlerDuration.WithLabelValues(m.job(e.Job), e.Outcome).Observe(e.Finished.Sub(e.Started).Seconds())
+		d, ok := m.execDurations.Load(k)
+		if !ok {
+			d, _ = m.execDurations.LoadOrStore(k, m.handlerDuration.WithLabelValues(k.job, k.outcome))
+		}
+		d.(prometheus.Observer).Observe(e.Finished.Sub(e.Started).Seconds())
 	}
 	if !e.ScheduledAt.IsZero() && e.Outcome != worker.OutcomeDeadLettered {
 		m.handlerLateness.Observe(e.Started.Sub(e.ScheduledAt).Seconds())
@@ -265,14 +283,23 @@ func (m *Metrics) claims(cs []dedupe.Claim, err error, op string) {
 		m.dedupeErrors.WithLabelValues(op).Inc()
 		return
 	}
+	var claimed, done, busy float64
 	for _, c := range cs {
 		switch c.Outcome {
 		case dedupe.Claimed:
-			m.dedupe.WithLabelValues("claimed").Inc()
+			claimed++
 		case dedupe.AlreadyDone:
-			m.dedupe.WithLabelValues("skipped-done").Inc()
+			done++
 		case dedupe.Busy:
-			m.dedupe.WithLabelValues("waited").Inc()
+			busy++
+		}
+	}
+	for _, o := range [...]struct {
+		label string
+		n     float64
+	}{{"claimed", claimed}, {"skipped-done", done}, {"waited", busy}} {
+		if o.n > 0 {
+			m.dedupe.WithLabelValues(o.label).Add(o.n)
 		}
 	}
 }

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +29,9 @@ import (
 // embedded broker and a real redis-server; ns/op is per window, from Run to
 // the last window done (commits excluded; test/perf's BenchmarkBurst
 // includes them). It also reports how many windows each claim and settle
-// call carried.
+// call carried, and the CPU each window cost this process (the embedded
+// broker included) and redis-server. KJOB_BENCH_JOBS (default 100) and
+// KJOB_BENCH_CONC (default Config.Concurrency's) change the shape.
 func BenchmarkBacklog(b *testing.B) {
 	for _, partitions := range []int32{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) { benchBacklog(b, partitions) })
@@ -75,7 +81,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	}
 	recs := make([]*kgo.Record, 0, b.N)
 	for i := range b.N {
-		m := window(fmt.Sprintf("job-%d", i%100), "noop", i, defaultPolicy)
+		m := window(fmt.Sprintf("job-%d", i%benchJobs()), "noop", i, defaultPolicy)
 		rec, err := jobmsg.Record(topic, m)
 		if err != nil {
 			b.Fatal(err)
@@ -91,7 +97,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	all := make(chan struct{})
 	w, err := New(Config{
 		Brokers: brokers, Topic: topic, Group: "bench", Store: store, Handler: mux, WorkerID: "bench",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Concurrency: benchConc(), Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		OnExecuted: func(e Execution) {
 			if e.Outcome == OutcomeDone && done.Add(1) == int64(b.N) {
 				close(all)
@@ -104,6 +110,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.ReportAllocs()
+	cpu0, redis0 := processCPU(), redisCPU(b, r.Client())
 	b.ResetTimer()
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(rctx) }()
@@ -113,6 +120,8 @@ func benchBacklog(b *testing.B, partitions int32) {
 		b.Fatalf("only %d of %d windows done within 5 minutes", done.Load(), b.N)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "proc-cpu-µs/window")
+	b.ReportMetric((redisCPU(b, r.Client())-redis0)/float64(b.N), "redis-cpu-µs/window")
 	if info, err := r.Client().Info(ctx, "commandstats").Result(); err == nil {
 		for _, line := range strings.Split(info, "\r\n") {
 			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_z") || strings.HasPrefix(line, "cmdstat_pexpire") {
@@ -128,4 +137,45 @@ func benchBacklog(b *testing.B, partitions int32) {
 	b.ReportMetric(float64(store.settled.Load())/float64(max(1, store.settles.Load())), "windows/settle-call")
 	b.ReportMetric(float64(store.claimNS.Load())/float64(max(1, store.claims.Load()))/1e3, "µs/claim-call")
 	b.ReportMetric(float64(store.settleNS.Load())/float64(max(1, store.settles.Load()))/1e3, "µs/settle-call")
+}
+
+// benchJobs is the number of jobs the backlog's windows belong to.
+func benchJobs() int {
+	if n, err := strconv.Atoi(os.Getenv("KJOB_BENCH_JOBS")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}
+
+// benchConc is the worker's Config.Concurrency (0: its default).
+func benchConc() int {
+	if n, err := strconv.Atoi(os.Getenv("KJOB_BENCH_CONC")); err == nil && n > 0 {
+		return n
+	}
+	return 0
+}
+
+// processCPU returns this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU returns the server's user and system CPU time so far, in µs.
+func redisCPU(b *testing.B, rdb interface {
+	Info(context.Context, ...string) *redis.StringCmd
+}) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var us float64
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			us += f * 1e6
+		}
+	}
+	return us
 }

@@ -296,6 +296,11 @@ func inFlight(b *testing.B, n int) {
 	u1, redis1, cs1 := readUsage(b, pid), readUsage(b, rpid), commandStats(b, r)
 	b.StopTimer()
 	goroutines := scrapeGauge(b, "http://"+httpAddr+"/metrics", "go_goroutines")
+	// Where the RSS goes, from the Go runtime's own figures.
+	heapInuse := scrapeGauge(b, "http://"+httpAddr+"/metrics", "go_memstats_heap_inuse_bytes")
+	heapSys := scrapeGauge(b, "http://"+httpAddr+"/metrics", "go_memstats_heap_sys_bytes") -
+		scrapeGauge(b, "http://"+httpAddr+"/metrics", "go_memstats_heap_released_bytes")
+	stacks := scrapeGauge(b, "http://"+httpAddr+"/metrics", "go_memstats_stack_inuse_bytes")
 	if c := running(); c < n {
 		b.Errorf("only %d of %d windows still running after the steady %v: the figures include ended handlers", c, n, steady)
 	}
@@ -315,6 +320,9 @@ func inFlight(b *testing.B, n int) {
 	report(b, what+": assignment to all running", allRunning.Seconds(), "s", settings+"; from the group's assignment until a count found them all running")
 	report(b, what+": worker RSS", float64(max(u0.rss, u1.rss))/(1<<20), "MiB", settings+steadyText)
 	report(b, what+": worker peak RSS (VmHWM)", float64(u1.hwm)/(1<<20), "MiB", settings+"; since the worker's start")
+	report(b, what+": worker Go heap in use", heapInuse/(1<<20), "MiB", settings+"; go_memstats_heap_inuse_bytes after the steady period (live objects and garbage not yet collected)")
+	report(b, what+": worker Go heap held from the OS", heapSys/(1<<20), "MiB", settings+"; go_memstats_heap_sys_bytes minus heap_released_bytes after the steady period")
+	report(b, what+": worker goroutine stacks", stacks/(1<<20), "MiB", settings+"; go_memstats_stack_inuse_bytes after the steady period")
 	report(b, what+": worker goroutines", goroutines, "goroutines", settings+"; go_goroutines from the worker's /metrics after the steady period")
 	report(b, what+": worker CPU", 100*float64(u1.cpu-u0.cpu)/float64(steady), "% of one core", settings+steadyText)
 	report(b, what+": Redis script calls per second (claim extension)", perSec(scripts), "calls/s", settings+steadyText+"; EVAL/EVALSHA calls from INFO commandstats")

@@ -265,7 +265,17 @@ func startEnv(b *testing.B, name string, env []string, watch string, args ...str
 		defer close(p.done)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		// KJOB_BENCH_STDERR=dir keeps each process's standard error
+		// there, for looking into a run (GODEBUG=gctrace=1, say).
+		var keep *os.File
+		if dir := os.Getenv("KJOB_BENCH_STDERR"); dir != "" {
+			keep, _ = os.CreateTemp(dir, name+"-*.log")
+			defer keep.Close()
+		}
 		for sc.Scan() {
+			if keep != nil {
+				fmt.Fprintln(keep, sc.Text())
+			}
 			if watch != "" && strings.Contains(sc.Text(), watch) {
 				select {
 				case p.lines <- sc.Text():
