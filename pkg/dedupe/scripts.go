@@ -95,7 +95,9 @@ local function claim_group(tk, from, to)
     if left > 0 then
       return {0, '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')}
     end
-    local tok = redis.call('INCR', tk)
+    -- INCRBY, not INCR: it is the command the worker's ACL grants
+    -- (deploy/SECURITY.md; TestRedisACLsCoverScripts).
+    local tok = redis.call('INCRBY', tk, 1)
     redis.call('HSET', kw, 'status', 'running', 'token', string.format('%d', tok), 'attempts', string.format('%d', attempts + 1),
       'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
     redis.call('PEXPIRE', kw, hold_ms)
