@@ -202,7 +202,7 @@ func TestChaosKafkaErrors(t *testing.T) {
 		{faultKillLeader, r.killLeader},
 		{faultKillWorker, r.killWorkerMidHandler},
 	})
-	t.Logf("requests answered with an injected error: %d offset commits, %d produces, %d coordinator lookups",
+	t.Logf("requests answered with an injected error: %d offset commits (commit fault), %d produces, %d commits and coordinator lookups (coordinator fault)",
 		hits[faultKafkaCommit].Load(), hits[faultKafkaProduce].Load(), hits[faultKafkaCoordinator].Load())
 }
 

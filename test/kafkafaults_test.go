@@ -14,7 +14,8 @@ import (
 // served.
 type kafkaFaults struct {
 	commit, produce, coordinator atomic.Bool
-	// Hits count the requests answered with an error, per kind.
+	// Hits count the requests answered with an error, per kind (a commit
+	// refused as NOT_COORDINATOR counts for the coordinator fault).
 	commitHits, produceHits, coordinatorHits atomic.Int64
 }
 
@@ -22,7 +23,7 @@ type kafkaFaults struct {
 const (
 	faultKafkaCommit      = "kafka: offset commits fail (COORDINATOR_NOT_AVAILABLE)"
 	faultKafkaProduce     = "kafka: produce errors (NOT_LEADER_FOR_PARTITION)"
-	faultKafkaCoordinator = "kafka: coordinator not available (FindCoordinator)"
+	faultKafkaCoordinator = "kafka: coordinator lost (commits answered NOT_COORDINATOR, FindCoordinator refused)"
 )
 
 // install adds the control hooks to c; they stay for the cluster's life and
@@ -33,12 +34,18 @@ func (f *kafkaFaults) install(c *kfake.Cluster) {
 		code := kerr.CoordinatorNotAvailable.Code
 		switch {
 		case f.commit.Load():
+			f.commitHits.Add(1)
 		case f.coordinator.Load():
-			code = kerr.NotCoordinator.Code // sends the client to FindCoordinator
+			// The coordinator fault reached this client: it now looks
+			// its coordinator up again (FindCoordinator, refused too
+			// while the fault lasts). A burst during which no client
+			// committed and none looked a coordinator up found no
+			// target.
+			code = kerr.NotCoordinator.Code
+			f.coordinatorHits.Add(1)
 		default:
 			return nil, nil, false
 		}
-		f.commitHits.Add(1)
 		r := req.(*kmsg.OffsetCommitRequest)
 		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 		for _, t := range r.Topics {
