@@ -146,8 +146,12 @@ func TestBacklogIsBatched(t *testing.T) {
 	}
 	calls, windows := e.store.batchClaims.Load(), e.store.batchClaimed.Load()
 	t.Logf("%d windows claimed in %d ClaimBatch round trips", windows, calls)
-	if calls == 0 || windows/calls < 10 {
-		t.Errorf("%d windows claimed in %d batch round trips; want at least 10 per round trip for a backlog", windows, calls)
+	// How many windows a call carries depends on how many come up while
+	// the previous one is in flight, so on the store's speed (about 19
+	// here with redis-server, 9.9-12 with the in-process miniredis); one window
+	// per call would be 1. At least 5 is batching with room for either.
+	if calls == 0 || windows < 5*calls {
+		t.Errorf("%d windows claimed in %d batch round trips; want at least 5 per round trip for a backlog", windows, calls)
 	}
 }
 
