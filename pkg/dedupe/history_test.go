@@ -311,23 +311,6 @@ func FuzzHistoryDecode(f *testing.F) {
 	})
 }
 
-// histServerCPU reads the Redis server's CPU time in µs.
-func histServerCPU(b *testing.B, rdb *redis.Client) float64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var us float64
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			us += f * 1e6
-		}
-	}
-	return us
-}
-
 // BenchmarkHistoryAppendRuns measures what recording runs costs: batches
 // as a worker settles them (1,000 runs of 100 jobs and 500 runs of 25
 // jobs: a partition's share of the burst workload; 100 runs of one job, a
@@ -364,7 +347,7 @@ func BenchmarkHistoryAppendRuns(b *testing.B) {
 				}
 			}
 			done := 0
-			cpu := histServerCPU(b, rdb)
+			cpu := testenv.ServerCPU(b, rdb)
 			for b.Loop() {
 				next()
 				if err := s.AppendRuns(ctx, runs); err != nil {
@@ -373,7 +356,7 @@ func BenchmarkHistoryAppendRuns(b *testing.B) {
 				done += tc.batch
 			}
 			b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "runs/s")
-			b.ReportMetric((histServerCPU(b, rdb)-cpu)/float64(done), "redis-µs/run")
+			b.ReportMetric((testenv.ServerCPU(b, rdb)-cpu)/float64(done), "redis-µs/run")
 			b.StopTimer()
 			key := s.historyKey("bench0")
 			mem, err := rdb.MemoryUsage(ctx, key, 0).Result()

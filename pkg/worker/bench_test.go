@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -110,7 +109,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b.ReportAllocs()
-	cpu0, redis0 := processCPU(), redisCPU(b, r.Client())
+	cpu0, redis0 := processCPU(), testenv.ServerCPU(b, r.Client())
 	b.ResetTimer()
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(rctx) }()
@@ -121,7 +120,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "proc-cpu-µs/window")
-	b.ReportMetric((redisCPU(b, r.Client())-redis0)/float64(b.N), "redis-cpu-µs/window")
+	b.ReportMetric((testenv.ServerCPU(b, r.Client())-redis0)/float64(b.N), "redis-cpu-µs/window")
 	if info, err := r.Client().Info(ctx, "commandstats").Result(); err == nil {
 		for _, line := range strings.Split(info, "\r\n") {
 			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_z") || strings.HasPrefix(line, "cmdstat_pexpire") {
@@ -160,22 +159,4 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU returns the server's user and system CPU time so far, in µs.
-func redisCPU(b *testing.B, rdb interface {
-	Info(context.Context, ...string) *redis.StringCmd
-}) float64 {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var us float64
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			us += f * 1e6
-		}
-	}
-	return us
 }
