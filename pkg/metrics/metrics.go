@@ -71,6 +71,16 @@ type Metrics struct {
 
 type execKey struct{ job, outcome string }
 
+// series returns the series of k from cache, resolving it with
+// withLabelValues the first time.
+func series[T any](cache *sync.Map, k execKey, withLabelValues func(...string) T) T {
+	if v, ok := cache.Load(k); ok {
+		return v.(T)
+	}
+	v, _ := cache.LoadOrStore(k, withLabelValues(k.job, k.outcome))
+	return v.(T)
+}
+
 // Option configures New.
 type Option func(*Metrics)
 
@@ -243,12 +253,7 @@ func (m *Metrics) LeaseChanged(e lease.Event) {
 // Executed is a worker.Config.OnExecuted hook.
 func (m *Metrics) Executed(e worker.Execution) {
 	k := execKey{m.job(e.Job), e.Outcome}
-	if c, ok := m.execCounters.Load(k); ok {
-		c.(prometheus.Counter).Inc()
-	} else {
-		c, _ := m.execCounters.LoadOrStore(k, m.executions.WithLabelValues(k.job, k.outcome))
-		c.(prometheus.Counter).Inc()
-	}
+	series(&m.execCounters, k, m.executions.WithLabelValues).Inc()
 	switch e.Outcome {
 	case worker.OutcomeSkippedDone, worker.OutcomeSkipped:
 		return
@@ -263,11 +268,7 @@ func (m *Metrics) Executed(e worker.Execution) {
 		return
 	}
 	if e.Outcome != worker.OutcomeDeadLettered || !e.Finished.Equal(e.Started) {
-		d, ok := m.execDurations.Load(k)
-		if !ok {
-			d, _ = m.execDurations.LoadOrStore(k, m.handlerDuration.WithLabelValues(k.job, k.outcome))
-		}
-		d.(prometheus.Observer).Observe(e.Finished.Sub(e.Started).Seconds())
+		series(&m.execDurations, k, m.handlerDuration.WithLabelValues).Observe(e.Finished.Sub(e.Started).Seconds())
 	}
 	if !e.ScheduledAt.IsZero() && e.Outcome != worker.OutcomeDeadLettered {
 		m.handlerLateness.Observe(e.Started.Sub(e.ScheduledAt).Seconds())
