@@ -123,15 +123,16 @@ type Keepalive struct {
 	state    atomic.Int32 // live, expired or stopped
 	onExpire func(Expiry)
 
-	mu    sync.Mutex
-	timer *time.Timer   // Start's; nil for Init
-	done  chan struct{} // made by the first Done while live
+	mu       sync.Mutex
+	timer    *time.Timer   // Start's; nil for Init
+	done     chan struct{} // made by the first Done before release
+	released bool          // release ran: Done is closed
 }
 
 // Start returns a Keepalive proven by a call that started at proven, with
 // a timer of its own: at its step-down deadline, unless proven again, it
-// expires, closes Done and calls onExpire (if not nil) on the timer's
-// goroutine. onExpire must not block: it runs strictly before what is
+// expires, calls onExpire (if not nil) on the timer's goroutine and then
+// closes Done. onExpire must not block: it runs strictly before what is
 // kept alive can expire, and whatever it cancels should be cancelled
 // then. If the deadline has passed already, it expires at once. Stop it
 // when it is no longer needed, to release its timer.
@@ -201,12 +202,15 @@ func (k *Keepalive) Check(now time.Time) bool {
 	// A Prove racing with this may be lost: k then steps down although
 	// the call that proved it answered at its deadline. That is the safe
 	// side.
-	if !k.end(expired) {
+	if !k.state.CompareAndSwap(live, expired) {
 		return false
 	}
+	// onExpire runs before Done is closed, so whoever sees Done closed
+	// also sees what onExpire did (say, a handler's context cancelled).
 	if k.onExpire != nil {
 		k.onExpire(Expiry{Proven: timeOf(p), Deadline: timeOf(p + k.proof), At: now})
 	}
+	k.release()
 	return false
 }
 
@@ -235,15 +239,21 @@ func (k *Keepalive) end(s int32) bool {
 	if !k.state.CompareAndSwap(live, s) {
 		return false
 	}
+	k.release()
+	return true
+}
+
+// release closes Done and stops the timer of a k that has just ended.
+func (k *Keepalive) release() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.released = true
 	if k.done != nil {
 		close(k.done)
 	}
 	if k.timer != nil {
 		k.timer.Stop()
 	}
-	return true
 }
 
 // Done returns a channel that is closed when k expires or is stopped.
@@ -253,7 +263,7 @@ func (k *Keepalive) Done() <-chan struct{} {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.done == nil {
-		if k.state.Load() != live {
+		if k.released {
 			return closed
 		}
 		k.done = make(chan struct{})

@@ -228,6 +228,37 @@ func TestStartStepsDownBeforeExpiry(t *testing.T) {
 	}
 }
 
+// Done is closed only after onExpire returned: whoever waits on Done sees
+// what onExpire did. (CI once saw Done closed while onExpire had not run
+// yet, when Done was closed first.)
+func TestDoneClosedAfterOnExpire(t *testing.T) {
+	p := policy(t, time.Second, 100*time.Millisecond)
+	entered, release := make(chan struct{}), make(chan struct{})
+	k := p.Start(time.Now().Add(-p.Proof()), func(Expiry) {
+		close(entered)
+		<-release
+	})
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onExpire not called 10s after the deadline")
+	}
+	if !errors.Is(k.Err(), ErrExpired) {
+		t.Errorf("Err = %v while onExpire runs, want ErrExpired", k.Err())
+	}
+	select {
+	case <-k.Done():
+		t.Fatal("Done closed while onExpire was still running")
+	default:
+	}
+	close(release)
+	select {
+	case <-k.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed 10s after onExpire returned")
+	}
+}
+
 // A Keepalive whose proof ran out before Start expires at once.
 func TestStartAlreadyExpired(t *testing.T) {
 	p := policy(t, time.Second, 100*time.Millisecond)
