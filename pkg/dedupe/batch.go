@@ -25,7 +25,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	groups, err := s.group(ids, true)
+	groups, err := s.group(ids, true, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
 	}
@@ -122,19 +122,40 @@ type Settlement struct {
 	// Reason is recorded by release, dead-letter, skip and supersede as
 	// the window's last error (truncated to 4 KiB).
 	Reason string
+	// Next, with OpComplete only, is a window of the same job to claim
+	// for Owner in the same atomic step if, and only if, the completion
+	// succeeds: a queue lane's next window, which may start the moment
+	// its predecessor is done, one round trip after the predecessor's
+	// handler returned. Its claim is Result.Next, decided as ClaimBatch
+	// decides one window.
+	Next string
+	// Owner claims Next (as ClaimBatch's owner); it is required with Next.
+	Owner string
+}
+
+// Result is what Settle did with one Settlement.
+type Result struct {
+	// Err is nil, or wraps ErrAlreadyDone (the window is settled already:
+	// done, dead, skipped or superseded), ErrFenced (Token is not the
+	// window's current claim) or ErrBusy (a token-less skip or supersede
+	// found a live claim).
+	Err error
+	// Next is the claim of Settlement.Next when the settlement had one
+	// and succeeded: Claimed, AlreadyDone or Busy. Otherwise Next was not
+	// claimed, and Next is the zero Claim (its WindowID is empty).
+	Next Claim
 }
 
 // Settle applies ss[i] to window ss[i].ID for every i in one round trip:
 // one script call per job (or, on a single Redis server, one call for up
 // to a thousand windows of any jobs), pipelined, each window's transition
-// atomic on its own. errs[i] is nil, or wraps ErrAlreadyDone (the window is
-// settled already: done, dead, skipped or superseded), ErrFenced (Token is
-// not the window's current claim) or ErrBusy (a token-less skip or
-// supersede found a live claim). The second result is an error for the
-// batch as a whole (an unknown op, an invalid id, Redis unreachable): then
-// no per-window result is known, and the caller may retry; windows settled
-// by the failed call then report ErrAlreadyDone (a repeated extend or
-// release succeeds).
+// atomic on its own (with the claim of its Next, if any). res[i] reports
+// ss[i] (see Result). The second result is an error for the batch as a
+// whole (an unknown op, an invalid id, a Next of another job or without
+// an Owner, Redis unreachable): then no per-window result is known, and
+// the caller may retry; windows settled by the failed call then report
+// ErrAlreadyDone (a repeated extend or release succeeds), and a Next it
+// claimed is Busy until its claim expires.
 //
 // runs, if any, are appended to their jobs' run history (AppendRuns) in
 // the same round trip, after the settlements: a worker records the
@@ -142,13 +163,13 @@ type Settlement struct {
 // round trip of its own. Appending is best effort: its errors are not
 // reported (a history lost to an outage is not a settlement lost), but an
 // invalid run fails the call before anything is sent.
-func (s *Store) Settle(ctx context.Context, ss []Settlement, runs ...Run) ([]error, error) {
+func (s *Store) Settle(ctx context.Context, ss []Settlement, runs ...Run) ([]Result, error) {
 	return s.settle(ctx, ss, runs, "settle batch", "settle batch of "+strconv.Itoa(len(ss)))
 }
 
 // settle is Settle, with what naming the call in batch-wide errors and
 // invalid in errors about invalid window ids.
-func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid, what string) ([]error, error) {
+func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid, what string) ([]Result, error) {
 	var history []func(redis.Pipeliner)
 	if len(runs) > 0 {
 		for i := range runs {
@@ -167,25 +188,39 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid
 		return nil, nil
 	}
 	ids := make([]string, len(ss))
+	var next []string
 	for i, st := range ss {
 		if st.Op < OpExtend || st.Op > OpSupersede {
 			return nil, fmt.Errorf("%s: window %s: unknown op %d", what, st.ID, st.Op)
 		}
 		ids[i] = st.ID
+		if st.Next == "" {
+			continue
+		}
+		switch {
+		case st.Op != OpComplete:
+			return nil, fmt.Errorf("%s: window %s: Next %s with op %s; only a complete claims a next window", what, st.ID, st.Next, st.Op)
+		case st.Owner == "":
+			return nil, fmt.Errorf("%s: window %s: Next %s without an Owner; set the owner that claims it", what, st.ID, st.Next)
+		}
+		if next == nil {
+			next = make([]string, len(ss))
+		}
+		next[i] = st.Next
 	}
-	groups, err := s.group(ids, false)
+	groups, err := s.group(ids, false, next)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", invalid, err)
 	}
-	errs := make([]error, len(ss))
+	res := make([]Result, len(ss))
 	args := func(g *batchGroup) []any { return s.settleArgs(ss, g) }
-	results := func(call *batchGroup, cmd *redis.Cmd) error { return settleResults(ss, call.idx, cmd, errs) }
+	results := func(call *batchGroup, cmd *redis.Cmd) error { return settleResults(ss, call.idx, cmd, res) }
 	if len(groups) > 1 && s.crossJob(ctx) {
 		if groups, err = s.across(ctx, settleScript, groups, args, results, history...); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if len(groups) == 0 {
-			return errs, nil
+			return res, nil
 		}
 		history = nil // sent with the calls above
 	}
@@ -198,7 +233,7 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid
 			return nil, err
 		}
 	}
-	return errs, nil
+	return res, nil
 }
 
 // settleArgs returns the arguments of a settleScript call over g.
@@ -209,35 +244,78 @@ func (s *Store) settleArgs(ss []Settlement, g *batchGroup) []any {
 		st := ss[i]
 		spec := make([]byte, 1, 21)
 		spec[0] = opCodes[st.Op]
+		if st.Next != "" {
+			spec[0] = opChain
+		}
 		args = append(args, string(strconv.AppendInt(spec, st.Token, 10)))
 		if st.Op.takesReason() {
 			args = append(args, truncate(st.Reason, maxReasonBytes))
+		}
+		if st.Next != "" {
+			args = append(args, st.Owner)
 		}
 	}
 	return args
 }
 
-// settleResults records in errs the result of each window of a settle
+// opChain is settleScript's letter for a complete that chains the claim
+// of its Settlement.Next.
+const opChain = 'C'
+
+// settleResults records in res the result of each window of a settle
 // call (idx its windows' indexes into ss).
-func settleResults(ss []Settlement, idx []int, cmd *redis.Cmd, errs []error) error {
-	res, err := cmd.Text()
-	if err != nil || len(res) != len(idx) {
+func settleResults(ss []Settlement, idx []int, cmd *redis.Cmd, res []Result) error {
+	var (
+		digits string
+		nexts  []any // two values per chained complete (settleScript)
+	)
+	switch v := cmd.Val().(type) {
+	case string:
+		digits = v
+	case []any:
+		if len(v) > 0 {
+			digits, _ = v[0].(string)
+			nexts = v[1:]
+		}
+	}
+	if len(digits) != len(idx) {
 		return fmt.Errorf("settle batch: dedupe: unexpected reply %#v", cmd.Val())
 	}
 	for k, i := range idx {
 		st := ss[i]
-		switch res[k] {
+		switch digits[k] {
 		case resOK:
-			errs[i] = nil
+			res[i].Err = nil
 		case resDone:
-			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrAlreadyDone)
+			res[i].Err = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrAlreadyDone)
 		case resFenced:
-			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrFenced)
+			res[i].Err = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrFenced)
 		case resBusy:
-			errs[i] = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrBusy)
+			res[i].Err = fmt.Errorf("%s %s: %w", st.Op, st.ID, ErrBusy)
 		default:
-			return fmt.Errorf("%s %s: dedupe: unexpected reply %q", st.Op, st.ID, res)
+			return fmt.Errorf("%s %s: dedupe: unexpected reply %q", st.Op, st.ID, digits)
 		}
+		if st.Next == "" {
+			continue
+		}
+		if len(nexts) < 2 {
+			return fmt.Errorf("settle batch: dedupe: unexpected reply %#v", cmd.Val())
+		}
+		pair := nexts[:2]
+		nexts = nexts[2:]
+		if t, ok := pair[0].(int64); ok && t == 0 {
+			if c, ok := pair[1].(int64); ok && c == 0 {
+				continue // the completion failed: Next was left alone
+			}
+		}
+		var c [1]Claim
+		if err := parseClaims(c[:], []string{st.Next}, []int{0}, st.Owner, pair); err != nil {
+			return fmt.Errorf("settle batch: next window of %s: %w", st.ID, err)
+		}
+		res[i].Next = c[0]
+	}
+	if len(nexts) != 0 {
+		return fmt.Errorf("settle batch: dedupe: unexpected reply %#v", cmd.Val())
 	}
 	return nil
 }
@@ -279,7 +357,15 @@ func (s *Store) settleAll(ctx context.Context, op Op, ids []string, tokens []int
 	for i, id := range ids {
 		ss[i] = Settlement{ID: id, Op: op, Token: tokens[i]}
 	}
-	return s.settle(ctx, ss, nil, op.String()+" batch", op.String()+" batch of "+strconv.Itoa(len(ss)))
+	res, err := s.settle(ctx, ss, nil, op.String()+" batch", op.String()+" batch of "+strconv.Itoa(len(ss)))
+	if err != nil || res == nil {
+		return nil, err
+	}
+	errs := make([]error, len(res))
+	for i, r := range res {
+		errs[i] = r.Err
+	}
+	return errs, nil
 }
 
 // batchGroup is the windows of one job in a batch: the keys of one script
@@ -313,7 +399,12 @@ type batchArrays struct {
 //
 // It allocates per call, not per group: the groups' indexes and keys are
 // laid out, group after group, in two shared arrays.
-func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
+//
+// next, if not nil, holds for each id the window a settlement chains a
+// claim to (Settlement.Next), or "": the key of such an id is followed by
+// the next window's key and its job's token counter key. A next window of
+// another job than its id's is an error (ErrInvalidID).
+func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGroup, error) {
 	type tagged struct {
 		key   string // the window's hash key
 		group int32  // its group, in order of first appearance
@@ -321,7 +412,9 @@ func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
 	byID := make([]tagged, len(ids))
 	var (
 		counts  []int    // windows per group
+		nkeys   []int    // keys per group
 		tokens  []string // token key per group (withToken)
+		chained []string // per chaining id in order: the next window's key and its token key
 		byTag   map[string]int32
 		last    int32 = -1
 		lastTag string
@@ -341,24 +434,35 @@ func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
 				g = int32(len(counts))
 				byTag[w[:tag]] = g
 				counts = append(counts, 0)
+				nkeys = append(nkeys, 0)
 				if withToken {
 					tokens = append(tokens, tokenKey(w, tag))
+					nkeys[g]++
 				}
 			}
 			last, lastTag = g, w[:tag]
 		}
 		byID[i] = tagged{key: w, group: g}
 		counts[g]++
+		nkeys[g]++
+		if next != nil && next[i] != "" {
+			n, ntag, err := s.key(next[i])
+			if err != nil {
+				return nil, fmt.Errorf("next window of %s: %w", id, err)
+			}
+			if n[:ntag] != w[:tag] {
+				return nil, fmt.Errorf("%w %q: the next window of %s must be of the same job", ErrInvalidID, next[i], id)
+			}
+			chained = append(chained, n, tokenKey(w, tag))
+			nkeys[g] += 2
+		}
 	}
-	all := &batchArrays{idx: make([]int, len(ids)), keys: make([]string, len(ids)+len(tokens))}
+	all := &batchArrays{idx: make([]int, len(ids)), keys: make([]string, len(ids)+len(tokens)+len(chained))}
 	groups := make([]batchGroup, len(counts))
 	ptrs := make([]*batchGroup, len(counts))
 	at := batchAt{}
 	for g, n := range counts {
-		k := n
-		if withToken {
-			k++
-		}
+		k := nkeys[g]
 		grp := &groups[g]
 		grp.at, grp.all = at, all
 		grp.idx = all.idx[at.idx : at.idx : at.idx+n]
@@ -374,6 +478,10 @@ func (s *Store) group(ids []string, withToken bool) ([]*batchGroup, error) {
 		grp := &groups[t.group]
 		grp.idx = append(grp.idx, i)
 		grp.keys = append(grp.keys, t.key)
+		if next != nil && next[i] != "" {
+			grp.keys = append(grp.keys, chained[0], chained[1])
+			chained = chained[2:]
+		}
 	}
 	return ptrs, nil
 }

@@ -96,6 +96,7 @@ func exerciseStore(t *testing.T, rdb redis.UniversalClient, ns string) {
 	if err != nil || st.Status != dedupe.StatusDone || st.Holder != "w1" {
 		t.Fatalf("State(%s) = %+v, %v", ids[0], st, err)
 	}
+	exerciseChain(ctx, t, s)
 	c, err := s.Claim(ctx, "solo@2026-11-22T10:00:00Z", "w3")
 	if err != nil || c.Outcome != dedupe.Claimed {
 		t.Fatalf("Claim: %+v %v", c, err)
@@ -131,4 +132,40 @@ func TestStandaloneServer(t *testing.T) {
 func TestRedisSentinel(t *testing.T) {
 	s := testenv.NewRedisSentinel(t)
 	exerciseStore(t, s.Client(t), "sentinel")
+}
+
+// exerciseChain completes a window of each of 40 jobs and claims its next
+// window in the same Settle call (Settlement.Next): one batch mixing jobs,
+// so, on a cluster, hash slots.
+func exerciseChain(ctx context.Context, t *testing.T, s *dedupe.Store) {
+	t.Helper()
+	id := func(j, w int) string { return fmt.Sprintf("chain-%02d@2026-11-22T10:00:%02dZ", j, w) }
+	var firsts []string
+	for j := range 40 {
+		firsts = append(firsts, id(j, 0))
+	}
+	cs, err := s.ClaimBatch(ctx, firsts, "w1")
+	if err != nil {
+		t.Fatalf("ClaimBatch: %v", err)
+	}
+	ss := make([]dedupe.Settlement, len(cs))
+	for j, c := range cs {
+		if c.Outcome != dedupe.Claimed {
+			t.Fatalf("claim %s: %+v", firsts[j], c)
+		}
+		ss[j] = dedupe.Settlement{ID: firsts[j], Op: dedupe.OpComplete, Token: c.Token, Next: id(j, 1), Owner: "w1"}
+	}
+	res, err := s.Settle(ctx, ss)
+	if err != nil {
+		t.Fatalf("Settle with Next over 40 jobs: %v", err)
+	}
+	for j, r := range res {
+		if r.Err != nil || r.Next.Outcome != dedupe.Claimed || r.Next.Token <= cs[j].Token || r.Next.Attempt != 1 || r.Next.WindowID != id(j, 1) {
+			t.Fatalf("complete %s and claim %s: %+v (first token %d)", firsts[j], id(j, 1), r, cs[j].Token)
+		}
+		st, err := s.State(ctx, id(j, 1))
+		if err != nil || st.Status != dedupe.StatusRunning || st.Token != r.Next.Token || st.Holder != "w1" {
+			t.Fatalf("State(%s) after the chained claim = %+v, %v", id(j, 1), st, err)
+		}
+	}
 }

@@ -347,11 +347,11 @@ func (s *Store) DeadLetter(ctx context.Context, id string, token int64, reason s
 
 // settleOne settles one window (see Settle).
 func (s *Store) settleOne(ctx context.Context, st Settlement) error {
-	errs, err := s.settle(ctx, []Settlement{st}, nil, st.Op.String(), st.Op.String()+" "+st.ID)
+	res, err := s.settle(ctx, []Settlement{st}, nil, st.Op.String(), st.Op.String()+" "+st.ID)
 	if err != nil {
 		return err
 	}
-	return errs[0]
+	return res[0].Err
 }
 
 // Forget deletes window id's record, and with it any live claim, so the

@@ -767,7 +767,7 @@ func TestBatchGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]*Store{"single server": single, "cluster": cluster} {
-		g, err := s.group(ids, true)
+		g, err := s.group(ids, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -783,7 +783,7 @@ func TestBatchGroups(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: groups = %q, want %q", name, got, want)
 		}
-		if _, err := s.group([]string{"nojob"}, false); !errors.Is(err, ErrInvalidID) {
+		if _, err := s.group([]string{"nojob"}, false, nil); !errors.Is(err, ErrInvalidID) {
 			t.Fatalf("%s: invalid id: %v", name, err)
 		}
 	}

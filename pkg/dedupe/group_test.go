@@ -15,7 +15,7 @@ func TestGroupAndMerge(t *testing.T) {
 	ids := []string{"a@1", "b@1", "a@2", "c@1", "b@2", "a@3"}
 	key := func(id string) string { k, _, _ := s.key(id); return k }
 	for _, withToken := range []bool{false, true} {
-		groups, err := s.group(ids, withToken)
+		groups, err := s.group(ids, withToken, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestGroupAndMerge(t *testing.T) {
 			t.Errorf("withToken %v: merge of groups 2, 0 = %v %v", withToken, m.idx, m.keys)
 		}
 	}
-	if _, err := s.group([]string{"a@1", "nojob"}, false); err == nil {
+	if _, err := s.group([]string{"a@1", "nojob"}, false, nil); err == nil {
 		t.Error("group accepted an id without '@'")
 	}
 }

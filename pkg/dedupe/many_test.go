@@ -80,7 +80,7 @@ func TestStatesMatchState(t *testing.T) {
 	if err := s.Release(ctx, ids[2], cs[2].Token, "failed once"); err != nil {
 		t.Fatal(err)
 	}
-	if errs, err := s.Settle(ctx, []Settlement{{ID: ids[3], Op: OpSupersede, Token: cs[3].Token, Reason: "newer"}}); err != nil || errs[0] != nil {
+	if errs, err := s.Settle(ctx, []Settlement{{ID: ids[3], Op: OpSupersede, Token: cs[3].Token, Reason: "newer"}}); err != nil || errs[0].Err != nil {
 		t.Fatal(err, errs)
 	}
 	sts, err := s.States(ctx, append(ids, "d@1"))

@@ -73,35 +73,47 @@ end
 return reply
 `)
 
+// claimOneLua defines claim_one(kw, tk, owner, until_s, hold_ms): it
+// decides one window, whose hash is kw and whose job's token counter is tk,
+// as claim_group decides each window, and returns two values: the new
+// token and the attempt number of a claimed window, or 0 and
+// "outcome|token|attempts|claim ms left|holder" for any other (see
+// claimBatchScript).
+const claimOneLua = `
+local function claim_one(kw, tk, owner, until_s, hold_ms)
+  local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
+  local st, attempts = w[1], tonumber(w[3]) or 0
+  if st == 'done' or st == 'dead' or st == 'skipped' or st == 'superseded' then
+    return 0, '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')
+  end
+  local left = 0
+  if st == 'running' then left = (tonumber(w[5]) or 0) - now end
+  if left > 0 then
+    return 0, '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')
+  end
+  -- INCRBY, not INCR: it is the command the worker's ACL grants
+  -- (deploy/SECURITY.md; TestRedisACLsCoverScripts).
+  local tok = redis.call('INCRBY', tk, 1)
+  redis.call('HSET', kw, 'status', 'running', 'token', string.format('%d', tok), 'attempts', string.format('%d', attempts + 1),
+    'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
+  redis.call('PEXPIRE', kw, hold_ms)
+  return tok, attempts + 1
+end
+`
+
 // claimGroupLua defines claim_group(tk, from, to), the body of the claim
 // scripts: it decides the windows KEYS[from..to] of one job, whose token
 // counter is tk, and returns {first token or 0, r_from, ..., r_to} (see
 // claimBatchScript).
-const claimGroupLua = `
+const claimGroupLua = claimOneLua + `
 local owner, claim_ms, hold_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local until_s = string.format('%d', now + claim_ms)
 local function claim_group(tk, from, to)
   if from == to then
     -- One window (the common case of a worker claiming each job's next
     -- window as it comes up): the same decision, without the tables.
-    local kw = KEYS[from]
-    local w = redis.call('HMGET', kw, 'status', 'token', 'attempts', 'holder', 'claim_until_ms')
-    local st, attempts = w[1], tonumber(w[3]) or 0
-    if st == 'done' or st == 'dead' or st == 'skipped' or st == 'superseded' then
-      return {0, '1|' .. (w[2] or '0') .. '|' .. attempts .. '|0|' .. (w[4] or '')}
-    end
-    local left = 0
-    if st == 'running' then left = (tonumber(w[5]) or 0) - now end
-    if left > 0 then
-      return {0, '2|' .. (w[2] or '0') .. '|' .. attempts .. '|' .. string.format('%d', left) .. '|' .. (w[4] or '')}
-    end
-    -- INCRBY, not INCR: it is the command the worker's ACL grants
-    -- (deploy/SECURITY.md; TestRedisACLsCoverScripts).
-    local tok = redis.call('INCRBY', tk, 1)
-    redis.call('HSET', kw, 'status', 'running', 'token', string.format('%d', tok), 'attempts', string.format('%d', attempts + 1),
-      'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
-    redis.call('PEXPIRE', kw, hold_ms)
-    return {tok, attempts + 1}
+    local tok, r = claim_one(KEYS[from], tk, owner, until_s, hold_ms)
+    return {tok, r}
   end
   local out, todo, first, dups = {0}, {}, {}, {}
   for i = from, to do
@@ -163,6 +175,16 @@ end
 // token is not the window's current claim) or resBusy (a token-less skip or
 // supersede found a live claim).
 //
+// A complete may chain a claim ("C42", Settlement.Next): its window's key
+// in KEYS is followed by the next window's hash and its job's token
+// counter, and its spec in ARGV by the owner. When the completion
+// succeeds, the next window is claimed for the owner in the same script,
+// exactly as claim_one decides it; otherwise it is left alone. The reply
+// is then a table: the string of result digits, followed by two values per
+// chained complete in order: claim_one's two results (the token and
+// attempt of a claimed window, or 0 and "outcome|token|attempts|claim ms
+// left|holder"), or 0 and 0 when the completion failed.
+//
 // The ops:
 //
 //	e extend:    running with token: the claim lives another claim TTL
@@ -181,14 +203,18 @@ end
 // released); without one (token 0), they need no live claim: a window
 // whose claim expired, or that was released or never claimed, is settled,
 // while a live claim (someone runs it) answers resBusy.
-var settleScript = redis.NewScript(luaNow + `
+var settleScript = redis.NewScript(luaNow + claimOneLua + `
 local claim_ms, hold_ms, retain_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local out, a = {}, 4
-for i = 1, #KEYS do
-  local kw = KEYS[i]
+local out, nexts, until_s, a, k, i = {}, nil, nil, 4, 1, 0
+while k <= #KEYS do
+  i = i + 1
+  local kw = KEYS[k]
+  k = k + 1
   local spec = ARGV[a]
   a = a + 1
   local op, token = string.sub(spec, 1, 1), string.sub(spec, 2)
+  local chain = op == 'C'
+  if chain then op = 'c' end
   local reason = ''
   if op == 'r' or op == 'd' or op == 's' or op == 'p' then
     reason = ARGV[a]
@@ -246,6 +272,25 @@ for i = 1, #KEYS do
     return redis.error_reply('kjob settle: unknown op ' .. op)
   end
   out[i] = r
+  if chain then
+    local kn, tk, owner = KEYS[k], KEYS[k + 1], ARGV[a]
+    k = k + 2
+    a = a + 1
+    nexts = nexts or {''}
+    if r == '0' then
+      until_s = until_s or string.format('%d', now + claim_ms)
+      local tok, c = claim_one(kn, tk, owner, until_s, hold_ms)
+      nexts[#nexts + 1] = tok
+      nexts[#nexts + 1] = c
+    else
+      nexts[#nexts + 1] = 0
+      nexts[#nexts + 1] = 0
+    end
+  end
+end
+if nexts then
+  nexts[1] = table.concat(out)
+  return nexts
 end
 return table.concat(out)
 `)

@@ -22,7 +22,7 @@ func TestSkipAndSupersedeAreSettled(t *testing.T) {
 			// Never claimed: settled without a token.
 			fresh := "job-" + tc.status + "@2026-11-22T10:00:00Z"
 			errs, err := s.Settle(ctx, []Settlement{{ID: fresh, Op: tc.op, Reason: "because"}})
-			if err != nil || errs[0] != nil {
+			if err != nil || errs[0].Err != nil {
 				t.Fatalf("settle a fresh window: %v %v", err, errs)
 			}
 			st, err := s.State(ctx, fresh)
@@ -39,11 +39,11 @@ func TestSkipAndSupersedeAreSettled(t *testing.T) {
 			held := "job-" + tc.status + "@2026-11-22T10:01:00Z"
 			c := mustClaim(t, s, held, "w1", Claimed)
 			errs, err = s.Settle(ctx, []Settlement{{ID: held, Op: tc.op, Token: c.Token + 1, Reason: "not mine"}})
-			if err != nil || !errors.Is(errs[0], ErrFenced) {
+			if err != nil || !errors.Is(errs[0].Err, ErrFenced) {
 				t.Fatalf("settle with another token: %v %v, want ErrFenced", err, errs)
 			}
 			errs, err = s.Settle(ctx, []Settlement{{ID: held, Op: tc.op, Token: c.Token, Reason: "newer window"}})
-			if err != nil || errs[0] != nil {
+			if err != nil || errs[0].Err != nil {
 				t.Fatalf("settle with the claim's token: %v %v", err, errs)
 			}
 			if err := s.Complete(ctx, held, c.Token); !errors.Is(err, ErrAlreadyDone) {
@@ -54,7 +54,7 @@ func TestSkipAndSupersedeAreSettled(t *testing.T) {
 			}
 			// Settling again reports it settled, whatever the op.
 			errs, err = s.Settle(ctx, []Settlement{{ID: held, Op: OpSkip, Reason: "again"}, {ID: held, Op: OpDeadLetter, Token: c.Token, Reason: "again"}})
-			if err != nil || !errors.Is(errs[0], ErrAlreadyDone) || !errors.Is(errs[1], ErrAlreadyDone) {
+			if err != nil || !errors.Is(errs[0].Err, ErrAlreadyDone) || !errors.Is(errs[1].Err, ErrAlreadyDone) {
 				t.Fatalf("settle a settled window: %v %v", err, errs)
 			}
 			if st, _ := s.State(ctx, held); st.Status != tc.status || st.LastError != "newer window" {
@@ -72,7 +72,7 @@ func TestSkipWithoutTokenWaitsForLiveClaim(t *testing.T) {
 	ctx := context.Background()
 	c := mustClaim(t, s, win, "w1", Claimed)
 	errs, err := s.Settle(ctx, []Settlement{{ID: win, Op: OpSkip, Reason: "r"}})
-	if err != nil || !errors.Is(errs[0], ErrBusy) {
+	if err != nil || !errors.Is(errs[0].Err, ErrBusy) {
 		t.Fatalf("skip under a live claim: %v %v, want ErrBusy", err, errs)
 	}
 	if st, _ := s.State(ctx, win); st.Status != StatusRunning {
@@ -80,7 +80,7 @@ func TestSkipWithoutTokenWaitsForLiveClaim(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the claim's TTL runs out on the server's clock
 	errs, err = s.Settle(ctx, []Settlement{{ID: win, Op: OpSkip, Reason: "r"}})
-	if err != nil || errs[0] != nil {
+	if err != nil || errs[0].Err != nil {
 		t.Fatalf("skip after the claim expired: %v %v", err, errs)
 	}
 	if err := s.Complete(ctx, win, c.Token); !errors.Is(err, ErrAlreadyDone) {
@@ -93,7 +93,7 @@ func TestSkipWithoutTokenWaitsForLiveClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs, err = s.Settle(ctx, []Settlement{{ID: released, Op: OpSupersede, Reason: "replaced"}})
-	if err != nil || errs[0] != nil {
+	if err != nil || errs[0].Err != nil {
 		t.Fatalf("supersede a released window: %v %v", err, errs)
 	}
 	mustClaim(t, s, released, "w2", AlreadyDone)
@@ -138,8 +138,8 @@ func TestSettleMixedBatch(t *testing.T) {
 		t.Errorf("script calls for a mixed batch of 3 jobs = %d, want 1", n)
 	}
 	for i := range ss {
-		if want[i] == nil && errs[i] != nil || want[i] != nil && !errors.Is(errs[i], want[i]) {
-			t.Errorf("%s %s: %v, want %v", ss[i].Op, ss[i].ID, errs[i], want[i])
+		if want[i] == nil && errs[i].Err != nil || want[i] != nil && !errors.Is(errs[i].Err, want[i]) {
+			t.Errorf("%s %s: %v, want %v", ss[i].Op, ss[i].ID, errs[i].Err, want[i])
 		}
 	}
 	wantStatus := []string{StatusDone, StatusFailed, StatusRunning, StatusSkipped}
@@ -151,5 +151,72 @@ func TestSettleMixedBatch(t *testing.T) {
 	}
 	if _, err := s.Settle(ctx, []Settlement{{ID: win, Op: Op(99)}}); err == nil {
 		t.Error("an unknown op was accepted")
+	}
+}
+
+// A complete with Next claims the job's next window in the same step, and
+// only when the completion succeeds: a refused completion leaves the next
+// window alone; a next window done already or held by a live claim is
+// reported as ClaimBatch would.
+func TestSettleChainsTheNextClaim(t *testing.T) {
+	s, _, _ := newStore(t, Config{ClaimTTL: 10 * time.Second})
+	ctx := context.Background()
+	id := func(i int) string { return fmt.Sprintf("chain@2026-11-22T10:0%d:00Z", i) }
+	cs, err := s.ClaimBatch(ctx, []string{id(0), id(3), id(5), id(6)}, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, id(6), cs[3].Token); err != nil { // id(6) is done
+		t.Fatal(err)
+	}
+	// id(1) is held by another worker's live claim.
+	if err := s.Complete(ctx, id(3), cs[1].Token); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Claim(ctx, id(1), "w2")
+	if err != nil || other.Outcome != Claimed {
+		t.Fatalf("w2 claims %s: %+v %v", id(1), other, err)
+	}
+	res, err := s.Settle(ctx, []Settlement{
+		{ID: id(0), Op: OpComplete, Token: cs[0].Token, Next: id(1), Owner: "w1"}, // next busy
+		{ID: id(5), Op: OpComplete, Token: cs[2].Token, Next: id(6), Owner: "w1"}, // next done
+		{ID: id(3), Op: OpComplete, Token: cs[1].Token, Next: id(4), Owner: "w1"}, // already done: next left alone
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil || res[0].Next.Outcome != Busy || res[0].Next.Holder != "w2" || res[0].Next.Token != other.Token || res[0].Next.Retry <= 0 {
+		t.Errorf("next window held by w2: %+v, want Busy with w2's token %d", res[0], other.Token)
+	}
+	if res[1].Err != nil || res[1].Next.Outcome != AlreadyDone || res[1].Next.Token != cs[3].Token {
+		t.Errorf("next window done: %+v, want AlreadyDone with token %d", res[1], cs[3].Token)
+	}
+	if !errors.Is(res[2].Err, ErrAlreadyDone) || res[2].Next != (Claim{}) {
+		t.Errorf("refused completion: %+v, want ErrAlreadyDone and no claim of the next window", res[2])
+	}
+	if st, err := s.State(ctx, id(4)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the next window of a refused completion: %+v %v, want never claimed (ErrNotFound)", st, err)
+	}
+	// A fenced completion claims nothing either.
+	c, err := s.Claim(ctx, id(7), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Settle(ctx, []Settlement{{ID: id(7), Op: OpComplete, Token: c.Token + 1, Next: id(8), Owner: "w1"}})
+	if err != nil || !errors.Is(res[0].Err, ErrFenced) || res[0].Next != (Claim{}) {
+		t.Errorf("fenced completion: %+v %v, want ErrFenced and no claim", res, err)
+	}
+	// Mistakes fail the whole call before Redis is asked.
+	for _, bad := range []Settlement{
+		{ID: id(7), Op: OpComplete, Token: c.Token, Next: "other@2026-11-22T10:00:00Z", Owner: "w1"},
+		{ID: id(7), Op: OpComplete, Token: c.Token, Next: id(8)},
+		{ID: id(7), Op: OpRelease, Token: c.Token, Next: id(8), Owner: "w1"},
+	} {
+		if _, err := s.Settle(ctx, []Settlement{bad}); err == nil {
+			t.Errorf("Settle(%+v) succeeded, want an error", bad)
+		}
+	}
+	if st, err := s.State(ctx, id(7)); err != nil || st.Status != StatusRunning {
+		t.Errorf("%s after refused calls: %+v %v, want still running", id(7), st, err)
 	}
 }

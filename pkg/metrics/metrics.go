@@ -327,8 +327,8 @@ func (s *instrumented) ClaimBatch(ctx context.Context, ids []string, owner strin
 	return cs, err
 }
 
-func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
-	errs, err := s.Store.Settle(ctx, ss, runs...)
+func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]dedupe.Result, error) {
+	res, err := s.Store.Settle(ctx, ss, runs...)
 	if err != nil {
 		ops := map[dedupe.Op]bool{}
 		for _, st := range ss {
@@ -337,12 +337,19 @@ func (s *instrumented) Settle(ctx context.Context, ss []dedupe.Settlement, runs 
 				s.m.dedupeErrors.WithLabelValues(st.Op.String()).Inc()
 			}
 		}
-		return errs, err
+		return res, err
 	}
-	for _, e := range errs {
-		if errors.Is(e, dedupe.ErrFenced) {
+	var next []dedupe.Claim // the claims chained to completions count as claims
+	for _, r := range res {
+		if errors.Is(r.Err, dedupe.ErrFenced) {
 			s.m.dedupe.WithLabelValues("fenced").Inc()
 		}
+		if r.Next.WindowID != "" {
+			next = append(next, r.Next)
+		}
 	}
-	return errs, err
+	if len(next) > 0 {
+		s.m.claims(next, nil, "claim")
+	}
+	return res, err
 }

@@ -84,8 +84,8 @@ func TestHooks(t *testing.T) {
 	}
 }
 
-// The store wrapper counts claim outcomes, fenced settlements and store
-// errors.
+// The store wrapper counts claim outcomes (those chained to completions
+// included), fenced settlements and store errors.
 func TestStore(t *testing.T) {
 	r := testenv.NewRedis(t)
 	s, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "m"})
@@ -99,8 +99,9 @@ func TestStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@1", Op: dedupe.OpComplete, Token: cs[0].Token}}); err != nil || errs[0] != nil {
-		t.Fatal(err, errs)
+	// A completion that claims the job's next window counts that claim.
+	if res, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@1", Op: dedupe.OpComplete, Token: cs[0].Token, Next: "j@4", Owner: "w"}}); err != nil || res[0].Err != nil || res[0].Next.Outcome != dedupe.Claimed {
+		t.Fatal(err, res)
 	}
 	if _, err := ws.ClaimBatch(ctx, []string{"j@1"}, "w"); err != nil { // done
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@2", Op: dedupe.OpComplete, Token: cs[1].Token + 1}})
-	if err != nil || !errors.Is(errs[0], dedupe.ErrFenced) {
+	if err != nil || !errors.Is(errs[0].Err, dedupe.ErrFenced) {
 		t.Fatalf("complete with a wrong token: %v %v", err, errs)
 	}
 	r.Kill()
@@ -119,7 +120,7 @@ func TestStore(t *testing.T) {
 	if _, err := ws.Settle(ctx, []dedupe.Settlement{{ID: "j@3", Op: dedupe.OpExtend, Token: 1}}); err == nil {
 		t.Fatal("settle with Redis down succeeded")
 	}
-	for o, want := range map[string]float64{"claimed": 2, "skipped-done": 1, "waited": 1, "fenced": 1} {
+	for o, want := range map[string]float64{"claimed": 3, "skipped-done": 1, "waited": 1, "fenced": 1} {
 		if got := testutil.ToFloat64(m.dedupe.WithLabelValues(o)); got != want {
 			t.Errorf("dedupe %s = %v, want %v", o, got, want)
 		}

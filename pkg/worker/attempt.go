@@ -281,13 +281,14 @@ func (l *loop) stopAttempt(a *attempt, res *result) {
 }
 
 // attemptEnded hands an ended attempt's result to the settle step. After
-// a success, the attempt's slot goes to the next window of its lane,
-// claimed ahead (claimAhead), if there is one.
+// a success, the attempt's slot goes to the next window of its lane, which
+// the completion claims in the same store call (chainNext), if there is
+// one.
 func (l *loop) attemptEnded(a *attempt, res result) {
 	delete(l.running, a)
 	a.wn.att = nil
 	clean := res.err == nil && !res.fenced && !res.unproven && !res.abandoned && !res.superseded
-	if !clean || !l.claimAhead(a.wn) {
+	if !clean || l.chainNext(a.wn) == nil {
 		l.putSlot(1)
 	}
 	l.settleResult(a.wn, res)
@@ -321,7 +322,7 @@ func (l *loop) extendClaims() {
 	go func() {
 		at := time.Now()
 		cctx, cancel := context.WithTimeout(l.ctx, storeCallTimeout)
-		errs, err := w.cfg.Store.Settle(cctx, ss)
+		res, err := w.cfg.Store.Settle(cctx, ss)
 		cancel()
 		if err == nil {
 			w.storeUp(l.log)
@@ -332,10 +333,10 @@ func (l *loop) extendClaims() {
 		for i, a := range atts {
 			switch {
 			case err != nil:
-			case errs[i] == nil:
+			case res[i].Err == nil:
 				a.claim.Prove(at)
-			case errors.Is(errs[i], dedupe.ErrFenced), errors.Is(errs[i], dedupe.ErrAlreadyDone):
-				a.fence(errs[i])
+			case errors.Is(res[i].Err, dedupe.ErrFenced), errors.Is(res[i].Err, dedupe.ErrAlreadyDone):
+				a.fence(res[i].Err)
 			}
 		}
 		l.inbox.post(func() { l.extend = false })

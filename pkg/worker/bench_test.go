@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,7 +32,10 @@ import (
 // includes them). It also reports how many windows each claim and settle
 // call carried, and the CPU each window cost this process (the embedded
 // broker included) and redis-server. KJOB_BENCH_JOBS (default 100) and
-// KJOB_BENCH_CONC (default Config.Concurrency's) change the shape.
+// KJOB_BENCH_CONC (default Config.Concurrency's) change the shape;
+// KJOB_BENCH_MEMSTORE=1 replaces Redis by an in-memory store (the worker's
+// own cost, without the store's round trips); KJOB_BENCH_CPUPROFILE=file
+// profiles the measured part.
 func BenchmarkBacklog(b *testing.B) {
 	for _, partitions := range []int32{1, 4} {
 		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) { benchBacklog(b, partitions) })
@@ -52,7 +57,7 @@ func (c *callCounter) ClaimBatch(ctx context.Context, ids []string, owner string
 	return c.Store.ClaimBatch(ctx, ids, owner)
 }
 
-func (c *callCounter) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
+func (c *callCounter) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]dedupe.Result, error) {
 	c.settles.Add(1)
 	c.settled.Add(int64(len(ss)))
 	t := time.Now()
@@ -67,7 +72,11 @@ func benchBacklog(b *testing.B, partitions int32) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := &callCounter{Store: ds}
+	var inner Store = ds
+	if os.Getenv("KJOB_BENCH_MEMSTORE") != "" {
+		inner = &memStore{st: map[string]*memWin{}}
+	}
+	store := &callCounter{Store: inner}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		b.Fatal(err)
@@ -110,6 +119,7 @@ func benchBacklog(b *testing.B, partitions int32) {
 	defer cancel()
 	b.ReportAllocs()
 	cpu0, redis0 := processCPU(), testenv.ServerCPU(b, r.Client())
+	stopProfile := startProfile(b)
 	b.ResetTimer()
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(rctx) }()
@@ -119,11 +129,12 @@ func benchBacklog(b *testing.B, partitions int32) {
 		b.Fatalf("only %d of %d windows done within 5 minutes", done.Load(), b.N)
 	}
 	b.StopTimer()
+	stopProfile()
 	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "proc-cpu-µs/window")
 	b.ReportMetric((testenv.ServerCPU(b, r.Client())-redis0)/float64(b.N), "redis-cpu-µs/window")
 	if info, err := r.Client().Info(ctx, "commandstats").Result(); err == nil {
 		for _, line := range strings.Split(info, "\r\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha") || strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_z") || strings.HasPrefix(line, "cmdstat_pexpire") {
+			if strings.HasPrefix(line, "cmdstat_") {
 				b.Log(line)
 			}
 		}
@@ -132,10 +143,32 @@ func benchBacklog(b *testing.B, partitions int32) {
 	if err := <-errc; err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("%d windows claimed in %d claim calls; %d windows in %d settle calls", store.claimed.Load(), store.claims.Load(), store.settled.Load(), store.settles.Load())
 	b.ReportMetric(float64(store.claimed.Load())/float64(max(1, store.claims.Load())), "windows/claim-call")
 	b.ReportMetric(float64(store.settled.Load())/float64(max(1, store.settles.Load())), "windows/settle-call")
 	b.ReportMetric(float64(store.claimNS.Load())/float64(max(1, store.claims.Load()))/1e3, "µs/claim-call")
 	b.ReportMetric(float64(store.settleNS.Load())/float64(max(1, store.settles.Load()))/1e3, "µs/settle-call")
+}
+
+// startProfile starts a CPU profile of the measured part alone (not the
+// backlog's production) into the file KJOB_BENCH_CPUPROFILE names, if set,
+// and returns what stops it.
+func startProfile(b *testing.B) func() {
+	path := os.Getenv("KJOB_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // benchJobs is the number of jobs the backlog's windows belong to.
@@ -159,4 +192,103 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkInFlightMemory measures what a window in flight holds in the
+// worker's memory: 10,000 windows of 10,000 jobs (KJOB_BENCH_INFLIGHT
+// changes the number) whose handlers block until the benchmark ends,
+// Concurrency as many, the embedded broker and a real redis-server. Once
+// every handler runs it forces a collection and reports the live heap and
+// the goroutine stacks this process gained per window in flight (the
+// broker's share of the heap is in the baseline, taken after the
+// backlog was produced). KJOB_BENCH_MEMPROFILE writes a heap profile then.
+func BenchmarkInFlightMemory(b *testing.B) {
+	n := 10_000
+	if v, err := strconv.Atoi(os.Getenv("KJOB_BENCH_INFLIGHT")); err == nil && v > 0 {
+		n = v
+	}
+	brokers := testenv.Brokers(b, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	r := testenv.NewRedis(b)
+	ds, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for i := range b.N {
+		topic := fmt.Sprintf("inflight-%d", i)
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			b.Fatal(err)
+		}
+		recs := make([]*kgo.Record, 0, n)
+		for j := range n {
+			m := window(fmt.Sprintf("job-%d", j), "block", j, defaultPolicy)
+			m.Policy.Timeout = jobmsg.Duration(time.Hour)
+			rec, err := jobmsg.Record(topic, m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		recs = nil
+		release := make(chan struct{})
+		var running atomic.Int64
+		all := make(chan struct{})
+		mux := handler.NewMux()
+		mux.HandleFunc("block", func(ctx context.Context, _ *handler.Job) error {
+			if running.Add(1) == int64(n) {
+				close(all)
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+		w, err := New(Config{
+			Brokers: brokers, Topic: topic, Group: topic, Store: ds, Handler: mux, WorkerID: "bench",
+			Concurrency: n, MaxUncommitted: n,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		rctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(rctx) }()
+		select {
+		case <-all:
+		case <-time.After(2 * time.Minute):
+			b.Fatalf("only %d of %d handlers running after 2 minutes", running.Load(), n)
+		}
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if path := os.Getenv("KJOB_BENCH_MEMPROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-B/window")
+		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(n), "stack-B/window")
+		b.ReportMetric(float64(after.HeapSys-after.HeapReleased)/(1<<20), "heap-held-MiB")
+		close(release)
+		cancel()
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+	}
 }

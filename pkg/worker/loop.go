@@ -34,14 +34,14 @@ type win struct {
 	// superseded rather than retried.
 	superseded string
 
-	// Claiming ahead (queue lanes): while a window's completion is being
-	// recorded, the next window of its job is claimed with the slot the
-	// first one ran on, so it starts the moment the first is settled.
-	ahead     bool      // claimed (or being claimed) ahead of its turn
-	held      bool      // ahead, and its claim is in hand (state stHeld)
-	proven    time.Time // when the call that took the held claim started
-	aheadDone bool      // the claim ahead found it done: skip it in its turn
-	next      *win      // the window claimed ahead on this one's behalf
+	// Chaining (queue lanes): the store call that completes a window
+	// also claims the next window of its lane (dedupe.Settlement.Next),
+	// on the slot the first one ran on, so the next one starts the moment
+	// the first is done, one round trip after its handler returned.
+	next      *win         // the window this one's completion claims (in flight)
+	chained   dedupe.Claim // the claim a predecessor's completion took for this window, until its turn
+	chainedAt time.Time    // when the call that took it started (what proves it)
+	unchain   bool         // dropped while its chained claim was in flight: give it back
 }
 
 type winState uint8
@@ -53,7 +53,7 @@ const (
 	stRunning           // its attempt runs (holds a slot)
 	stSettling          // a store call or a dead letter for it is in flight
 	stWaiting           // a backoff or a busy wait before claiming again
-	stHeld              // claimed ahead of its turn, holding a slot
+	stChaining          // its claim rides on its predecessor's completion (holds a slot)
 	stDone              // settled (or left to the partition's next owner)
 )
 
@@ -78,7 +78,7 @@ type loop struct {
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
 	ops      []op   // settlements queued
-	settling bool   // a settle call is in flight
+	settling int    // settle calls in flight (at most maxSettleCalls)
 	// runs are the settlements reported and not yet recorded in the jobs'
 	// run history: they go with a settle call once they are historyDelay
 	// old (so a backlog's runs of one job are packed together), or on
@@ -92,7 +92,7 @@ type loop struct {
 
 	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
 	timers  map[*time.Timer]struct{}
-	held    map[*win]struct{} // windows claimed ahead, claim in hand
+	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
 	halted  bool // start nothing new
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
@@ -139,7 +139,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		slots:   w.slots.Waiter(),
 		running: map[*attempt]struct{}{},
 		timers:  map[*time.Timer]struct{}{},
-		held:    map[*win]struct{}{},
+		chained: map[*win]struct{}{},
 		inbox:   inbox{wake: make(chan struct{}, 1)},
 	}
 	l.run()
@@ -213,7 +213,7 @@ func (l *loop) drain() {
 // idle reports whether nothing is in flight: every attempt returned or
 // was abandoned, and no store call or dead letter is under way.
 func (l *loop) idle() bool {
-	return len(l.running) == 0 && l.claiming == 0 && !l.settling && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
+	return len(l.running) == 0 && l.claiming == 0 && l.settling == 0 && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
 }
 
 // halt stops starting windows: the ones waiting for a slot or a claim
@@ -236,67 +236,83 @@ func (l *loop) halt() {
 		t.Stop()
 		delete(l.timers, t)
 	}
-	for wn := range l.held {
+	for wn := range l.chained {
 		l.giveBack(wn)
 		wn.state = stDone
 	}
 }
 
-// giveBack returns the claim a window holds ahead of its turn, and its
-// slot: the window waits in its lane as if never claimed.
-func (l *loop) giveBack(wn *win) {
-	delete(l.held, wn)
-	wn.ahead, wn.held = false, false
-	wn.state = stNew
-	l.putSlot(1)
-	l.queue(nil, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpUnclaim, Token: wn.claim.Token}, nil, func(error) {})
-}
-
-// claimAhead claims, with the slot of wn's finished attempt, the window
-// that starts in wn's lane once wn is settled; it reports whether it did
-// (then the slot passed to that window).
-func (l *loop) claimAhead(wn *win) bool {
+// chainNext picks, for wn whose attempt succeeded, the window its
+// completion claims in the same store call (dedupe.Settlement.Next): the
+// next window of its queue lane, which starts once wn is done. It reports
+// that window, which now holds wn's slot, or nil.
+func (l *loop) chainNext(wn *win) *win {
 	if l.halted {
-		return false
+		return nil
 	}
 	it := l.lanes.Next(&wn.item)
 	if it == nil {
-		return false
+		return nil
 	}
 	n := it.Data.(*win)
-	if n.state != stNew || n.ahead || n.aheadDone || n.superseded != "" {
-		return false
+	if n.state != stNew || n.superseded != "" {
+		return nil
 	}
-	n.ahead, n.state = true, stClaiming
-	l.claimQ = append(l.claimQ, n)
+	n.state = stChaining
 	wn.next = n
-	return true
+	return n
 }
 
-// dropAhead undoes claimAhead when wn turns out not to be settled (its
-// completion was refused): the window claimed ahead gives its claim and
-// slot back, now or when its claim call returns.
-func (l *loop) dropAhead(wn *win) {
+// chainAnswered records what the completion of wn did with the claim of
+// its next window (chainNext): taken with the call that started at
+// proven (c, if ok), or not taken (the completion failed, or the call).
+// The next window keeps wn's slot until its turn, which comes when wn is
+// finished; a window not claimed gives the slot back and waits in its
+// lane to be claimed in its turn.
+func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time) {
 	n := wn.next
 	wn.next = nil
-	if n == nil || !n.ahead || n.item.Active() {
+	if n == nil {
 		return
 	}
-	switch n.state {
-	case stHeld:
-		l.giveBack(n)
-	case stClaiming:
-		n.ahead = false
-		for i, q := range l.claimQ {
-			if q == n { // not sent yet
-				l.claimQ = append(l.claimQ[:i], l.claimQ[i+1:]...)
-				n.state = stNew
-				l.putSlot(1)
-				break
-			}
+	claimed := ok && c.WindowID != ""
+	switch {
+	case !claimed:
+		l.putSlot(1)
+	case n.unchain || l.halted:
+		// Dropped from its lane meanwhile, or the partition is going.
+		l.putSlot(1)
+		if c.Outcome == dedupe.Claimed {
+			l.unclaim(c)
 		}
-		// in flight: claimed gives it back
+	default:
+		n.chained, n.chainedAt = c, proven
+		l.chained[n] = struct{}{}
+		return
 	}
+	n.unchain = false
+	if n.state == stChaining {
+		n.state = stNew
+	}
+}
+
+// giveBack returns the chained claim a window holds until its turn, and
+// its slot: the window waits in its lane as if never claimed.
+func (l *loop) giveBack(wn *win) {
+	delete(l.chained, wn)
+	c := wn.chained
+	wn.chained = dedupe.Claim{}
+	wn.state = stNew
+	l.putSlot(1)
+	if c.Outcome == dedupe.Claimed {
+		l.unclaim(c)
+	}
+}
+
+// unclaim gives back a claim whose attempt never started, so the next
+// claim of its window runs at once with the same attempt number.
+func (l *loop) unclaim(c dedupe.Claim) {
+	l.queue(nil, dedupe.Settlement{ID: c.WindowID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
 }
 
 // The run history is written with the settle calls: a run waits until
@@ -307,6 +323,11 @@ const (
 	historyDelay   = 100 * time.Millisecond
 	maxPendingRuns = 4096
 )
+
+// maxSettleCalls bounds the settle calls a partition has in flight: while
+// one is in flight, the windows that finish meanwhile go in the next, so
+// a lane waits for at most one call before its own.
+const maxSettleCalls = 1
 
 // maxClaimCalls bounds the claim calls a partition has in flight: a
 // second one lets windows that became ready meanwhile be claimed without
@@ -346,8 +367,8 @@ func (l *loop) kick() {
 		}()
 	}
 	historyDue := len(l.runs) > 0 && (l.flushRuns || l.halted || len(l.runs) >= maxPendingRuns || time.Since(l.runsSince) >= historyDelay)
-	if !l.settling && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
-		l.settling = true
+	if l.settling < maxSettleCalls && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
+		l.settling++
 		batch := l.ops
 		l.ops = nil
 		var runs []dedupe.Run
@@ -359,17 +380,22 @@ func (l *loop) kick() {
 			ss[i] = o.st
 		}
 		go func() {
-			errs, err := l.w.settleBatch(l.ctx, ss, runs)
+			res, proven, err := l.w.settleBatch(l.ctx, ss, runs)
 			l.inbox.post(func() {
-				l.settling = false
+				l.settling--
 				for i, o := range batch {
-					e := err
-					if err == nil {
-						e = errs[i]
+					var r dedupe.Result
+					if err != nil {
+						r.Err = err
+					} else {
+						r = res[i]
 					}
-					o.then(e)
+					if o.st.Next != "" {
+						l.chainAnswered(o.wn, r.Next, err == nil && r.Err == nil, proven)
+					}
+					o.then(r.Err)
 				}
-				l.doneLogged(batch, errs, err)
+				l.doneLogged(batch, res, err)
 			})
 		}()
 	}
@@ -395,12 +421,13 @@ func (l *loop) arrive(recs []*kgo.Record) {
 func (l *loop) apply(d lanes.Decision) {
 	for _, dr := range d.Drop {
 		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
-		if wn.ahead { // a policy changed mid-lane: give the claim back first
-			if wn.held {
-				l.giveBack(wn)
-			} else {
-				wn.ahead = false // in flight: claimed gives it back
-			}
+		// A policy changed mid-lane: give a chained claim back first.
+		switch {
+		case wn.state == stChaining && wn.chained.WindowID != "":
+			l.giveBack(wn)
+		case wn.state == stChaining:
+			wn.unchain = true // in flight: chainAnswered gives it back
+			wn.state = stNew
 		}
 		if dr.Superseded {
 			l.settleIdle(wn, dedupe.OpSupersede, fmt.Sprintf("superseded by window %s before it started (overlap policy replace)", by.msg.ID))
@@ -449,30 +476,24 @@ func (l *loop) supersede(wn, by *win) {
 // replaced it meanwhile.
 func (l *loop) toReady(wn *win) {
 	if l.halted {
+		if wn.chained.WindowID != "" {
+			l.giveBack(wn)
+		}
 		wn.state = stDone
 		return
 	}
-	switch {
-	case wn.held && wn.superseded != "":
-		delete(l.held, wn)
-		wn.held, wn.ahead = false, false
-		l.putSlot(1)
-		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
+	if wn.chained.WindowID != "" {
+		// Its predecessor's completion claimed it: it goes on at once,
+		// on the slot it holds.
+		delete(l.chained, wn)
+		c, proven := wn.chained, wn.chainedAt
+		wn.chained = dedupe.Claim{}
+		wn.state = stClaiming
+		l.claimedOne(wn, c, proven)
 		return
-	case wn.superseded != "":
+	}
+	if wn.superseded != "" {
 		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
-		return
-	case wn.held: // claimed ahead: it starts now, on the slot it holds
-		delete(l.held, wn)
-		wn.held, wn.ahead = false, false
-		l.start(wn, wn.proven)
-		return
-	case wn.ahead && wn.state == stClaiming:
-		return // its claim call is in flight: claimed starts it
-	case wn.aheadDone:
-		wn.aheadDone = false
-		l.report(wn, OutcomeSkippedDone, nil, nil)
-		l.finish(wn)
 		return
 	}
 	wn.state = stReady
@@ -519,69 +540,43 @@ func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err er
 		return
 	}
 	for i, wn := range batch {
-		c := cs[i]
-		wn.claim = c
-		if !wn.item.Active() && !l.halted { // claimed ahead of its turn
-			l.claimedAhead(wn, c, proven)
-			continue
-		}
-		wn.ahead = false
-		switch {
-		case l.halted:
-			l.putSlot(1)
-			wn.state = stDone
-			if c.Outcome == dedupe.Claimed {
-				// Claimed for a window that will not start here: give it
-				// back, so the next owner runs it at once with the same
-				// attempt number.
-				l.queue(nil, dedupe.Settlement{ID: c.WindowID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
-			}
-		case c.Outcome == dedupe.Claimed && wn.superseded != "":
-			l.putSlot(1)
-			l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
-		case c.Outcome == dedupe.Claimed:
-			if age, old := l.w.beyondHorizon(wn.rec, wn.msg); old {
-				l.putSlot(1)
-				l.tooOld(wn, age)
-				continue
-			}
-			l.start(wn, proven)
-		case c.Outcome == dedupe.AlreadyDone:
-			l.putSlot(1)
-			l.report(wn, OutcomeSkippedDone, nil, nil)
-			l.finish(wn)
-		default: // Busy: another claim is live (or ours, whose reply was lost)
-			l.putSlot(1)
-			l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
-		}
+		l.claimedOne(wn, cs[i], proven)
 	}
 }
 
-// claimedAhead handles the claim of a window claimed ahead of its turn
-// (claimAhead): it holds a Claimed claim and its slot until its turn;
-// anything else gives the slot back, and the window is claimed normally in
-// its turn (or skipped, if the claim found it done).
-func (l *loop) claimedAhead(wn *win, c dedupe.Claim, proven time.Time) {
-	if !wn.ahead { // dropped meanwhile (dropAhead, or its lane dropped it)
+// claimedOne handles the claim c of wn, which holds a slot, taken by the
+// call that started at proven (a claim call's, or its predecessor's
+// completion's): it runs the window, skips it as done, or waits for a
+// live claim to end.
+func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
+	wn.claim = c
+	switch {
+	case l.halted:
 		l.putSlot(1)
+		wn.state = stDone
 		if c.Outcome == dedupe.Claimed {
-			l.queue(nil, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
+			// Claimed for a window that will not start here: give it
+			// back, so the next owner runs it at once with the same
+			// attempt number.
+			l.unclaim(c)
 		}
-		if wn.state == stClaiming {
-			wn.state = stNew
+	case c.Outcome == dedupe.Claimed && wn.superseded != "":
+		l.putSlot(1)
+		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
+	case c.Outcome == dedupe.Claimed:
+		if age, old := l.w.beyondHorizon(wn.rec, wn.msg); old {
+			l.putSlot(1)
+			l.tooOld(wn, age)
+			return
 		}
-		return
-	}
-	switch c.Outcome {
-	case dedupe.Claimed:
-		wn.held, wn.proven, wn.state = true, proven, stHeld
-		l.held[wn] = struct{}{}
-	case dedupe.AlreadyDone:
+		l.start(wn, proven)
+	case c.Outcome == dedupe.AlreadyDone:
 		l.putSlot(1)
-		wn.ahead, wn.aheadDone, wn.state = false, true, stNew
-	default:
+		l.report(wn, OutcomeSkippedDone, nil, nil)
+		l.finish(wn)
+	default: // Busy: another claim is live (or ours, whose reply was lost)
 		l.putSlot(1)
-		wn.ahead, wn.state = false, stNew
+		l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
 	}
 }
 

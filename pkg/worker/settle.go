@@ -65,22 +65,23 @@ func (l *loop) settleResult(wn *win, res result) {
 
 	case res.err == nil:
 		r := res
-		l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpComplete, Token: c.Token}, &r, func(err error) {
+		st := dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpComplete, Token: c.Token}
+		if wn.next != nil { // chainNext: claim the lane's next window with it
+			st.Next, st.Owner = wn.next.msg.ID, l.w.cfg.WorkerID
+		}
+		l.queue(wn, st, &r, func(err error) {
 			switch {
 			case err == nil:
-				wn.next = nil
 				if l.w.log.Enabled(l.ctx, slog.LevelDebug) {
 					l.logger(wn).Debug("window done", "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(wn.msg.ScheduledAt))
 				}
 				l.report(wn, OutcomeDone, nil, &r)
 				l.finish(wn)
 			case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
-				l.dropAhead(wn)
 				l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
 				l.report(wn, OutcomeFenced, err, &r)
 				l.reclaim(wn)
 			default:
-				l.dropAhead(wn)
 				l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", err)
 				l.report(wn, OutcomeFailed, fmt.Errorf("complete: %w", err), &r)
 				wn.state = stDone
@@ -265,7 +266,7 @@ func (l *loop) settledWithout(wn *win, op dedupe.Op, reason string, res *result)
 // doneLogged logs the windows a settle call completed in one line at info
 // (the window itself when it was alone); each was logged at debug as it
 // was settled.
-func (l *loop) doneLogged(batch []op, errs []error, err error) {
+func (l *loop) doneLogged(batch []op, res []dedupe.Result, err error) {
 	if err != nil {
 		return
 	}
@@ -274,7 +275,7 @@ func (l *loop) doneLogged(batch []op, errs []error, err error) {
 	debug := l.w.log.Enabled(l.ctx, slog.LevelDebug)
 	for i := range batch {
 		o := &batch[i]
-		if o.st.Op != dedupe.OpComplete || errs[i] != nil {
+		if o.st.Op != dedupe.OpComplete || res[i].Err != nil {
 			continue
 		}
 		n++
@@ -325,32 +326,35 @@ func (w *Worker) claimBatch(ctx context.Context, ids []string) ([]dedupe.Claim, 
 
 // settleBatch calls Store.Settle until it answers. Its first try runs even
 // if ctx is already done (results are worth recording on the way out);
-// retries stop when ctx is done, returning ctx.Err().
-func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement, runs []dedupe.Run) ([]error, error) {
+// retries stop when ctx is done, returning ctx.Err(). It also returns when
+// the call that answered started: what proves the claims it chained
+// (dedupe.Settlement.Next).
+func (w *Worker) settleBatch(ctx context.Context, ss []dedupe.Settlement, runs []dedupe.Run) ([]dedupe.Result, time.Time, error) {
 	b := backoff.Backoff{Min: retryMin, Max: retryMax}
 	for {
+		start := time.Now()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
-		errs, err := w.cfg.Store.Settle(cctx, ss, runs...)
+		res, err := w.cfg.Store.Settle(cctx, ss, runs...)
 		cancel()
 		if err == nil {
 			w.storeUp(w.log)
-			return errs, nil
+			return res, start, nil
 		}
 		if errors.Is(err, dedupe.ErrInvalidID) || errors.Is(err, dedupe.ErrInvalidRun) {
-			// Cannot happen with decoded windows; answer each as fenced so
-			// nothing loops on it.
-			errs = make([]error, len(ss))
-			for i := range errs {
-				errs[i] = err
+			// Cannot happen with decoded windows; answer each with the
+			// error so nothing loops on it.
+			res = make([]dedupe.Result, len(ss))
+			for i := range res {
+				res[i].Err = err
 			}
-			return errs, nil
+			return res, start, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		}
 		w.storeFailed(w.log, "settle", err)
 		if err := b.Sleep(ctx); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 }

@@ -35,9 +35,11 @@ type Store interface {
 	// complete (compare-and-set on the token), release, dead-letter,
 	// unclaim, and the skip and supersede of overlap policies. Per window
 	// it answers nil, dedupe.ErrAlreadyDone, dedupe.ErrFenced or
-	// dedupe.ErrBusy. runs are appended to the jobs' run history in the
-	// same round trip (best effort).
-	Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error)
+	// dedupe.ErrBusy, and the claim of a completion's Next (the next
+	// window of a queue lane, claimed in the same step when the
+	// completion succeeds). runs are appended to the jobs' run history in
+	// the same round trip (best effort).
+	Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]dedupe.Result, error)
 	// ClaimTTL is how long a claim lives without an extend. A running
 	// handler is stopped before that long has passed since its claim was
 	// last proven (see Config.ClaimExtendInterval).

@@ -109,6 +109,7 @@ type countingStore struct {
 	busy         atomic.Int64 // claims answered Busy
 
 	batchClaims, batchClaimed atomic.Int64 // ClaimBatch calls and windows
+	chainCalls, chainClaimed  atomic.Int64 // Settle calls that claimed a next window, and those windows
 	unclaimed                 atomic.Int64 // windows given back by an unclaim
 	settleCalls               atomic.Int64 // Settle calls
 	extendCalls               atomic.Int64 // Settle calls that extend
@@ -136,20 +137,30 @@ func (s *countingStore) proof(id string, token int64) time.Time {
 	return s.proofs[proofKey(id, token)]
 }
 
-func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]error, error) {
+func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]dedupe.Result, error) {
 	s.settleCalls.Add(1)
 	start := time.Now()
-	errs, err := s.Store.Settle(ctx, ss, runs...)
-	completes, extends := false, false
+	res, err := s.Store.Settle(ctx, ss, runs...)
+	completes, extends, chained := false, false, false
 	for i, st := range ss {
 		switch st.Op {
 		case dedupe.OpComplete:
 			completes = true
+			if st.Next != "" && err == nil {
+				switch c := res[i].Next; c.Outcome {
+				case dedupe.Claimed:
+					chained = true
+					s.chainClaimed.Add(1)
+					s.proved(c.WindowID, c.Token, start)
+				case dedupe.Busy:
+					s.busy.Add(1)
+				}
+			}
 		case dedupe.OpUnclaim:
 			s.unclaimed.Add(1)
 		case dedupe.OpExtend:
 			extends = true
-			if err == nil && errs[i] == nil {
+			if err == nil && res[i].Err == nil {
 				s.proved(st.ID, st.Token, start)
 			}
 		}
@@ -157,10 +168,13 @@ func (s *countingStore) Settle(ctx context.Context, ss []dedupe.Settlement, runs
 	if extends {
 		s.extendCalls.Add(1)
 	}
+	if chained {
+		s.chainCalls.Add(1)
+	}
 	if err != nil && completes {
 		s.completeErrs.Add(1)
 	}
-	return errs, err
+	return res, err
 }
 
 func (s *countingStore) ClaimBatch(ctx context.Context, ids []string, owner string) ([]dedupe.Claim, error) {
