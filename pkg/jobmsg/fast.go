@@ -50,15 +50,18 @@ var (
 )
 
 type scanner struct {
-	b []byte
-	i int
+	b   []byte
+	src string // b as one string: what str returns substrings of
+	i   int
 }
 
 // decodeFast decodes value into w (which must be zero) and reports
 // whether it did so exactly as json.Unmarshal(value, w) would, without an
 // error. On false w holds partial results and must be reset.
 func (w *wire) decodeFast(value []byte) bool {
-	s := scanner{b: value}
+	// One copy of the value, whose substrings are the message's strings:
+	// one allocation instead of one per field.
+	s := scanner{b: value, src: string(value)}
 	s.ws()
 	if !s.object(func(key []byte, seen *int) bool {
 		switch string(key) {
@@ -265,9 +268,15 @@ var special = func() (t [256]bool) {
 func (s *scanner) str(dst *string) bool {
 	v, ok := s.plain()
 	if ok {
-		*dst = string(v)
+		*dst = s.substr(v)
 	}
 	return ok
+}
+
+// substr returns v, the string plain just read, as a substring of src.
+func (s *scanner) substr(v []byte) string {
+	end := s.i - 1 // the closing quote
+	return s.src[end-len(v) : end]
 }
 
 // overlap reads an Overlap string; the five known values cost no
@@ -334,7 +343,7 @@ func (s *scanner) duration(dst *Duration) bool {
 	if !ok {
 		return false
 	}
-	d, err := time.ParseDuration(string(v))
+	d, err := time.ParseDuration(s.substr(v))
 	*dst = Duration(d)
 	return err == nil
 }

@@ -94,6 +94,8 @@ type loop struct {
 	timers  map[*time.Timer]struct{}
 	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
+	fetched []*kgo.Record // taken from the partition, not yet decoded (arrive)
+
 	halted  bool // start nothing new
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
 
@@ -157,15 +159,18 @@ func (l *loop) run() {
 	defer tick.Stop()
 	halted, done := l.o.Halted(), l.ctx.Done()
 	for !(l.halted && l.idle()) {
+		var more <-chan struct{} // records wait to be decoded: do not block
+		if len(l.fetched) > 0 {
+			more = closed
+		}
 		select {
+		case <-more:
 		case <-l.inbox.wake:
 			for _, f := range l.inbox.take() {
 				f()
 			}
 		case <-l.o.Ready():
-			if !l.halted {
-				l.arrive(l.o.Take())
-			}
+			l.take()
 		case <-l.slots.C():
 			l.granted(l.slots.Take())
 		case <-tick.C:
@@ -185,7 +190,19 @@ func (l *loop) run() {
 			}
 		}
 		l.drain()
+		l.arrive()
 		l.kick()
+	}
+}
+
+// closed is a closed channel: a select case on it is always ready.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// take moves newly fetched records to fetched, where arrive decodes them.
+func (l *loop) take() {
+	recs := l.o.Take()
+	if !l.halted {
+		l.fetched = append(l.fetched, recs...)
 	}
 }
 
@@ -201,9 +218,7 @@ func (l *loop) drain() {
 		case <-l.slots.C():
 			l.granted(l.slots.Take())
 		case <-l.o.Ready():
-			if !l.halted {
-				l.arrive(l.o.Take())
-			}
+			l.take()
 		default:
 			return
 		}
@@ -223,6 +238,7 @@ func (l *loop) halt() {
 		l.halted = true
 		l.slots.Want(0)
 	}
+	l.fetched = nil // not decoded: left to the partition's next owner
 	for _, wn := range l.ready {
 		wn.state = stDone
 	}
@@ -401,9 +417,23 @@ func (l *loop) kick() {
 	}
 }
 
-// arrive decodes newly fetched records and admits their windows to their
-// jobs' lanes.
-func (l *loop) arrive(recs []*kgo.Record) {
+// arriveChunk is how many fetched records arrive decodes at a time: a
+// large fetch (thousands of records in a backlog) is decoded a chunk per
+// turn of the loop, between the answers of store calls and the returns of
+// handlers, rather than holding them all up for milliseconds.
+const arriveChunk = 64
+
+// arrive decodes up to arriveChunk fetched records and admits their
+// windows to their jobs' lanes.
+func (l *loop) arrive() {
+	if l.halted || len(l.fetched) == 0 {
+		return
+	}
+	recs := l.fetched[:min(arriveChunk, len(l.fetched))]
+	l.fetched = l.fetched[len(recs):]
+	if len(l.fetched) == 0 {
+		l.fetched = nil // let the fetch's slice go
+	}
 	for _, rec := range recs {
 		msg, err := l.w.parse(rec)
 		if err != nil {
