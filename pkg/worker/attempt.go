@@ -116,12 +116,7 @@ func (l *loop) start(wn *win, proven time.Time) {
 	a.mu.Unlock()
 	w.running.Add(1)
 	w.inFlight.Add(1)
-	go func() {
-		err := w.h.HandleJob(hctx, job)
-		finished := w.cfg.Now()
-		w.running.Add(-1)
-		l.inbox.post(func() { l.returned(a, err, finished) })
-	}()
+	l.launch = append(l.launch, launch{a: a, ctx: hctx, job: job})
 }
 
 // next returns how long from now (mono) until the attempt's timer must

@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -22,6 +24,7 @@ import (
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler"
+	"github.com/kjob/kjob/pkg/handler/builtin"
 	"github.com/kjob/kjob/pkg/jobmsg"
 )
 
@@ -196,16 +199,21 @@ func processCPU() time.Duration {
 
 // BenchmarkInFlightMemory measures what a window in flight holds in the
 // worker's memory: 10,000 windows of 10,000 jobs (KJOB_BENCH_INFLIGHT
-// changes the number) whose handlers block until the benchmark ends,
-// Concurrency as many, the embedded broker and a real redis-server. Once
-// every handler runs it forces a collection and reports the live heap and
-// the goroutine stacks this process gained per window in flight (the
-// broker's share of the heap is in the baseline, taken after the
-// backlog was produced). KJOB_BENCH_MEMPROFILE writes a heap profile then.
+// changes the number) whose handler is the built-in sleep handler (as in
+// test/perf's BenchmarkInFlight), Concurrency as many, the embedded broker
+// and a real redis-server. Once every handler runs it forces two
+// collections (a parked goroutine's stack shrinks by half at each) and
+// reports the live heap and the goroutine stacks this process gained per
+// window in flight (the broker's share of the heap is in the baseline,
+// taken after the backlog was produced). KJOB_BENCH_MEMPROFILE writes a
+// heap profile then.
 func BenchmarkInFlightMemory(b *testing.B) {
 	n := 10_000
 	if v, err := strconv.Atoi(os.Getenv("KJOB_BENCH_INFLIGHT")); err == nil && v > 0 {
 		n = v
+	}
+	if os.Getenv("KJOB_BENCH_MEMPROFILE") != "" {
+		runtime.MemProfileRate = 64
 	}
 	brokers := testenv.Brokers(b, kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	r := testenv.NewRedis(b)
@@ -219,6 +227,8 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
+	mux := handler.NewMux()
+	builtin.Register(mux, slog.New(slog.NewTextHandler(io.Discard, nil)), http.DefaultClient, nil)
 	for i := range b.N {
 		topic := fmt.Sprintf("inflight-%d", i)
 		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
@@ -226,8 +236,9 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		}
 		recs := make([]*kgo.Record, 0, n)
 		for j := range n {
-			m := window(fmt.Sprintf("job-%d", j), "block", j, defaultPolicy)
+			m := window(fmt.Sprintf("job-%d", j), "sleep", j, defaultPolicy)
 			m.Policy.Timeout = jobmsg.Duration(time.Hour)
+			m.Payload = json.RawMessage(`{"duration":"1h"}`)
 			rec, err := jobmsg.Record(topic, m)
 			if err != nil {
 				b.Fatal(err)
@@ -238,20 +249,6 @@ func BenchmarkInFlightMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		recs = nil
-		release := make(chan struct{})
-		var running atomic.Int64
-		all := make(chan struct{})
-		mux := handler.NewMux()
-		mux.HandleFunc("block", func(ctx context.Context, _ *handler.Job) error {
-			if running.Add(1) == int64(n) {
-				close(all)
-			}
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-			return nil
-		})
 		w, err := New(Config{
 			Brokers: brokers, Topic: topic, Group: topic, Store: ds, Handler: mux, WorkerID: "bench",
 			Concurrency: n, MaxUncommitted: n,
@@ -266,12 +263,15 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		rctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() { errc <- w.Run(rctx) }()
-		select {
-		case <-all:
-		case <-time.After(2 * time.Minute):
-			b.Fatalf("only %d of %d handlers running after 2 minutes", running.Load(), n)
+		deadline := time.Now().Add(2 * time.Minute)
+		for w.InFlight() < n {
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d handlers running after 2 minutes", w.InFlight(), n)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a counter: there is no event to wait on
 		}
 		var after runtime.MemStats
+		runtime.GC()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		if path := os.Getenv("KJOB_BENCH_MEMPROFILE"); path != "" {
@@ -285,7 +285,6 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-B/window")
 		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/float64(n), "stack-B/window")
 		b.ReportMetric(float64(after.HeapSys-after.HeapReleased)/(1<<20), "heap-held-MiB")
-		close(release)
 		cancel()
 		if err := <-errc; err != nil {
 			b.Fatal(err)

@@ -79,6 +79,8 @@ type loop struct {
 	claiming int    // claim calls in flight (at most maxClaimCalls)
 	ops      []op   // settlements queued
 	settling int    // settle calls in flight (at most maxSettleCalls)
+	// inFlightOps counts the settlements of the calls in flight.
+	inFlightOps int
 	// runs are the settlements reported and not yet recorded in the jobs'
 	// run history: they go with a settle call once they are historyDelay
 	// old (so a backlog's runs of one job are packed together), or on
@@ -94,6 +96,8 @@ type loop struct {
 	timers  map[*time.Timer]struct{}
 	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
+	launch  []launch      // attempts started in this turn, to run (dispatch)
+	replies []*reply      // settle calls that answered, being handled (answer)
 	fetched []*kgo.Record // taken from the partition, not yet decoded (arrive)
 
 	halted  bool // start nothing new
@@ -159,8 +163,8 @@ func (l *loop) run() {
 	defer tick.Stop()
 	halted, done := l.o.Halted(), l.ctx.Done()
 	for !(l.halted && l.idle()) {
-		var more <-chan struct{} // records wait to be decoded: do not block
-		if len(l.fetched) > 0 {
+		var more <-chan struct{} // records wait to be decoded, answers to be handled: do not block
+		if len(l.fetched) > 0 || len(l.replies) > 0 {
 			more = closed
 		}
 		select {
@@ -190,7 +194,9 @@ func (l *loop) run() {
 			}
 		}
 		l.drain()
+		l.answer()
 		l.arrive()
+		l.dispatch()
 		l.kick()
 	}
 }
@@ -228,7 +234,7 @@ func (l *loop) drain() {
 // idle reports whether nothing is in flight: every attempt returned or
 // was abandoned, and no store call or dead letter is under way.
 func (l *loop) idle() bool {
-	return len(l.running) == 0 && l.claiming == 0 && l.settling == 0 && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
+	return len(l.running) == 0 && l.claiming == 0 && l.settling == 0 && len(l.replies) == 0 && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
 }
 
 // halt stops starting windows: the ones waiting for a slot or a claim
@@ -340,10 +346,15 @@ const (
 	maxPendingRuns = 4096
 )
 
-// maxSettleCalls bounds the settle calls a partition has in flight: while
-// one is in flight, the windows that finish meanwhile go in the next, so
-// a lane waits for at most one call before its own.
-const maxSettleCalls = 1
+// maxSettleCalls bounds the settle calls a partition has in flight. In a
+// backlog of queue lanes each lane waits a settle call per window (its
+// next window is claimed by its completion); with more than one call in
+// flight the store settles one group of lanes while the loop starts and
+// runs the windows of another, instead of the two taking turns. A call
+// goes out while others are in flight only with at least half as many
+// settlements as they carry, so the lanes form a few large groups rather
+// than a stream of calls of a window or two.
+const maxSettleCalls = 3
 
 // maxClaimCalls bounds the claim calls a partition has in flight: a
 // second one lets windows that became ready meanwhile be claimed without
@@ -383,8 +394,10 @@ func (l *loop) kick() {
 		}()
 	}
 	historyDue := len(l.runs) > 0 && (l.flushRuns || l.halted || len(l.runs) >= maxPendingRuns || time.Since(l.runsSince) >= historyDelay)
-	if l.settling < maxSettleCalls && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
+	enough := l.settling == 0 || len(l.ops) >= max(1, l.inFlightOps/2)
+	if l.settling < maxSettleCalls && enough && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
 		l.settling++
+		l.inFlightOps += len(l.ops)
 		batch := l.ops
 		l.ops = nil
 		var runs []dedupe.Run
@@ -399,21 +412,51 @@ func (l *loop) kick() {
 			res, proven, err := l.w.settleBatch(l.ctx, ss, runs)
 			l.inbox.post(func() {
 				l.settling--
-				for i, o := range batch {
-					var r dedupe.Result
-					if err != nil {
-						r.Err = err
-					} else {
-						r = res[i]
-					}
-					if o.st.Next != "" {
-						l.chainAnswered(o.wn, r.Next, err == nil && r.Err == nil, proven)
-					}
-					o.then(r.Err)
-				}
-				l.doneLogged(batch, res, err)
+				l.inFlightOps -= len(batch)
+				l.replies = append(l.replies, &reply{batch: batch, res: res, proven: proven, err: err})
 			})
 		}()
+	}
+}
+
+// reply is a settle call's answer, handled replyChunk settlements at a
+// time (answer).
+type reply struct {
+	batch  []op
+	res    []dedupe.Result
+	proven time.Time
+	err    error
+	next   int // the next settlement to handle
+}
+
+const replyChunk = 32
+
+// answer handles up to replyChunk settlements of the settle calls that
+// answered: between chunks the loop takes in the handlers that returned
+// and sends their settlements, so that one call is settled while the next
+// is under way.
+func (l *loop) answer() {
+	for n := 0; n < replyChunk && len(l.replies) > 0; {
+		rp := l.replies[0]
+		for ; rp.next < len(rp.batch) && n < replyChunk; rp.next++ {
+			n++
+			o := rp.batch[rp.next]
+			var r dedupe.Result
+			if rp.err != nil {
+				r.Err = rp.err
+			} else {
+				r = rp.res[rp.next]
+			}
+			if o.st.Next != "" {
+				l.chainAnswered(o.wn, r.Next, rp.err == nil && r.Err == nil, rp.proven)
+			}
+			o.then(r.Err)
+		}
+		if rp.next == len(rp.batch) {
+			l.doneLogged(rp.batch, rp.res, rp.err)
+			l.replies[0] = nil
+			l.replies = l.replies[1:]
+		}
 	}
 }
 
