@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The fast decoder: a hand-written scanner for the version-1 value as the
@@ -58,10 +59,15 @@ type scanner struct {
 // decodeFast decodes value into w (which must be zero) and reports
 // whether it did so exactly as json.Unmarshal(value, w) would, without an
 // error. On false w holds partial results and must be reset.
-func (w *wire) decodeFast(value []byte) bool {
-	// One copy of the value, whose substrings are the message's strings:
-	// one allocation instead of one per field.
-	s := scanner{b: value, src: string(value)}
+func (w *wire) decodeFast(value []byte, alias bool) bool {
+	// The message's strings are substrings of one copy of the value (one
+	// allocation instead of one per field), or of the value itself.
+	s := scanner{b: value}
+	if alias && len(value) > 0 {
+		s.src = unsafe.String(unsafe.SliceData(value), len(value))
+	} else {
+		s.src = string(value)
+	}
 	s.ws()
 	if !s.object(func(key []byte, seen *int) bool {
 		switch string(key) {

@@ -1,6 +1,7 @@
 package jobmsg
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -76,13 +77,13 @@ func TestFastDecoderTakesProducerOutput(t *testing.T) {
 	taken, left := fastSeeds(t)
 	for _, b := range taken {
 		var w wire
-		if !w.decodeFast(b) {
+		if !w.decodeFast(b, false) {
 			t.Errorf("fast decoder declined %s", b)
 		}
 	}
 	for _, b := range left {
 		var w wire
-		if w.decodeFast(b) {
+		if w.decodeFast(b, false) {
 			t.Errorf("fast decoder took %s", b)
 		}
 	}
@@ -99,7 +100,7 @@ func FuzzFastMatchesReference(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fast, ref wire
-		if fast.decodeFast(b) {
+		if fast.decodeFast(b, false) {
 			if err := json.Unmarshal(b, &ref); err != nil {
 				t.Fatalf("fast decoder took a value encoding/json rejects (%v): %q", err, b)
 			}
@@ -115,7 +116,44 @@ func FuzzFastMatchesReference(f *testing.F) {
 		if !reflect.DeepEqual(m1, m2) {
 			t.Fatalf("messages differ on %q:\n got %+v\nwant %+v", b, m1, m2)
 		}
+		// Aliasing the value decodes exactly the same; the message keeps
+		// what it read if the value changes afterwards only when copied.
+		v := append([]byte(nil), b...)
+		m3, err3 := unmarshal(v, true)
+		if (err1 == nil) != (err3 == nil) || err1 != nil && err1.Error() != err3.Error() || !reflect.DeepEqual(m1, m3) {
+			t.Fatalf("aliased decoding differs on %q:\n got %+v, %v\nwant %+v, %v", b, m3, err3, m1, err1)
+		}
 	})
+}
+
+// FromRecordAliased decodes what FromRecord decodes, sharing the value's
+// memory: a copy is independent of the value, an alias is not.
+func TestFromRecordAliased(t *testing.T) {
+	r, err := Record("jobs", sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := FromRecord(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliased, err := FromRecordAliased(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(copied, aliased) {
+		t.Fatalf("aliased %+v, copied %+v", aliased, copied)
+	}
+	job := copied.Job
+	field := []byte(`"job":"` + job)
+	i := bytes.Index(r.Value, field)
+	if i < 0 {
+		t.Fatalf("%s not in the value %s", field, r.Value)
+	}
+	r.Value[i+len(field)-len(job)] ^= 0x20 // what FromRecordAliased's contract forbids
+	if copied.Job != job || aliased.Job == job {
+		t.Errorf("after changing the value: copied job %q, aliased job %q; want the copy unchanged and the alias changed", copied.Job, aliased.Job)
+	}
 }
 
 // BenchmarkUnmarshalReference is the encoding/json-only decoding, for

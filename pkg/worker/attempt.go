@@ -46,15 +46,15 @@ type result struct {
 var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
 
 // attempt is one handler run under a claim. The loop owns it; the claim's
-// keepalive and the attempt's one timer are shared with the extend calls
-// and the timer's function, which may cancel the handler themselves:
-// stepping down never waits for the loop.
+// keepalive is shared with the extend calls and the partition's watchdog,
+// which may cancel the handler themselves: stepping down never waits for
+// the loop.
 //
-// The timer fires at the earlier of the claim's step-down deadline (its
-// keepalive's Deadline: w.claims.Proof() after the start of the last call
-// that proved the claim) and the abandonment deadline (Grace after the
-// handler's context was done: its timeout, or when it was cancelled). The
-// keepalive has no timer of its own: this one drives it (Check).
+// Its deadlines are the claim's step-down deadline (its keepalive's
+// Deadline: w.claims.Proof() after the start of the last call that proved
+// the claim) and the abandonment deadline (Grace after the handler's
+// context was done: its timeout, or when it was cancelled). The keepalive
+// has no timer of its own: the partition's watchdog drives it (Check).
 type attempt struct {
 	l  *loop
 	wn *win
@@ -65,8 +65,11 @@ type attempt struct {
 	cancelled atomic.Int64 // mono() when the handler's context was cancelled early; 0 if not
 	fenced    atomic.Bool
 	mu        sync.Mutex
-	why       error       // the cause the handler was cancelled with (fence, step-down)
-	timer     *time.Timer // guarded by mu: step-down and abandonment
+	why       error // guarded by mu: the cause the handler was cancelled with (fence, step-down)
+
+	dog        int         // index in the partition's watchdog (guarded by the watchdog)
+	stopped    atomic.Bool // stopAttempt ran: the watchdog leaves it alone
+	abandoning atomic.Bool // the watchdog handed it to the loop to abandon
 
 	timeoutAt   int64 // mono() at which the handler's timeout cancels its context
 	cancel      context.CancelCauseFunc
@@ -85,7 +88,7 @@ type attempt struct {
 // extend). If that moment has passed already, the handler does not start.
 func (l *loop) start(wn *win, proven time.Time) {
 	w := l.w
-	a := &attempt{l: l, wn: wn, started: w.cfg.Now()}
+	a := &attempt{l: l, wn: wn, started: w.cfg.Now(), dog: -1}
 	wn.att, wn.state = a, stRunning
 	l.running[a] = struct{}{}
 	t := time.Now()
@@ -111,23 +114,21 @@ func (l *loop) start(wn *win, proven time.Time) {
 	if w.log.Enabled(l.ctx, slog.LevelDebug) {
 		l.logger(wn).Debug("running window", "handler", wn.msg.Handler, "lateness", a.started.Sub(wn.msg.ScheduledAt))
 	}
-	a.mu.Lock()
-	a.timer = time.AfterFunc(a.next(now), a.onTimer)
-	a.mu.Unlock()
+	l.dog.watch(a, a.deadline())
 	w.running.Add(1)
 	w.inFlight.Add(1)
 	l.launch = append(l.launch, launch{a: a, ctx: hctx, job: job})
 }
 
-// next returns how long from now (mono) until the attempt's timer must
-// fire: the step-down deadline while the claim is still to be proven, and
-// the abandonment deadline.
-func (a *attempt) next(now int64) time.Duration {
+// deadline returns the attempt's next deadline (mono): the step-down
+// deadline while the claim is still to be proven, and the abandonment
+// deadline.
+func (a *attempt) deadline() int64 {
 	at := a.abandonAt()
 	if a.claim.Err() == nil { // neither stepped down nor fenced
 		at = min(at, monoOf(a.claim.Deadline()))
 	}
-	return time.Duration(max(at-now, 0))
+	return at
 }
 
 // abandonAt is when the handler is abandoned if it has not returned: Grace
@@ -140,33 +141,8 @@ func (a *attempt) abandonAt() int64 {
 	return done + int64(a.l.w.cfg.Grace)
 }
 
-// onTimer runs on the attempt's timer: if no call proved the claim since,
-// the claim's keepalive expires and cancels the handler (stepDown) with
-// ErrClaimUnproven, strictly before the claim can expire; past the
-// abandonment deadline it has the loop abandon the handler; otherwise it
-// waits for the next deadline.
-func (a *attempt) onTimer() {
-	t := time.Now()
-	a.claim.Check(t)
-	now := monoOf(t)
-	if a.abandonAt() <= now {
-		a.l.inbox.post(func() { a.l.abandon(a) })
-		return
-	}
-	a.rearm(now)
-}
-
-// rearm sets the timer for the next deadline.
-func (a *attempt) rearm(now int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.timer != nil {
-		a.timer.Reset(a.next(now))
-	}
-}
-
 // stepDown cancels the handler: its claim can no longer be proven. It is
-// the claim keepalive's onExpire, run once, on the attempt's timer.
+// the claim keepalive's onExpire, run once, on the partition's watchdog.
 func (a *attempt) stepDown(x keepalive.Expiry) {
 	ttl := a.l.w.cfg.Store.ClaimTTL()
 	why := fmt.Sprintf("no extend succeeded for %v", x.Unproven().Round(time.Millisecond))
@@ -188,7 +164,7 @@ func (a *attempt) cancelWith(cause error, now int64) {
 // (mono), so it is abandoned Grace later if it has not returned.
 func (a *attempt) noteCancelled(now int64) {
 	if a.cancelled.CompareAndSwap(0, now) {
-		a.rearm(now)
+		a.l.dog.poke(a.abandonAt())
 	}
 }
 
@@ -247,13 +223,11 @@ func (l *loop) abandon(a *attempt) {
 	l.attemptEnded(a, res)
 }
 
-// stopAttempt ends a's timer and contexts and fills res's flags.
+// stopAttempt ends a's watch and contexts and fills res's flags.
 func (l *loop) stopAttempt(a *attempt, res *result) {
 	a.ended = true
-	a.mu.Lock()
-	a.timer.Stop()
-	a.timer = nil
-	a.mu.Unlock()
+	a.stopped.Store(true)
+	l.dog.unwatch(a)
 	res.fenced, res.unproven = a.fenced.Load(), errors.Is(a.claim.Err(), keepalive.ErrExpired)
 	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
 	if (res.fenced || res.unproven) && !res.abandoned {

@@ -38,10 +38,10 @@ type win struct {
 	// also claims the next window of its lane (dedupe.Settlement.Next),
 	// on the slot the first one ran on, so the next one starts the moment
 	// the first is done, one round trip after its handler returned.
-	next      *win         // the window this one's completion claims (in flight)
-	chained   dedupe.Claim // the claim a predecessor's completion took for this window, until its turn
-	chainedAt time.Time    // when the call that took it started (what proves it)
-	unchain   bool         // dropped while its chained claim was in flight: give it back
+	next      *win      // the window this one's completion claims (in flight)
+	chained   bool      // claim holds the claim a predecessor's completion took for it, until its turn
+	chainedAt time.Time // when the call that took it started (what proves it)
+	unchain   bool      // dropped while its chained claim was in flight: give it back
 }
 
 type winState uint8
@@ -93,6 +93,7 @@ type loop struct {
 	writing   bool // a dead letter is being produced
 
 	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
+	dog     watchdog              // their deadlines
 	timers  map[*time.Timer]struct{}
 	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
@@ -153,6 +154,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 
 func (l *loop) run() {
 	defer func() {
+		l.dog.stop()
 		for t := range l.timers {
 			t.Stop()
 		}
@@ -308,7 +310,7 @@ func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time)
 			l.unclaim(c)
 		}
 	default:
-		n.chained, n.chainedAt = c, proven
+		n.claim, n.chained, n.chainedAt = c, true, proven
 		l.chained[n] = struct{}{}
 		return
 	}
@@ -322,8 +324,8 @@ func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time)
 // its slot: the window waits in its lane as if never claimed.
 func (l *loop) giveBack(wn *win) {
 	delete(l.chained, wn)
-	c := wn.chained
-	wn.chained = dedupe.Claim{}
+	c := wn.claim
+	wn.chained = false
 	wn.state = stNew
 	l.putSlot(1)
 	if c.Outcome == dedupe.Claimed {
@@ -496,7 +498,7 @@ func (l *loop) apply(d lanes.Decision) {
 		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
 		// A policy changed mid-lane: give a chained claim back first.
 		switch {
-		case wn.state == stChaining && wn.chained.WindowID != "":
+		case wn.state == stChaining && wn.chained:
 			l.giveBack(wn)
 		case wn.state == stChaining:
 			wn.unchain = true // in flight: chainAnswered gives it back
@@ -549,18 +551,18 @@ func (l *loop) supersede(wn, by *win) {
 // replaced it meanwhile.
 func (l *loop) toReady(wn *win) {
 	if l.halted {
-		if wn.chained.WindowID != "" {
+		if wn.chained {
 			l.giveBack(wn)
 		}
 		wn.state = stDone
 		return
 	}
-	if wn.chained.WindowID != "" {
+	if wn.chained {
 		// Its predecessor's completion claimed it: it goes on at once,
 		// on the slot it holds.
 		delete(l.chained, wn)
-		c, proven := wn.chained, wn.chainedAt
-		wn.chained = dedupe.Claim{}
+		c, proven := wn.claim, wn.chainedAt
+		wn.chained = false
 		wn.state = stClaiming
 		l.claimedOne(wn, c, proven)
 		return

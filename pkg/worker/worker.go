@@ -486,7 +486,7 @@ func (w *Worker) parse(rec *kgo.Record) (*jobmsg.Message, error) {
 	if err := w.verify(rec); err != nil {
 		return nil, err
 	}
-	return jobmsg.FromRecord(rec)
+	return jobmsg.FromRecordAliased(rec)
 }
 
 // retryDelay is how long a failed attempt waits before the window is
