@@ -62,23 +62,68 @@ type Metrics struct {
 	acquired        time.Time           // start of the current tenure, for takeover
 	acquiredPending bool                // no publication yet in the current tenure
 
-	// The series Executed updates, by (job label, outcome): a window's
-	// settlement then costs one lookup rather than a label hash per
-	// metric.
-	execCounters  sync.Map // execKey → prometheus.Counter
-	execDurations sync.Map // execKey → prometheus.Observer
+	// The series Executed updates, by job label: a window's settlement
+	// then costs one lookup by job name rather than a label check and a
+	// label hash per metric. Only jobs whose label is their name are kept
+	// (at most maxJobs; with WithoutJobLabel only the empty label): a
+	// folded job takes the slow path, which counts each folding.
+	execSeries sync.Map // job name → *jobSeries
 }
 
-type execKey struct{ job, outcome string }
+// jobSeries are the series of one job label, by outcome (outcomeIndex),
+// resolved the first time they are used.
+type jobSeries struct {
+	job       string
+	mu        sync.Mutex
+	counters  [len(outcomes)]prometheus.Counter
+	durations [len(outcomes)]prometheus.Observer
+}
 
-// series returns the series of k from cache, resolving it with
-// withLabelValues the first time.
-func series[T any](cache *sync.Map, k execKey, withLabelValues func(...string) T) T {
-	if v, ok := cache.Load(k); ok {
-		return v.(T)
+// outcomes are worker.Execution's outcomes, in outcomeIndex's order.
+var outcomes = [...]string{worker.OutcomeDone, worker.OutcomeFailed, worker.OutcomeSkippedDone, worker.OutcomeDeadLettered,
+	worker.OutcomeFenced, worker.OutcomeAbandoned, worker.OutcomeSkipped, worker.OutcomeSuperseded, worker.OutcomeSteppedDown}
+
+// outcomeIndex returns o's index in outcomes, or -1.
+func outcomeIndex(o string) int {
+	for i, x := range outcomes {
+		if x == o {
+			return i
+		}
 	}
-	v, _ := cache.LoadOrStore(k, withLabelValues(k.job, k.outcome))
-	return v.(T)
+	return -1
+}
+
+// series returns the counter and duration observer of the job label's
+// outcome.
+func (m *Metrics) series(js *jobSeries, outcome string) (prometheus.Counter, prometheus.Observer) {
+	i := outcomeIndex(outcome)
+	if i < 0 { // an outcome this package does not know: resolved each time
+		return m.executions.WithLabelValues(js.job, outcome), m.handlerDuration.WithLabelValues(js.job, outcome)
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if js.counters[i] == nil {
+		js.counters[i] = m.executions.WithLabelValues(js.job, outcome)
+		js.durations[i] = m.handlerDuration.WithLabelValues(js.job, outcome)
+	}
+	return js.counters[i], js.durations[i]
+}
+
+// jobSeries returns the series of job's label.
+func (m *Metrics) jobSeries(job string) *jobSeries {
+	if m.noJob {
+		job = "" // every job's label
+	}
+	if v, ok := m.execSeries.Load(job); ok {
+		return v.(*jobSeries)
+	}
+	label := m.job(job)
+	js := &jobSeries{job: label}
+	if label != job {
+		return js // folded: m.job counts each folding, so no caching
+	}
+	v, _ := m.execSeries.LoadOrStore(job, js)
+	return v.(*jobSeries)
 }
 
 // Option configures New.
@@ -252,8 +297,9 @@ func (m *Metrics) LeaseChanged(e lease.Event) {
 
 // Executed is a worker.Config.OnExecuted hook.
 func (m *Metrics) Executed(e worker.Execution) {
-	k := execKey{m.job(e.Job), e.Outcome}
-	series(&m.execCounters, k, m.executions.WithLabelValues).Inc()
+	js := m.jobSeries(e.Job)
+	counter, duration := m.series(js, e.Outcome)
+	counter.Inc()
 	switch e.Outcome {
 	case worker.OutcomeSkippedDone, worker.OutcomeSkipped:
 		return
@@ -262,13 +308,13 @@ func (m *Metrics) Executed(e worker.Execution) {
 			return
 		}
 	case worker.OutcomeDeadLettered:
-		m.deadLettered.WithLabelValues(k.job).Inc()
+		m.deadLettered.WithLabelValues(js.job).Inc()
 	}
 	if e.Attempt == 0 { // nothing ran
 		return
 	}
 	if e.Outcome != worker.OutcomeDeadLettered || !e.Finished.Equal(e.Started) {
-		series(&m.execDurations, k, m.handlerDuration.WithLabelValues).Observe(e.Finished.Sub(e.Started).Seconds())
+		duration.Observe(e.Finished.Sub(e.Started).Seconds())
 	}
 	if !e.ScheduledAt.IsZero() && e.Outcome != worker.OutcomeDeadLettered {
 		m.handlerLateness.Observe(e.Started.Sub(e.ScheduledAt).Seconds())
