@@ -202,7 +202,16 @@ func (a *attempt) whyErr() error {
 }
 
 // returned runs on the loop when the handler returned.
-func (l *loop) returned(a *attempt, err error, finished time.Time) {
+// took is how long the handler ran: it decides whether the handler's
+// next windows share runners (dispatch).
+func (l *loop) returned(a *attempt, err error, finished time.Time, took time.Duration) {
+	if slow := took >= quickHandler; slow != l.slow[a.wn.msg.Handler] {
+		if slow {
+			l.slow[a.wn.msg.Handler] = true
+		} else {
+			delete(l.slow, a.wn.msg.Handler)
+		}
+	}
 	if a.ended { // abandoned before
 		return
 	}

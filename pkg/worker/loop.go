@@ -97,9 +97,10 @@ type loop struct {
 	timers  map[*time.Timer]struct{}
 	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
-	launch  []launch      // attempts started in this turn, to run (dispatch)
-	replies []*reply      // settle calls that answered, being handled (answer)
-	fetched []*kgo.Record // taken from the partition, not yet decoded (arrive)
+	launch  []launch        // attempts started in this turn, to run (dispatch)
+	slow    map[string]bool // handlers whose last attempt was not quick (dispatch)
+	replies []*reply        // settle calls that answered, being handled (answer)
+	fetched []*kgo.Record   // taken from the partition, not yet decoded (arrive)
 
 	halted  bool // start nothing new
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
@@ -147,6 +148,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		running: map[*attempt]struct{}{},
 		timers:  map[*time.Timer]struct{}{},
 		chained: map[*win]struct{}{},
+		slow:    map[string]bool{},
 		inbox:   inbox{wake: make(chan struct{}, 1)},
 	}
 	l.run()

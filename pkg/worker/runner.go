@@ -14,6 +14,12 @@ import (
 // waits for it.
 const stealAfter = time.Millisecond
 
+// quickHandler is how long a handler's last attempt may have run for its
+// next windows to share runners: a handler that took longer (I/O, sleeps)
+// gets a goroutine per window at once, so windows started with it never
+// wait stealAfter behind it.
+const quickHandler = 100 * time.Microsecond
+
 // launch is an attempt whose handler is ready to run.
 type launch struct {
 	a   *attempt
@@ -21,25 +27,37 @@ type launch struct {
 	job *handler.Job
 }
 
-// run runs the handler of one attempt and hands its result to the loop.
+// run runs the handler of one attempt and hands its result, and how long
+// the handler ran, to the loop.
 func (b launch) run() {
 	l := b.a.l
 	w := l.w
+	t := time.Now()
 	err := w.h.HandleJob(b.ctx, b.job)
+	took := time.Since(t)
 	finished := w.cfg.Now()
 	w.running.Add(-1)
-	l.inbox.post(func() { l.returned(b.a, err, finished) })
+	l.inbox.post(func() { l.returned(b.a, err, finished, took) })
 }
 
 // dispatch runs the handlers of the attempts started in this turn of the
-// loop. One attempt gets a goroutine of its own. Several (the windows a
-// settle call's answer lets start at once, in a backlog) share one
-// runner goroutine that runs them one after the other, which costs far
-// less than a goroutine each when handlers return at once; if one of them
-// runs for stealAfter, the ones queued behind it get a goroutine each, so
-// a slow handler holds up no other job's window for longer than that.
+// loop. An attempt whose handler's last attempt took quickHandler or more
+// gets a goroutine of its own, as does an attempt started alone. Several
+// of quick handlers (the windows a settle call's answer lets start at
+// once, in a backlog) share one runner goroutine that runs them one after
+// the other, which costs far less than a goroutine each when handlers
+// return at once; if one of them runs for stealAfter, the ones queued
+// behind it get a goroutine each, so a handler that is slow for once
+// holds up no other job's window for longer than that.
 func (l *loop) dispatch() {
-	batch := l.launch
+	batch := l.launch[:0]
+	for _, b := range l.launch {
+		if l.slow[b.job.HandlerName()] {
+			go b.run()
+			continue
+		}
+		batch = append(batch, b)
+	}
 	l.launch = nil
 	switch len(batch) {
 	case 0:
