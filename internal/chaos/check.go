@@ -54,6 +54,10 @@
 //	    no completion, a non-empty reason, at most one Skip (status
 //	    "superseded", none of another status) reported for it and a newer window of the job that
 //	    superseded it. A replace job's windows are never "skipped".
+//	(i) queue: a job's fencing tokens grow in window order: every attempt
+//	    of a window carries a token above the one that settled (done or
+//	    dead-lettered) each earlier window of the job, since a window is
+//	    claimed only once the one before it is settled.
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
@@ -262,7 +266,7 @@ type History struct {
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "h".
+	// Rule is "a" to "i".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -277,7 +281,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (h) in h, ordered by rule
+// Check returns every violation of rules (a) to (i) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.

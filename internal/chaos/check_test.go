@@ -37,6 +37,30 @@ func clean(n int) History {
 	return h
 }
 
+// claimedAfter gives the windows of h's only job after window i the
+// tokens above tok, in order, as the job's token counter hands them out
+// when each is claimed after window i was settled with tok (rule (i)).
+func claimedAfter(h *History, i int, tok int64) {
+	for j := i + 1; j < len(h.Published); j++ {
+		id := h.Published[j].Window
+		t := tok + int64(j-i)
+		for k := range h.Attempts {
+			if h.Attempts[k].Window == id {
+				h.Attempts[k].Token = t
+			}
+		}
+		for k := range h.Completions {
+			if h.Completions[k].Window == id {
+				h.Completions[k].Token = t
+			}
+		}
+		if st, ok := h.States[id]; ok {
+			st.Token = t
+			h.States[id] = st
+		}
+	}
+}
+
 // check is Check on a history that must be complete.
 func check(t *testing.T, h History) []Violation {
 	t.Helper()
@@ -63,6 +87,7 @@ func TestCrashedAttemptThenRerunIsLegal(t *testing.T) {
 	h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "tick", Token: 10, Worker: "w2", Start: t0.Add(1500 * time.Millisecond), End: t0.Add(1900 * time.Millisecond), OK: true})
 	h.Completions[1] = Completion{Window: id, Token: 10, Worker: "w2"}
 	h.States[id] = State{Status: "done", Token: 10}
+	claimedAfter(&h, 1, 10)
 	if v := check(t, h); len(v) != 0 {
 		t.Fatalf("violations: %v", v)
 	}
@@ -312,6 +337,7 @@ func TestQueueLegal(t *testing.T) {
 			h.Attempts = append(h.Attempts, Attempt{Window: wid("tick", 1), Job: "tick", Token: 10, Worker: "w2", Start: at(1500), End: at(1900), OK: true})
 			h.Completions[1] = Completion{Window: wid("tick", 1), Token: 10, Worker: "w2"}
 			h.States[wid("tick", 1)] = State{Status: "done", Token: 10}
+			claimedAfter(h, 1, 10)
 		}},
 		{"retried window, next one after the retry", func(t *testing.T, h *History) {
 			a := attemptOf(t, h, 1)
@@ -319,6 +345,7 @@ func TestQueueLegal(t *testing.T) {
 			h.Attempts = append(h.Attempts, Attempt{Window: wid("tick", 1), Job: "tick", Token: 9, Worker: "w1", Start: at(1500), End: at(2000), OK: true})
 			h.Completions[1] = Completion{Window: wid("tick", 1), Token: 9, Worker: "w1"}
 			h.States[wid("tick", 1)] = State{Status: "done", Token: 9}
+			claimedAfter(h, 1, 9)
 		}},
 		{"dead-lettered window, next one after its last attempt", func(t *testing.T, h *History) {
 			a := attemptOf(t, h, 1)
@@ -436,6 +463,30 @@ func TestOverlapViolations(t *testing.T) {
 			h.States[wid("job", 2)] = State{Status: "dead", Token: 3}
 			h.DeadLettered = map[string]bool{wid("job", 2): true}
 			h.Completions = append(h.Completions[:2], h.Completions[3:]...)
+		}},
+		// (i) queue tokens
+		{"queue: k+1 runs after k settled, on a token claimed before k's re-run", OverlapQueue, "i", wid("job", 2), "not above token 10 that settled the earlier window " + wid("job", 1), func(t *testing.T, h *History) {
+			// Window 1's first attempt (token 2) was cut off and re-run
+			// with token 10, which settled it at 1.9s; window 2 then ran
+			// after it, in order by time, but on token 3: a claim taken
+			// before window 1 was settled.
+			a := attemptOf(t, h, 1)
+			a.End, a.OK = time.Time{}, false
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("job", 1), Job: "job", Token: 10, Worker: "w2", Start: at(1500), End: at(1900), OK: true})
+			h.Completions[1] = Completion{Window: wid("job", 1), Token: 10, Worker: "w2"}
+			h.States[wid("job", 1)] = State{Status: "done", Token: 10}
+			claimedAfter(h, 1, 10)
+			attemptOf(t, h, 2).Token = 3
+		}},
+		{"queue: a later window's zombie attempt on a token below an earlier window's", OverlapQueue, "i", wid("job", 3), "token 1, not above token 3 that settled the earlier window " + wid("job", 2), func(t *testing.T, h *History) {
+			h.Attempts = append(h.Attempts, Attempt{Window: wid("job", 3), Job: "job", Token: 1, Worker: "w9", Start: at(3500)})
+		}},
+		{"queue: k+1 on a token below dead-lettered k's", OverlapQueue, "i", wid("job", 2), "not above token 7 that settled the earlier window " + wid("job", 1), func(t *testing.T, h *History) {
+			a := attemptOf(t, h, 1)
+			a.OK, a.Token = false, 7
+			h.States[wid("job", 1)] = State{Status: "dead", Token: 7}
+			h.DeadLettered = map[string]bool{wid("job", 1): true}
+			h.Completions = append(h.Completions[:1], h.Completions[2:]...)
 		}},
 		{"queue: k+1 starts before dead-lettered k's last attempt ended", OverlapQueue, "f", wid("job", 2), "before the earlier window " + wid("job", 1), func(t *testing.T, h *History) {
 			a := attemptOf(t, h, 1)

@@ -7,7 +7,8 @@ import (
 )
 
 // The overlap rules (f), (g) and (h): how the windows of one job may
-// overlap, by the job's policy.
+// overlap, by the job's policy; and rule (i), the order of a queue job's
+// fencing tokens.
 
 // policies maps each job to its overlap policy (OverlapQueue if unset).
 func policies(h History) map[string]string {
@@ -109,7 +110,7 @@ func (o *overlapRun) settling(w jobWindow) (at time.Time, by Attempt, settled, k
 	return at, by, true, !at.IsZero()
 }
 
-// checkOverlap is rules (f), (g) and (h).
+// checkOverlap is rules (f), (g), (h) and (i).
 func checkOverlap(h History, add addFunc) {
 	o := newOverlapRun(h)
 	policy := policies(h)
@@ -124,6 +125,7 @@ func checkOverlap(h History, add addFunc) {
 		switch p := j.policy(); p {
 		case OverlapQueue:
 			o.checkQueue(ws, add)
+			o.checkQueueTokens(ws, add)
 			o.neverSettledByPolicy(p, ws, add)
 		case OverlapAllow:
 			o.neverSettledByPolicy(p, ws, add)
@@ -175,6 +177,33 @@ func (o *overlapRun) checkQueue(ws []jobWindow, add addFunc) {
 			unsettled = i
 		case known && at.After(bound):
 			bound, boundWin, boundBy = at, w.id, by
+		}
+	}
+}
+
+// checkQueueTokens is rule (i) for the windows of one queue job: every
+// attempt of a window carries a token above the token that settled (done
+// or dead-lettered) each earlier window of the job. A window's claim is
+// taken only once the window before it is settled (with that window's
+// completion, in the same store call), from the job's one token counter,
+// so a queue job's fencing tokens grow in window order, and a downstream
+// system may fence by job, not only by window.
+func (o *overlapRun) checkQueueTokens(ws []jobWindow, add addFunc) {
+	var (
+		max    int64  // the highest settling token of an earlier window
+		maxWin string // that window
+	)
+	for _, w := range ws {
+		for _, a := range w.attempts {
+			if max > 0 && a.Token <= max {
+				add("i", w.id, "attempt on %s has token %d, not above token %d that settled the earlier window %s: a queue job's windows are claimed in order, each after the one before it was settled",
+					a.Worker, a.Token, max, maxWin)
+				break
+			}
+		}
+		st := o.h.States[w.id]
+		if (st.Status == StatusDone || st.Status == StatusDeadLettered) && st.Token > max {
+			max, maxWin = st.Token, w.id
 		}
 	}
 }

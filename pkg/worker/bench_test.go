@@ -90,18 +90,10 @@ func benchBacklog(b *testing.B, partitions int32) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
 		b.Fatal(err)
 	}
-	recs := make([]*kgo.Record, 0, b.N)
-	for i := range b.N {
-		m := window(fmt.Sprintf("job-%d", i%benchJobs()), "noop", i, defaultPolicy)
-		rec, err := jobmsg.Record(topic, m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		recs = append(recs, rec)
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		b.Fatal(err)
-	}
+	jobs := benchJobs()
+	produceBacklog(b, cl, topic, b.N, func(i int) *jobmsg.Message {
+		return window(fmt.Sprintf("job-%d", i%jobs), "noop", i, defaultPolicy)
+	})
 	mux := handler.NewMux()
 	mux.HandleFunc("noop", func(context.Context, *handler.Job) error { return nil })
 	var done atomic.Int64
@@ -151,6 +143,22 @@ func benchBacklog(b *testing.B, partitions int32) {
 	b.ReportMetric(float64(store.settled.Load())/float64(max(1, store.settles.Load())), "windows/settle-call")
 	b.ReportMetric(float64(store.claimNS.Load())/float64(max(1, store.claims.Load()))/1e3, "µs/claim-call")
 	b.ReportMetric(float64(store.settleNS.Load())/float64(max(1, store.settles.Load()))/1e3, "µs/settle-call")
+}
+
+// produceBacklog produces window(i) for i in [0, n) to topic.
+func produceBacklog(b *testing.B, cl *kgo.Client, topic string, n int, window func(int) *jobmsg.Message) {
+	b.Helper()
+	recs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		rec, err := jobmsg.Record(topic, window(i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // startProfile starts a CPU profile of the measured part alone (not the
@@ -234,21 +242,12 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			b.Fatal(err)
 		}
-		recs := make([]*kgo.Record, 0, n)
-		for j := range n {
+		produceBacklog(b, cl, topic, n, func(j int) *jobmsg.Message {
 			m := window(fmt.Sprintf("job-%d", j), "sleep", j, defaultPolicy)
 			m.Policy.Timeout = jobmsg.Duration(time.Hour)
 			m.Payload = json.RawMessage(`{"duration":"1h"}`)
-			rec, err := jobmsg.Record(topic, m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			recs = append(recs, rec)
-		}
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-		recs = nil
+			return m
+		})
 		w, err := New(Config{
 			Brokers: brokers, Topic: topic, Group: topic, Store: ds, Handler: mux, WorkerID: "bench",
 			Concurrency: n, MaxUncommitted: n,

@@ -14,29 +14,45 @@
 //
 // # Per record
 //
-// Records of a partition are settled in order, one window after the other.
-// A record's offset is committed only once it is settled: done, skipped
-// because the window is already done, or written to the dead-letter topic.
+// A partition's records are decoded into their jobs' lanes
+// (internal/lanes): windows of different jobs run concurrently, up to
+// Config.Concurrency across the partitions the worker owns, and the
+// windows of one job follow its overlap policy (queue, the default, runs
+// them one at a time in window order). A record's offset is committed
+// only once it and every record before it is settled: done, skipped
+// because the window is already done, settled by its overlap policy
+// (skipped, superseded), or written to the dead-letter topic.
 //
-// With a store that implements BatchStore (as *dedupe.Store does), a
-// backlog of records (a replay, a backfill, a worker catching up) is claimed
-// and completed in batches of up to a few hundred windows per Redis round
-// trip. Claims are taken ahead in chunks that grow from one window while the
-// windows run quickly (each chunk within 100ms) and shrink back to one when
-// they do not, so a scheduled window arriving alone is settled exactly as
-// described below, and a slow handler never holds claims on many waiting
-// windows. Claims taken ahead are extended if their turn comes late (a
-// window never starts on a claim that is not proven, see step 3), and
-// given back without counting an attempt (dedupe's UnclaimBatch) if the
-// partition is revoked first. Successful attempts are completed together
-// before the batch's offsets are marked and before the worker waits for
-// anything (a busy window, a retry backoff); a crash before that re-runs
-// them with higher fencing tokens, like any crash before Complete.
+// Store calls are batched per partition. Windows that come up together
+// are claimed in one ClaimBatch call; settlements (completions, releases,
+// dead letters, skips) go out in Settle calls, up to three in flight, a
+// call's answer handled a few dozen settlements at a time so that one
+// group of lanes is settled while the windows of another run. The
+// completion of a queue window also claims the next window of its lane in
+// the same atomic step (dedupe.Settlement.Next), and only if the
+// completion succeeded: a lane's next window starts the moment its
+// predecessor is done, one store round trip after the predecessor's
+// handler returned, and never before. So a job's fencing tokens grow in
+// window order.
 //
-//  1. The record is decoded (jobmsg.FromRecord). An invalid record (not
+// Handlers of windows started in the same turn of the partition's loop
+// share a runner goroutine that runs them one after the other; if one
+// runs for a millisecond, the windows queued behind it get a goroutine
+// each. A handler whose last attempt ran 100µs or more gets a goroutine
+// per window at once. So a window never waits more than about a
+// millisecond behind another job's window, and a backlog of handlers that
+// return at once does not pay for a goroutine each.
+//
+// The claims of running windows are extended in one Settle call per
+// partition every ClaimExtendInterval, and one timer per partition (its
+// watchdog) cancels a handler whose claim could not be proven in time,
+// strictly before the claim can expire (step 3).
+//
+//  1. The record is decoded (jobmsg.FromRecordAliased). An invalid record (not
 //     JSON, unknown schema version, missing fields, too large) is
 //     dead-lettered with the decode error as reason.
-//  2. The window is claimed (Store.Claim with WorkerID as owner).
+//  2. The window is claimed (Store.ClaimBatch, or its predecessor's
+//     completion, with WorkerID as owner).
 //     - Store unreachable: nothing runs and nothing is committed; the claim
 //     is retried with capped exponential backoff (50ms to 2s), and the
 //     outage is logged once.
@@ -52,7 +68,7 @@
 //     its done marker may have expired, so it is dead-lettered with that
 //     reason (ErrBeyondHorizon); kjobctl dlq redrive runs it if it must.
 //  3. While the handler runs, the claim is extended every
-//     ClaimExtendInterval, each Extend on its own goroutine. If the store
+//     ClaimExtendInterval, with the partition's other running claims. If the store
 //     reports the claim taken over (dedupe.ErrFenced), the handler's
 //     context is cancelled and its result is discarded ("fenced"); the
 //     window is claimed again, which then reports Busy or AlreadyDone. If
@@ -63,8 +79,8 @@
 //     expire, and its result is discarded ("stepped-down"): the window is
 //     neither completed nor acknowledged, and is claimed again, which
 //     waits for the store, and runs with a higher fencing token.
-//  4. Success: Store.Complete marks the window done (store errors are
-//     retried while the partition is owned). If Complete is refused, another
+//  4. Success: a Settle completion marks the window done (store errors
+//     are retried while the partition is owned). If it is refused, another
 //     attempt got there first; the worker logs it and claims again.
 //  5. Failure: a permanent error (handler.ErrPermanent, which includes an
 //     unknown handler name) or the last of Policy.MaxAttempts attempts

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func BenchmarkBurst(b *testing.B) {
 				burst(b, burstSpec{
 					figure: "burst", prefix: "burst", windows: burstWindows(), jobs: 100, handler: "noop", payload: json.RawMessage(`{}`),
 					handlerText: "built-in noop handler", partitions: tc.partitions, logLevel: tc.logLevel, cpuRows: true,
-					env: []string{fmt.Sprintf("KJOB_CONCURRENCY=%d", defaultConcurrency)},
+					env: append([]string{fmt.Sprintf("KJOB_CONCURRENCY=%d", defaultConcurrency)}, strings.Fields(os.Getenv("XENV"))...),
 				})
 			}
 		})
