@@ -34,7 +34,8 @@ func burstWindows() int {
 // one worker process (cmd/worker) against the embedded broker
 // and a real redis-server: windows per second from the worker's partition
 // assignment to a group lag of 0, so it includes the Redis dedupe round
-// trips and the offset commits.
+// trips and the offset commits. KJOB_BENCH_WORKER_ENV adds to the worker's
+// environment (space-separated, e.g. GOMAXPROCS=1); the rows name it.
 func BenchmarkBurst(b *testing.B) {
 	for _, tc := range []struct {
 		partitions int32
@@ -45,7 +46,7 @@ func BenchmarkBurst(b *testing.B) {
 				burst(b, burstSpec{
 					figure: "burst", prefix: "burst", windows: burstWindows(), jobs: 100, handler: "noop", payload: json.RawMessage(`{}`),
 					handlerText: "built-in noop handler", partitions: tc.partitions, logLevel: tc.logLevel, cpuRows: true,
-					env: append([]string{fmt.Sprintf("KJOB_CONCURRENCY=%d", defaultConcurrency)}, strings.Fields(os.Getenv("XENV"))...),
+					env: append([]string{fmt.Sprintf("KJOB_CONCURRENCY=%d", defaultConcurrency)}, strings.Fields(os.Getenv("KJOB_BENCH_WORKER_ENV"))...),
 				})
 			}
 		})
