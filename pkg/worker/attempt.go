@@ -71,13 +71,13 @@ type attempt struct {
 	stopped    atomic.Bool // stopAttempt ran: the watchdog leaves it alone
 	abandoning atomic.Bool // the watchdog handed it to the loop to abandon
 
-	timeoutAt   int64 // mono() at which the handler's timeout cancels its context
-	cancel      context.CancelCauseFunc
-	stopTimeout context.CancelFunc
-	hctx        context.Context
-	end         func(error) // Config.OnAttempt's end, if any
-	started     time.Time
-	ended       bool // the loop handled its result
+	timeoutAt int64 // mono() at which the handler's timeout cancels its context
+	cancel    context.CancelCauseFunc
+	timeout   *deadline // the context that carries the timeout; hctx derives from it
+	hctx      context.Context
+	end       func(error) // Config.OnAttempt's end, if any
+	started   time.Time
+	ended     bool // the loop handled its result
 }
 
 // start runs wn's handler under its claim, proven by the call that started
@@ -88,10 +88,13 @@ type attempt struct {
 // extend). If that moment has passed already, the handler does not start.
 func (l *loop) start(wn *win, proven time.Time) {
 	w := l.w
-	a := &attempt{l: l, wn: wn, started: w.cfg.Now(), dog: -1}
+	t := time.Now()
+	a := &attempt{l: l, wn: wn, started: t, dog: -1}
+	if !w.realClock {
+		a.started = w.cfg.Now()
+	}
 	wn.att, wn.state = a, stRunning
 	l.running[a] = struct{}{}
-	t := time.Now()
 	if age := t.Sub(proven); age >= w.claims.Proof() {
 		a.ended = true
 		err := fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
@@ -100,12 +103,10 @@ func (l *loop) start(wn *win, proven time.Time) {
 		return
 	}
 	a.claim.Init(w.claims, proven, a.stepDown)
-	now := monoOf(t)
-	timeout := time.Duration(wn.msg.Policy.Timeout)
-	a.timeoutAt = now + int64(timeout)
-	cctx, cancel := context.WithCancelCause(l.ctx)
-	hctx, stopTimeout := context.WithTimeout(cctx, timeout)
-	a.cancel, a.stopTimeout = cancel, stopTimeout
+	a.timeout = l.deadlineFor(monoOf(t) + int64(wn.msg.Policy.Timeout))
+	a.timeoutAt = a.timeout.at
+	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
+	a.cancel = cancel
 	job := l.jobOf(wn)
 	if w.cfg.OnAttempt != nil {
 		hctx, a.end = w.cfg.OnAttempt(hctx, wn.rec, job)
@@ -250,8 +251,8 @@ func (l *loop) stopAttempt(a *attempt, res *result) {
 			}
 		}
 	}
-	a.stopTimeout()
 	a.cancel(nil)
+	l.releaseDeadline(a.timeout)
 	if a.end != nil {
 		a.end(res.err)
 	}
@@ -319,4 +320,44 @@ func (l *loop) extendClaims() {
 		}
 		l.inbox.post(func() { l.extend = false })
 	}()
+}
+
+// deadline is a context whose deadline is a handler timeout: the handler
+// contexts of all the attempts whose timeouts end in the same millisecond
+// derive from one (deadlineFor), so a window in flight costs no timer and
+// no context of its own for its timeout, and the handler still sees what
+// context.WithTimeout would show it: Deadline() reports the timeout, and
+// when it passes Err() is context.DeadlineExceeded, as is its cause, in
+// the handler's context and in every context the handler derives from it.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     int64 // mono, a whole millisecond
+	refs   int   // attempts not ended whose context derives from ctx
+}
+
+// deadlineFor returns the deadline context of an attempt whose timeout
+// ends at (mono), rounded down to the millisecond so that attempts started
+// together share one: a handler's timeout is at most 1ms shorter than its
+// policy's. The caller releases it when the attempt ends
+// (releaseDeadline).
+func (l *loop) deadlineFor(at int64) *deadline {
+	at -= at % int64(time.Millisecond)
+	d := l.deadlines[at]
+	if d == nil {
+		ctx, cancel := context.WithDeadline(l.ctx, monoBase.Add(time.Duration(at)))
+		d = &deadline{ctx: ctx, cancel: cancel, at: at}
+		l.deadlines[at] = d
+	}
+	d.refs++
+	return d
+}
+
+// releaseDeadline is the end of an attempt that took d: the last one
+// releases d's timer.
+func (l *loop) releaseDeadline(d *deadline) {
+	if d.refs--; d.refs == 0 {
+		d.cancel()
+		delete(l.deadlines, d.at)
+	}
 }

@@ -92,10 +92,16 @@ type loop struct {
 	letters   []letter
 	writing   bool // a dead letter is being produced
 
-	running map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
-	dog     watchdog              // their deadlines
-	timers  map[*time.Timer]struct{}
-	chained map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
+	// lastOps and lastRuns are how many settlements and runs the last
+	// settle call carried: the next batch starts with that capacity
+	// instead of growing to it by doubling.
+	lastOps, lastRuns int
+
+	running   map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
+	dog       watchdog              // their deadlines
+	deadlines map[int64]*deadline   // their timeouts' contexts, by millisecond (deadlineFor)
+	timers    map[*time.Timer]struct{}
+	chained   map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
 	launch  []launch        // attempts started in this turn, to run (dispatch)
 	slow    map[string]bool // handlers whose last attempt was not quick (dispatch)
@@ -138,18 +144,19 @@ func (b *inbox) take() []func() {
 // serve is the partition.ServeFunc.
 func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 	l := &loop{
-		w:       w,
-		o:       o,
-		ctx:     ctx,
-		n:       o.Partition(),
-		log:     w.log.With("partition", o.Partition()),
-		lanes:   lanes.New(),
-		slots:   w.slots.Waiter(),
-		running: map[*attempt]struct{}{},
-		timers:  map[*time.Timer]struct{}{},
-		chained: map[*win]struct{}{},
-		slow:    map[string]bool{},
-		inbox:   inbox{wake: make(chan struct{}, 1)},
+		w:         w,
+		o:         o,
+		ctx:       ctx,
+		n:         o.Partition(),
+		log:       w.log.With("partition", o.Partition()),
+		lanes:     lanes.New(),
+		slots:     w.slots.Waiter(),
+		running:   map[*attempt]struct{}{},
+		deadlines: map[int64]*deadline{},
+		timers:    map[*time.Timer]struct{}{},
+		chained:   map[*win]struct{}{},
+		slow:      map[string]bool{},
+		inbox:     inbox{wake: make(chan struct{}, 1)},
 	}
 	l.run()
 }
@@ -159,6 +166,9 @@ func (l *loop) run() {
 		l.dog.stop()
 		for t := range l.timers {
 			t.Stop()
+		}
+		for _, d := range l.deadlines { // none: every attempt ended
+			d.cancel()
 		}
 		l.slots.Close()
 		l.slots.Release(l.slotsHeld)
@@ -403,10 +413,10 @@ func (l *loop) kick() {
 		l.settling++
 		l.inFlightOps += len(l.ops)
 		batch := l.ops
-		l.ops = nil
+		l.ops, l.lastOps = nil, len(batch)
 		var runs []dedupe.Run
 		if historyDue {
-			runs, l.runs, l.flushRuns = l.runs, nil, false
+			runs, l.runs, l.flushRuns, l.lastRuns = l.runs, nil, false, len(l.runs)
 		}
 		ss := make([]dedupe.Settlement, len(batch))
 		for i, o := range batch {
@@ -760,6 +770,9 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 		}
 		if len(l.runs) == 0 {
 			l.runsSince = time.Now()
+			if l.runs == nil {
+				l.runs = make([]dedupe.Run, 0, max(8, l.lastRuns))
+			}
 		}
 		l.runs = append(l.runs, r)
 	}

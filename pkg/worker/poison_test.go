@@ -132,3 +132,81 @@ func TestTimeoutCancelsThenAbandonedAttemptIsRetried(t *testing.T) {
 		t.Errorf("state = %+v, %v; want done by the retry's token %d, not the abandoned one", st, err, es[1].Token)
 	}
 }
+
+// TestTimeoutContextIsWithTimeouts: the handler's context carries its
+// policy's timeout as context.WithTimeout would (attempts share one
+// deadline context per millisecond): Deadline() reports it, and once it
+// passes Err() and the cause are context.DeadlineExceeded, in the handler's
+// context and in one the handler derives from it.
+func TestTimeoutContextIsWithTimeouts(t *testing.T) {
+	e := newEnv(t, 1, 5*time.Second)
+	const timeout = 300 * time.Millisecond
+	type seen struct {
+		start, deadline      time.Time
+		hasDeadline          bool
+		err, cause, childErr error
+	}
+	got := make(chan seen, 2)
+	mux := handler.NewMux()
+	mux.HandleFunc("h", func(ctx context.Context, j *handler.Job) error {
+		s := seen{start: time.Now()}
+		s.deadline, s.hasDeadline = ctx.Deadline()
+		child, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		<-child.Done()
+		s.err, s.cause, s.childErr = ctx.Err(), context.Cause(ctx), child.Err()
+		got <- s
+		return nil
+	})
+	pol := defaultPolicy
+	pol.Timeout = jobmsg.Duration(timeout)
+	pol.MaxAttempts = 1
+	e.publish(window("a", "h", 0, pol), window("b", "h", 0, pol))
+	start(t, e.config("w1", mux, &execs{}))
+	for range 2 {
+		var s seen
+		select {
+		case s = <-got:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no handler saw its timeout within 20s")
+		}
+		if !s.hasDeadline {
+			t.Fatal("the handler's context has no deadline")
+		}
+		if d := s.deadline.Sub(s.start); d > timeout || d < timeout-100*time.Millisecond {
+			t.Errorf("deadline %v after the handler started, want at most the timeout %v and not much less", d, timeout)
+		}
+		for what, err := range map[string]error{"Err()": s.err, "Cause": s.cause, "a derived context's Err()": s.childErr} {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s = %v after the timeout, want context.DeadlineExceeded", what, err)
+			}
+		}
+	}
+}
+
+// TestDeadlinesAreSharedAndReleased: attempts whose timeouts end in the
+// same millisecond share one deadline context, which the last of them
+// releases.
+func TestDeadlinesAreSharedAndReleased(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &loop{ctx: ctx, deadlines: map[int64]*deadline{}}
+	at := mono() + int64(time.Hour)
+	a, b := l.deadlineFor(at), l.deadlineFor(at-at%int64(time.Millisecond))
+	other := l.deadlineFor(at + int64(time.Millisecond))
+	if a != b || a == other || len(l.deadlines) != 2 {
+		t.Fatalf("deadlines %p %p %p (%d held), want the first two shared and the third its own", a, b, other, len(l.deadlines))
+	}
+	if dl, _ := a.ctx.Deadline(); dl.Sub(monoBase) != time.Duration(a.at) || a.at%int64(time.Millisecond) != 0 || a.at > at {
+		t.Errorf("deadline at %v (mono %d), want mono %d rounded down to the millisecond", dl, a.at, at)
+	}
+	l.releaseDeadline(a)
+	if a.ctx.Err() != nil {
+		t.Fatal("released by one of two attempts, the shared deadline ended")
+	}
+	l.releaseDeadline(b)
+	l.releaseDeadline(other)
+	if a.ctx.Err() == nil || other.ctx.Err() == nil || len(l.deadlines) != 0 {
+		t.Errorf("after every attempt ended: errs %v, %v; %d held; want both released", a.ctx.Err(), other.ctx.Err(), len(l.deadlines))
+	}
+}

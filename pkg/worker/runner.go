@@ -35,7 +35,10 @@ func (b launch) run() {
 	t := time.Now()
 	err := w.h.HandleJob(b.ctx, b.job)
 	took := time.Since(t)
-	finished := w.cfg.Now()
+	finished := t.Add(took)
+	if !w.realClock {
+		finished = w.cfg.Now()
+	}
 	w.running.Add(-1)
 	l.inbox.post(func() { l.returned(b.a, err, finished, took) })
 }

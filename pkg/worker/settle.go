@@ -28,6 +28,9 @@ func (l *loop) queue(wn *win, st dedupe.Settlement, res *result, then func(error
 	if wn != nil {
 		wn.state = stSettling
 	}
+	if l.ops == nil {
+		l.ops = make([]op, 0, max(8, l.lastOps))
+	}
 	l.ops = append(l.ops, op{st: st, wn: wn, res: res, then: then})
 }
 
@@ -286,7 +289,12 @@ func (l *loop) doneLogged(batch []op, res []dedupe.Result, err error) {
 	}
 	switch {
 	case n == 1 && !debug:
-		l.logger(first.wn).Info("window done", "duration", first.res.finished.Sub(first.res.started), "lateness", first.res.started.Sub(first.wn.msg.ScheduledAt))
+		// The window's attributes inline, not through l.logger's With:
+		// this line is logged once per window when windows come one at a
+		// time, and With copies the handler's attributes each time.
+		wn := first.wn
+		l.log.Info("window done", "offset", wn.rec.Offset, "window", wn.msg.ID, "job", wn.msg.Job, "token", wn.claim.Token, "attempt", wn.claim.Attempt,
+			"duration", first.res.finished.Sub(first.res.started), "lateness", first.res.started.Sub(wn.msg.ScheduledAt))
 	case n > 1:
 		l.log.Info("windows done", "windows", n, "first_window", first.wn.msg.ID, "last_window", last.wn.msg.ID)
 	}

@@ -371,12 +371,17 @@ type Worker struct {
 	// claims.Proof() (ClaimTTL - margin) after the start of the call that
 	// took or last extended it.
 	claims keepalive.Policy
+
+	// realClock: Config.Now is time.Now (it was not set), so a time the
+	// hot path reads for its timers serves as the clock's reading too.
+	realClock bool
 }
 
 // New validates cfg (a setting it refuses is a *configerr.Error) and builds
 // the worker and its Kafka client (which joins the group only in Run).
 // Call Run exactly once: it releases the client.
 func New(cfg Config) (*Worker, error) {
+	realClock := cfg.Now == nil
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -391,6 +396,8 @@ func New(cfg Config) (*Worker, error) {
 		h:      handler.Recover()(cfg.Handler),
 		slots:  lanes.NewSlots(cfg.Concurrency),
 		claims: claims,
+
+		realClock: realClock,
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
