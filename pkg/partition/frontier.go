@@ -1,7 +1,7 @@
 package partition
 
 import (
-	"sort"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -12,6 +12,7 @@ import (
 // order; advance drops the settled prefix.
 type frontier struct {
 	recs    []*kgo.Record
+	offsets []int64 // recs[i].Offset, searched without touching the records
 	settled []bool
 	head    int // recs[:head] are gone (compacted away as it grows)
 }
@@ -19,6 +20,7 @@ type frontier struct {
 // push appends rec, settled already if it needs no processing.
 func (f *frontier) push(rec *kgo.Record, settled bool) {
 	f.recs = append(f.recs, rec)
+	f.offsets = append(f.offsets, rec.Offset)
 	f.settled = append(f.settled, settled)
 }
 
@@ -28,9 +30,19 @@ func (f *frontier) len() int { return len(f.recs) - f.head }
 // settle marks the record at offset settled; false if it is not held (or
 // settled already).
 func (f *frontier) settle(offset int64) bool {
-	live := f.recs[f.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].Offset >= offset })
-	if i == len(live) || live[i].Offset != offset || f.settled[f.head+i] {
+	live := f.offsets[f.head:]
+	if len(live) == 0 {
+		return false
+	}
+	// Offsets are dense but for transaction markers: guess first.
+	i := int(min(max(offset-live[0], 0), int64(len(live)-1)))
+	if live[i] != offset {
+		var found bool
+		if i, found = slices.BinarySearch(live, offset); !found {
+			return false
+		}
+	}
+	if f.settled[f.head+i] {
 		return false
 	}
 	f.settled[f.head+i] = true
@@ -47,12 +59,13 @@ func (f *frontier) advance() *kgo.Record {
 		f.head++
 	}
 	if f.head == len(f.recs) {
-		f.recs, f.settled, f.head = f.recs[:0], f.settled[:0], 0
+		f.recs, f.offsets, f.settled, f.head = f.recs[:0], f.offsets[:0], f.settled[:0], 0
 	} else if f.head > 1024 && f.head > len(f.recs)/2 {
 		n := copy(f.recs, f.recs[f.head:])
+		copy(f.offsets, f.offsets[f.head:])
 		copy(f.settled, f.settled[f.head:])
 		clear(f.recs[n:])
-		f.recs, f.settled, f.head = f.recs[:n], f.settled[:n], 0
+		f.recs, f.offsets, f.settled, f.head = f.recs[:n], f.offsets[:n], f.settled[:n], 0
 	}
 	return last
 }
