@@ -33,6 +33,8 @@ type win struct {
 	// one (overlap policy replace): whatever it is doing, it ends as
 	// superseded rather than retried.
 	superseded string
+	// done is the attempt whose success a completion in flight records.
+	done result
 
 	// Chaining (queue lanes): the store call that completes a window
 	// also claims the next window of its lane (dedupe.Settlement.Next),
@@ -464,7 +466,11 @@ func (l *loop) answer() {
 			if o.st.Next != "" {
 				l.chainAnswered(o.wn, r.Next, rp.err == nil && r.Err == nil, rp.proven)
 			}
-			o.then(r.Err)
+			if o.then != nil {
+				o.then(r.Err)
+			} else {
+				l.completed(o.wn, r.Err)
+			}
 		}
 		if rp.next == len(rp.batch) {
 			l.doneLogged(rp.batch, rp.res, rp.err)

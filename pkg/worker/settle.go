@@ -19,8 +19,8 @@ import (
 type op struct {
 	st   dedupe.Settlement
 	wn   *win
-	res  *result // the attempt a complete records
-	then func(error)
+	res  *result     // the attempt a complete records
+	then func(error) // handles the answer; nil for a completion (completed)
 }
 
 // queue adds a settlement of wn (nil for none) to the next settle call.
@@ -67,29 +67,12 @@ func (l *loop) settleResult(wn *win, res result) {
 		l.failed(wn, res.err, false)
 
 	case res.err == nil:
-		r := res
+		wn.done = res
 		st := dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpComplete, Token: c.Token}
 		if wn.next != nil { // chainNext: claim the lane's next window with it
 			st.Next, st.Owner = wn.next.msg.ID, l.w.cfg.WorkerID
 		}
-		l.queue(wn, st, &r, func(err error) {
-			switch {
-			case err == nil:
-				if l.w.log.Enabled(l.ctx, slog.LevelDebug) {
-					l.logger(wn).Debug("window done", "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(wn.msg.ScheduledAt))
-				}
-				l.report(wn, OutcomeDone, nil, &r)
-				l.finish(wn)
-			case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
-				l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
-				l.report(wn, OutcomeFenced, err, &r)
-				l.reclaim(wn)
-			default:
-				l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", err)
-				l.report(wn, OutcomeFailed, fmt.Errorf("complete: %w", err), &r)
-				wn.state = stDone
-			}
-		})
+		l.queue(wn, st, &wn.done, nil) // nil: completed handles the answer
 
 	default:
 		if l.stopped || l.ctx.Err() != nil {
@@ -107,6 +90,29 @@ func (l *loop) settleResult(wn *win, res result) {
 		}
 		l.report(wn, outcome, res.err, &res)
 		l.failed(wn, res.err, true)
+	}
+}
+
+// completed handles the answer to the completion of wn, whose attempt
+// succeeded (wn.done): the most common settlement, so it is a method of
+// its own rather than a closure allocated per window.
+func (l *loop) completed(wn *win, err error) {
+	r := &wn.done
+	switch {
+	case err == nil:
+		if l.w.log.Enabled(l.ctx, slog.LevelDebug) {
+			l.logger(wn).Debug("window done", "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(wn.msg.ScheduledAt))
+		}
+		l.report(wn, OutcomeDone, nil, r)
+		l.finish(wn)
+	case errors.Is(err, dedupe.ErrAlreadyDone), errors.Is(err, dedupe.ErrFenced):
+		l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
+		l.report(wn, OutcomeFenced, err, r)
+		l.reclaim(wn)
+	default:
+		l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", err)
+		l.report(wn, OutcomeFailed, fmt.Errorf("complete: %w", err), r)
+		wn.state = stDone
 	}
 }
 
