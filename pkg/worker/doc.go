@@ -63,6 +63,10 @@
 //     - Claimed: the handler runs with a context bounded by the window's
 //     timeout, the partition's ownership and the claim's proof (step 3),
 //     and a *handler.Job carrying the attempt number and fencing token.
+//     The timeout looks as context.WithTimeout makes it (Deadline, and
+//     context.DeadlineExceeded as Err and cause once it passes), rounded
+//     down to the millisecond: handlers whose timeouts end in the same
+//     millisecond share one timer.
 //     Panics become errors. A record older than the store's Retention (by
 //     the later of its published_at and its Kafka timestamp) is not run:
 //     its done marker may have expired, so it is dead-lettered with that
