@@ -297,7 +297,9 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	d.say("demo: started %d producers and %d workers; Ctrl-C stops everything", d.cfg.producers, d.cfg.workers)
 	d.say("demo: Prometheus metrics: %s", strings.Join(metricsURLs, ", "))
 	if d.cfg.dashboard != "" {
-		if err := d.startDashboard(ctx, self, env); err != nil {
+		// The dashboard's actions (trigger, backfill) publish windows, which
+		// the workers accept only signed.
+		if err := d.startDashboard(ctx, self, append(env, "KJOB_SIGNING_KEY_ID="+keyID)); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kjob/kjob/internal/testenv"
 )
 
 type lockedWriter struct {
@@ -76,11 +79,16 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo left %v behind", left)
 	}
 
+	// With the dashboard, as make demo runs it (on a free port here).
 	out = lockedWriter{}
-	if err := demo(ctx, append(args, "--duration", "8s", "--dir", kept), &out, io.Discard); err != nil {
-		t.Fatalf("demo --dir: %v\n%s", err, out.String())
+	dash := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	if err := demo(ctx, append(args, "--duration", "8s", "--dir", kept, "--dashboard", dash), &out, io.Discard); err != nil {
+		t.Fatalf("demo --dir --dashboard %s: %v\n%s", dash, err, out.String())
 	}
-	for name, want := range map[string]string{"worker-1": "worker starting", "producer-1": "producer starting", "broker": "dev-broker: listening"} {
+	if want := "demo: dashboard: http://" + dash + "/"; !strings.Contains(out.String(), want) {
+		t.Errorf("demo output lacks %q:\n%s", want, out.String())
+	}
+	for name, want := range map[string]string{"worker-1": "worker starting", "producer-1": "producer starting", "broker": "dev-broker: listening", "dashboard": "dashboard"} {
 		b, err := os.ReadFile(filepath.Join(kept, "logs", name+".log"))
 		if err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s.log (%v) lacks %q:\n%s", name, err, want, b)
