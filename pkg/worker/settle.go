@@ -295,12 +295,9 @@ func (l *loop) doneLogged(batch []op, res []dedupe.Result, err error) {
 	}
 	switch {
 	case n == 1 && !debug:
-		// The window's attributes inline, not through l.logger's With:
-		// this line is logged once per window when windows come one at a
-		// time, and With copies the handler's attributes each time.
-		wn := first.wn
-		l.log.Info("window done", "offset", wn.rec.Offset, "window", wn.msg.ID, "job", wn.msg.Job, "token", wn.claim.Token, "attempt", wn.claim.Attempt,
-			"duration", first.res.finished.Sub(first.res.started), "lateness", first.res.started.Sub(wn.msg.ScheduledAt))
+		// Logged once per window when windows come one at a time: the
+		// window's attributes go with the call, not through l.logger.
+		l.log.Info("window done", winAttrs(first.wn, "duration", first.res.finished.Sub(first.res.started), "lateness", first.res.started.Sub(first.wn.msg.ScheduledAt))...)
 	case n > 1:
 		l.log.Info("windows done", "windows", n, "first_window", first.wn.msg.ID, "last_window", last.wn.msg.ID)
 	}
