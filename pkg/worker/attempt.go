@@ -71,13 +71,12 @@ type attempt struct {
 	stopped    atomic.Bool // stopAttempt ran: the watchdog leaves it alone
 	abandoning atomic.Bool // the watchdog handed it to the loop to abandon
 
-	timeoutAt int64 // mono() at which the handler's timeout cancels its context
-	cancel    context.CancelCauseFunc
-	timeout   *deadline // the context that carries the timeout; hctx derives from it
-	hctx      context.Context
-	end       func(error) // Config.OnAttempt's end, if any
-	started   time.Time
-	ended     bool // the loop handled its result
+	cancel  context.CancelCauseFunc
+	timeout *deadline // the context that carries the timeout (at, mono); hctx derives from it
+	hctx    context.Context
+	end     func(error) // Config.OnAttempt's end, if any
+	started time.Time
+	ended   bool // the loop handled its result
 }
 
 // start runs wn's handler under its claim, proven by the call that started
@@ -104,7 +103,6 @@ func (l *loop) start(wn *win, proven time.Time) {
 	}
 	a.claim.Init(w.claims, proven, a.stepDown)
 	a.timeout = l.deadlineFor(monoOf(t) + int64(wn.msg.Policy.Timeout))
-	a.timeoutAt = a.timeout.at
 	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
 	a.cancel = cancel
 	job := l.jobOf(wn)
@@ -135,7 +133,7 @@ func (a *attempt) deadline() int64 {
 // abandonAt is when the handler is abandoned if it has not returned: Grace
 // after its context was done (its timeout, or an earlier cancel).
 func (a *attempt) abandonAt() int64 {
-	done := a.timeoutAt
+	done := a.timeout.at // the handler's timeout
 	if c := a.cancelled.Load(); c != 0 {
 		done = min(done, c)
 	}
