@@ -8,15 +8,15 @@ import (
 	"github.com/kjob/kjob/pkg/names"
 )
 
-// The names of a deployment called "prod" with the default windows topic.
+// The names of a deployment called "prod" with its default windows topic.
 func ExampleDeployment() {
 	d := names.Deployment{Namespace: "prod"}
 	fmt.Println(d.WindowsTopic(), d.StateTopic(), d.DeadLetterTopic(), d.ControlTopic())
-	fmt.Println(d.TransactionalID(), d.LeaseName(), d.LeaseKey())
+	fmt.Println(d.Group(), d.TransactionalID(), d.LeaseName(), d.LeaseKey())
 	fmt.Println(d.JobKey("report", "token"), d.WorkerACLKeys())
 	// Output:
-	// kjob.windows kjob.windows.state kjob.windows.dlq kjob.windows.control
-	// kjob-producer-prod kjob-producer-prod kjob:{prod}:producer-lease
+	// kjob.prod.windows kjob.prod.windows.state kjob.prod.windows.dlq kjob.prod.windows.control
+	// kjob-workers-prod kjob-producer-prod kjob-producer-prod kjob:{prod}:producer-lease
 	// kjob:{prod:report}:token ~kjob:{prod:*
 }
 

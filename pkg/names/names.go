@@ -1,20 +1,28 @@
 // Package names derives every name of one kjob deployment from its
-// namespace and windows topic: the Kafka topics, the producer's
-// transactional id, the producer lease (a Redis key, or a Kubernetes
-// Lease), the Redis keys and the ACL key patterns that cover them, and the
-// partition a job's windows go to. Every package and binary takes these
-// names from here, so two components of one deployment cannot disagree on
-// one, and two deployments sharing a Kafka cluster or a Redis keep apart
-// by their namespace and topic.
+// namespace and windows topic: the Kafka topics, the consumer group, the
+// producer's transactional id, the producer lease (a Redis key, or a
+// Kubernetes Lease), the Redis keys and the ACL key patterns that cover
+// them, and the partition a job's windows go to. Every package and binary
+// takes these names from here, so two components of one deployment cannot
+// disagree on one, and two deployments sharing a Kafka cluster or a Redis
+// keep apart by their namespace alone.
 //
 // # Kafka
 //
-//	windows topic     Topic                  default "kjob.windows"
+//	windows topic     Topic, default "kjob.<ns>.windows" ("kjob.windows" for the namespace "kjob")
 //	state topic       Topic + ".state"       the producer's last window per job (compacted)
 //	dead-letter topic Topic + ".dlq"
 //	control topic     Topic + ".control"     operators' seek requests (pkg/control)
+//	consumer group    "kjob-workers-<ns>" ("kjob-workers" for the namespace "kjob")
 //	transactional id  "kjob-producer-" + Namespace
-//	consumer group    "kjob-workers" (DefaultGroup), set per deployment
+//
+// The default namespace, DefaultNamespace ("kjob"), keeps the names kjob
+// has always used, so a deployment that never set a namespace needs no
+// change; any other namespace gets topics and a group of its own. A topic
+// or group set explicitly wins over the derived one. Window and state
+// records carry their namespace (pkg/jobmsg), so a worker or producer
+// pointed at another deployment's topic refuses its records instead of
+// running or resuming them.
 //
 // A window record's key is its job's name, and its partition is
 // JobPartition(job, partitions): murmur2 of the key, as Kafka's Java
@@ -48,9 +56,14 @@ import (
 const (
 	// DefaultNamespace is Deployment.Namespace when it is empty.
 	DefaultNamespace = "kjob"
-	// DefaultTopic is Deployment.Topic when it is empty: the windows topic.
+	// DefaultTopic is the windows topic of the default namespace
+	// (Deployment.Topic when it is empty and Namespace is
+	// DefaultNamespace); another namespace ns defaults to
+	// "kjob.<ns>.windows" (see Deployment.WindowsTopic).
 	DefaultTopic = "kjob.windows"
-	// DefaultGroup is the workers' consumer group unless set.
+	// DefaultGroup is the workers' consumer group of the default
+	// namespace; another namespace ns defaults to "kjob-workers-<ns>"
+	// (see Deployment.Group).
 	DefaultGroup = "kjob-workers"
 )
 
@@ -62,15 +75,17 @@ const (
 )
 
 // Deployment is one kjob deployment, named by its namespace (which
-// prefixes its Redis keys and its transactional id) and its windows topic
-// (which prefixes its other topics). A zero field takes its default. The
-// methods return the derived names; a component with a setting of its own
-// for one of them (a flag such as --dlq-topic) uses that instead.
+// prefixes its Redis keys, its transactional id and, by default, its
+// topics and consumer group) and its windows topic (which prefixes its
+// other topics). A zero field takes its default. The methods return the
+// derived names; a component with a setting of its own for one of them (a
+// flag such as --dlq-topic or --group) uses that instead.
 type Deployment struct {
 	// Namespace names the deployment: letters, digits, '_', '.', '-'.
 	// Default DefaultNamespace.
 	Namespace string
-	// Topic is the windows topic. Default DefaultTopic.
+	// Topic is the windows topic. Default DefaultTopic for the default
+	// namespace, "kjob.<ns>.windows" for any other (DefaultTopicOf).
 	Topic string
 }
 
@@ -80,10 +95,36 @@ func (d Deployment) WithDefaults() Deployment {
 		d.Namespace = DefaultNamespace
 	}
 	if d.Topic == "" {
-		d.Topic = DefaultTopic
+		d.Topic = DefaultTopicOf(d.Namespace)
 	}
 	return d
 }
+
+// DefaultTopicOf returns the default windows topic of namespace ns:
+// DefaultTopic ("kjob.windows") for DefaultNamespace or "", which is what
+// every deployment used before topics derived from the namespace, and
+// "kjob.<ns>.windows" for any other.
+func DefaultTopicOf(ns string) string {
+	if ns == "" || ns == DefaultNamespace {
+		return DefaultTopic
+	}
+	return "kjob." + ns + ".windows"
+}
+
+// DefaultGroupOf returns the default consumer group of namespace ns:
+// DefaultGroup ("kjob-workers") for DefaultNamespace or "", and
+// "kjob-workers-<ns>" for any other.
+func DefaultGroupOf(ns string) string {
+	if ns == "" || ns == DefaultNamespace {
+		return DefaultGroup
+	}
+	return DefaultGroup + "-" + ns
+}
+
+// Group returns the workers' consumer group: DefaultGroupOf(Namespace).
+// It does not depend on Topic, so a deployment that sets its topic keeps
+// its group.
+func (d Deployment) Group() string { return DefaultGroupOf(d.WithDefaults().Namespace) }
 
 // WindowsTopic returns the windows topic.
 func (d Deployment) WindowsTopic() string { return d.WithDefaults().Topic }
