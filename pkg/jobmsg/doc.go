@@ -7,6 +7,7 @@
 //
 //	{
 //	  "v": 1,
+//	  "namespace": "prod",
 //	  "id": "report@2026-11-22T10:00:00Z",
 //	  "job": "report",
 //	  "handler": "http",
@@ -23,6 +24,19 @@
 // could. "overlap" says how the job's windows may overlap (see Overlap); a
 // record without it, as kjob wrote before overlap policies, decodes as
 // OverlapQueue.
+//
+// "namespace" names the deployment that published the window (and, in a
+// State, the deployment whose producer wrote it; see pkg/names). A worker
+// dead-letters a window of another namespace without claiming it, and a
+// producer refuses to lead from a state topic whose latest records belong
+// to another namespace. The field covers the whole value, so a signature
+// (pkg/signing) covers it too: a record re-labelled with another namespace
+// fails verification. A record without "namespace" was written by a kjob
+// from before records carried it; nothing in it says which deployment
+// wrote it, so workers and producers of every namespace accept it, never
+// silently: each logs a warning (see the upgrade section of
+// docs/deploying.md). Once every writer of a topic has been upgraded, no
+// such record is written any more.
 //
 // Two headers describe the value: "kjob-schema" (the schema version, "1") and
 // "content-type" ("application/json"). Decoding validates every field and

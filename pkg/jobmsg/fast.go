@@ -40,12 +40,13 @@ const (
 	fBackoff
 	fMaxBackoff
 	fOverlap
+	fNamespace
 )
 
 // Field names of each object the fast decoder reads, for the
 // case-insensitive match it leaves to encoding/json.
 var (
-	topFields    = []string{"v", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
+	topFields    = []string{"v", "namespace", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
 	windowFields = []string{"start", "end"}
 	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
 )
@@ -73,6 +74,8 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 		switch string(key) {
 		case "v":
 			return s.once(seen, fV) && s.int(&w.V)
+		case "namespace":
+			return s.once(seen, fNamespace) && s.str(&w.Namespace)
 		case "id":
 			return s.once(seen, fID) && s.str(&w.ID)
 		case "job":

@@ -37,6 +37,9 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		rep(`"overlap":"queue"`, `"overlap":"replace"`),       // another policy
 		rep(`"overlap":"queue"`, `"overlap":"never"`),         // fast, then invalid
 		rep(`"overlap":"queue"`, `"overlap":"queue","x":"y"`), // unknown policy field
+		rep(`"namespace":"prod",`, ``),                        // written before records carried their namespace
+		rep(`"namespace":"prod"`, `"namespace":"a b"`),        // fast, then invalid
+		rep(`"namespace":"prod"`, `"namespace":"prod","n":1`), // unknown field next to it
 		rep(`"max_attempts":3`, `"max_attempts":1000000000`),  // fast, then beyond the bound
 		rep(`"timeout":"30s"`, `"timeout":"100000h"`),         // fast, then beyond the bound
 	}
@@ -54,6 +57,11 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		[]byte(strings.Replace(v, `"start"`, `"Start"`, 1)),
 		[]byte(strings.Replace(v, `"report"`, "\"rep\xffrt\"", 1)),
 		[]byte(strings.Replace(v, `"timeout"`, `"ti\u006deout"`, 1)),
+		rep(`"namespace":"prod"`, `"namespace":null`),
+		rep(`"namespace":"prod"`, `"Namespace":"prod"`),
+		rep(`"namespace":"prod"`, `"namespace":"pr\u006fd"`),
+		rep(`"namespace":"prod"`, `"namespace":"prod","namespace":"b"`),
+		rep(`"namespace":"prod"`, `"namespace":7`),
 		rep(`"overlap":"queue"`, `"overlap":null`),
 		rep(`"overlap":"queue"`, `"overlap":"qu\u0065ue"`),
 		rep(`"overlap":"queue"`, `"Overlap":"skip"`),

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // Version is the schema version this package writes and the newest it reads.
@@ -170,6 +172,13 @@ type Policy struct {
 type Message struct {
 	// V is the schema version; Encode sets it to Version.
 	V int `json:"v"`
+	// Namespace is the namespace of the deployment that published the
+	// window (names.Deployment). A worker runs only its own deployment's
+	// windows and dead-letters another's. It is written only when set: a
+	// record without it was written by a kjob from before records carried
+	// their namespace (see the package doc for what a worker does with
+	// one).
+	Namespace string `json:"namespace,omitempty"`
 	// ID is the window id, unique per window (see WindowID).
 	ID string `json:"id"`
 	// Job is the job name; also the record key.
@@ -320,6 +329,8 @@ func (m *Message) Validate() error {
 	switch {
 	case m.V != Version:
 		return versionError("v", m.V)
+	case m.Namespace != "" && !validNamespace(m.Namespace):
+		return invalid("namespace", m.Namespace, "want a deployment namespace: letters, digits, '_', '.' or '-'")
 	case m.Job == "":
 		return invalid("job", "", "required")
 	case m.ID == "":
@@ -360,6 +371,11 @@ func (m *Message) Validate() error {
 		return invalid("payload", string(m.Payload), "must be a JSON object")
 	}
 	return nil
+}
+
+func validNamespace(ns string) bool {
+	_, ok := names.ValidNamespace(ns)
+	return ok
 }
 
 // Marshal validates m (setting V to Version if zero) and returns its JSON value.

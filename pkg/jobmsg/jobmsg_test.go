@@ -13,6 +13,7 @@ import (
 func sample() *Message {
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	return &Message{
+		Namespace:   "prod",
 		ID:          WindowID("report", start),
 		Job:         "report",
 		Handler:     "http",
@@ -45,6 +46,32 @@ func TestRoundTrip(t *testing.T) {
 	if got.ID != "report@2026-11-22T10:00:00Z" || got.V != 1 || !got.Window.Start.Equal(m.Window.Start) ||
 		got.Policy != m.Policy || string(got.Payload) != string(m.Payload) || got.Trigger != TriggerSchedule {
 		t.Fatalf("round trip: got %+v", got)
+	}
+	if got.Namespace != "prod" || !strings.Contains(string(rec.Value), `"namespace":"prod"`) {
+		t.Fatalf("round trip: namespace %q in %s, want %q", got.Namespace, rec.Value, "prod")
+	}
+}
+
+// A record carries its deployment's namespace; one written before records
+// carried it decodes with an empty Namespace, and an invalid namespace is
+// refused, naming the field.
+func TestNamespace(t *testing.T) {
+	m := sample()
+	m.Namespace = ""
+	b, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "namespace") {
+		t.Fatalf("an empty namespace is written: %s", b)
+	}
+	got, err := Unmarshal(b)
+	if err != nil || got.Namespace != "" {
+		t.Fatalf("Unmarshal of a record without namespace = %+v, %v", got, err)
+	}
+	m.Namespace = "a b"
+	if _, err := Marshal(m); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `namespace: "a b"`) {
+		t.Fatalf("Marshal with namespace %q: err %v, want one naming the field and value", m.Namespace, err)
 	}
 }
 

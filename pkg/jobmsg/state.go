@@ -23,9 +23,14 @@ import (
 //
 // On the wire it is a JSON object, schema version 1:
 //
-//	{"v": 1, "job": "report", "last_window": "2026-11-22T10:00:00Z",
+//	{"v": 1, "namespace": "prod", "job": "report", "last_window": "2026-11-22T10:00:00Z",
 //	 "last_id": "report@2026-11-22T10:00:00Z", "published_at": "2026-11-22T10:00:00.002Z"}
 type State struct {
+	// Namespace is the namespace of the deployment whose producer wrote
+	// the record (names.Deployment). A producer refuses to lead from a
+	// state topic whose jobs belong to another namespace. Empty in a
+	// record written before state records carried their namespace.
+	Namespace string
 	// Job is the job name (also the record key).
 	Job string
 	// LastWindow is the start of the job's last window, or for a
@@ -40,6 +45,7 @@ type State struct {
 // stateWire is State's JSON form.
 type stateWire struct {
 	V           int       `json:"v"`
+	Namespace   string    `json:"namespace,omitempty"`
 	Job         string    `json:"job"`
 	LastWindow  time.Time `json:"last_window"`
 	LastID      string    `json:"last_id"`
@@ -52,7 +58,7 @@ func StateRecord(topic string, s State) (*kgo.Record, error) {
 	if s.Job == "" {
 		return nil, errors.New("jobmsg: state record: no job name")
 	}
-	b, err := json.Marshal(stateWire{V: Version, Job: s.Job, LastWindow: s.LastWindow.UTC(), LastID: s.LastID, PublishedAt: s.PublishedAt.UTC()})
+	b, err := json.Marshal(stateWire{V: Version, Namespace: s.Namespace, Job: s.Job, LastWindow: s.LastWindow.UTC(), LastID: s.LastID, PublishedAt: s.PublishedAt.UTC()})
 	if err != nil {
 		return nil, fmt.Errorf("jobmsg: state record of %s: %w", s.Job, err)
 	}
@@ -69,5 +75,5 @@ func ParseState(value []byte) (State, error) {
 	if v.Job == "" {
 		return State{}, errors.New("jobmsg: state record: no job name")
 	}
-	return State{Job: v.Job, LastWindow: v.LastWindow, LastID: v.LastID, PublishedAt: v.PublishedAt}, nil
+	return State{Namespace: v.Namespace, Job: v.Job, LastWindow: v.LastWindow, LastID: v.LastID, PublishedAt: v.PublishedAt}, nil
 }
