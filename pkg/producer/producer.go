@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +28,16 @@ import (
 // id has fenced this producer: another replica took over publishing.
 var ErrFenced = errors.New("producer: fenced by a newer producer with the same transactional id")
 
+// ErrForeignState is returned (wrapped) by Run when the state topic's
+// latest record of a job was written by a deployment of another namespace:
+// two deployments share the topic (an explicit Topic or StateTopic
+// pointing at another deployment's, or deployments that shared the
+// defaults before topics derived from the namespace). The producer
+// refuses to lead from it: it would resume the other deployment's jobs
+// and publish windows into its topic. It publishes nothing and Run stops;
+// give the deployment a topic of its own.
+var ErrForeignState = errors.New("producer: the state topic holds another deployment's jobs")
+
 // Elector runs lead while this replica holds leadership; lead's context is
 // cancelled when leadership is lost. *lease.Elector implements it.
 type Elector interface {
@@ -42,10 +55,12 @@ type Config struct {
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
 	// Namespace names the deployment (see names.Deployment): it derives
-	// the default TransactionalID. Default "kjob" (names.DefaultNamespace).
+	// the default Topic and TransactionalID, and labels every window and
+	// state record. Default "kjob" (names.DefaultNamespace).
 	Namespace string
-	// Topic receives the window records. Default "kjob.windows"
-	// (names.DefaultTopic).
+	// Topic receives the window records. Default the namespace's windows
+	// topic: "kjob.windows" for the default namespace, "kjob.<ns>.windows"
+	// for any other (names.DefaultTopicOf).
 	Topic string
 	// StateTopic is the compacted topic holding the last published window of
 	// each job. Default Topic + ".state" (names.Deployment.StateTopic).
@@ -149,6 +164,9 @@ type Producer struct {
 	status Status          // Next is unused: Status reads q
 	q      *queue          // the current (or last) term's timer heap; written under mu
 	paused map[string]bool // last answer of cfg.Pauses
+
+	stop    context.CancelFunc // ends Run's campaign: set by Run, called by refuse; under mu
+	refused error              // why this producer refused to lead (ErrForeignState); under mu
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -213,7 +231,7 @@ func New(cfg Config) (*Producer, error) {
 		cfg.Namespace = names.DefaultNamespace
 	}
 	if cfg.Topic == "" {
-		cfg.Topic = names.DefaultTopic
+		cfg.Topic = names.DefaultTopicOf(cfg.Namespace)
 	}
 	d := names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}
 	if cfg.StateTopic == "" {
@@ -283,16 +301,41 @@ func (p *Producer) Status() Status {
 // Run creates the topics if missing (stopping with an error wrapping
 // topic.ErrMismatch if they exist with other settings), then campaigns for
 // leadership and publishes while leading. It returns when ctx is done and
-// every goroutine it started has exited.
+// every goroutine it started has exited, or with an error wrapping
+// ErrForeignState as soon as a term found another deployment's jobs in the
+// state topic (it publishes nothing then).
 func (p *Producer) Run(ctx context.Context) error {
 	if err := p.ensureTopics(ctx); err != nil {
 		return err
 	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	p.mu.Lock()
+	p.stop = stop
+	p.mu.Unlock()
 	err := p.cfg.Elector.Run(ctx, p.lead)
+	p.mu.Lock()
+	refused := p.refused
+	p.mu.Unlock()
+	if refused != nil {
+		return refused
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// refuse stops Run with err: this producer must not lead.
+func (p *Producer) refuse(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refused == nil {
+		p.refused = err
+	}
+	if p.stop != nil {
+		p.stop()
+	}
 }
 
 func (p *Producer) ensureTopics(ctx context.Context) error {
@@ -366,6 +409,12 @@ func (p *Producer) lead(ctx context.Context) error {
 		}
 		if errors.Is(err, ErrFenced) {
 			return err // another replica publishes; let the elector re-campaign
+		}
+		if errors.Is(err, ErrForeignState) {
+			p.log.Error("refusing to lead: the state topic holds another deployment's jobs; publishing nothing and stopping",
+				"state_topic", p.cfg.StateTopic, "namespace", p.cfg.Namespace, "err", err)
+			p.refuse(err)
+			return err
 		}
 		delay := b.Next()
 		p.log.Warn("publishing term ended; starting a new one", "err", err, "retry_in", delay)
@@ -558,7 +607,7 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			}
 			continue
 		}
-		msg, rec, err := w.job.Record(p.cfg.Topic, schedule.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now})
+		msg, rec, err := w.job.Record(p.cfg.Topic, schedule.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now, Namespace: p.cfg.Namespace})
 		if err != nil {
 			// A job that cannot be encoded is a configuration error that
 			// schedule validation should have caught; do not block the others.
@@ -582,7 +631,7 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 		if w.baseline {
 			id = "" // no window of the job published yet
 		}
-		rec, err := jobmsg.StateRecord(p.cfg.StateTopic, jobmsg.State{Job: name, LastWindow: w.start, LastID: id, PublishedAt: now})
+		rec, err := jobmsg.StateRecord(p.cfg.StateTopic, jobmsg.State{Namespace: p.cfg.Namespace, Job: name, LastWindow: w.start, LastID: id, PublishedAt: now})
 		if err != nil {
 			return fmt.Errorf("state of %s: %w", name, err)
 		}
@@ -635,6 +684,8 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 
 // readState reads the state topic to its end, read-committed. The caller
 // has already fenced, so no transaction of an older producer is still open.
+// A job whose latest record another namespace wrote is an error wrapping
+// ErrForeignState (see foreignState).
 func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -655,6 +706,7 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	if len(want) == 0 {
 		return state, nil
 	}
+	owners := map[string]string{} // job -> namespace of its latest record
 	parts := map[int32]kgo.Offset{}
 	for part := range want {
 		parts[part] = kgo.NewOffset().AtStart()
@@ -685,6 +737,9 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 				delete(want, r.Partition)
 			}
 			if r.Attrs.IsControl() || r.Value == nil {
+				if !r.Attrs.IsControl() {
+					delete(owners, string(r.Key)) // a tombstone
+				}
 				return
 			}
 			v, err := jobmsg.ParseState(r.Value)
@@ -693,7 +748,11 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 				return
 			}
 			state[v.Job] = v.LastWindow
+			owners[v.Job] = v.Namespace
 		})
+	}
+	if err := p.foreignState(owners); err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
 	p.status.Last = map[string]time.Time{}
@@ -702,4 +761,42 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	}
 	p.mu.Unlock()
 	return state, nil
+}
+
+// foreignState checks who wrote the state topic's latest record of each
+// job: this deployment, or a kjob from before state records carried their
+// namespace (accepted, with a warning: nothing says whose it is, and each
+// job's next window relabels it). A job another namespace wrote is an
+// error wrapping ErrForeignState that names the topic, the other
+// namespace, a few of its jobs and the fix.
+func (p *Producer) foreignState(owners map[string]string) error {
+	var unlabelled []string
+	foreign := map[string][]string{}
+	for job, ns := range owners {
+		switch ns {
+		case p.cfg.Namespace:
+		case "":
+			unlabelled = append(unlabelled, job)
+		default:
+			foreign[ns] = append(foreign[ns], job)
+		}
+	}
+	if len(unlabelled) > 0 {
+		slices.Sort(unlabelled)
+		p.log.Warn("state records without a namespace (written by a kjob from before records carried it) taken as this deployment's; if another deployment shares this topic, give each its own",
+			"state_topic", p.cfg.StateTopic, "namespace", p.cfg.Namespace, "jobs", len(unlabelled), "first_job", unlabelled[0])
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	others := slices.Sorted(maps.Keys(foreign))
+	jobs := foreign[others[0]]
+	slices.Sort(jobs)
+	n := len(jobs)
+	jobs = jobs[:min(n, 3)]
+	return fmt.Errorf("%w: state topic %q holds %d job(s) of namespace %q (%s), and this producer's namespace is %q: "+
+		"give this deployment a windows topic of its own (leave Topic and StateTopic empty for %q), "+
+		"or fix the namespace if this deployment is meant to be %q",
+		ErrForeignState, p.cfg.StateTopic, n, others[0], strings.Join(jobs, ", "), p.cfg.Namespace,
+		names.DefaultTopicOf(p.cfg.Namespace), others[0])
 }

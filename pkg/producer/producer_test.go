@@ -547,3 +547,70 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// Deployments keep apart by namespace (issue 21): each record carries its
+// producer's namespace, and a producer of namespace b pointed at a's topic
+// refuses to lead from a's state: it publishes nothing, logs an ERROR
+// naming the topic, the other namespace and the fix, and Run returns an
+// error wrapping ErrForeignState.
+func TestRefusesToLeadFromAnotherDeploymentsState(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, `jobs:
+  - name: tick
+    schedule: "@every 10s"
+    handler: log
+`)
+	ns := func(n, topic string) func(*producer.Config) {
+		return func(c *producer.Config) { c.Namespace, c.Topic, c.TransactionalID = n, topic, "" }
+	}
+	a := startProducer(t, brokers, clk, js, alwaysLeader{}, ns("a", ""))
+	waitLeading(t, a)
+	clk.Set(t0.Add(5 * time.Second))
+	testenv.Eventually(t, 20*time.Second, func() bool { return len(a.published()) == 1 }, "a did not publish tick@10:00:10")
+	if err := a.stop(t); err != nil {
+		t.Fatalf("a's Run: %v", err)
+	}
+	windows := testenv.ReadCommitted(t, brokers, "kjob.a.windows")
+	state := testenv.ReadCommitted(t, brokers, "kjob.a.windows.state")
+	if len(windows) != 1 || len(state) == 0 {
+		t.Fatalf("a's topics hold %d windows and %d state records, want 1 and some", len(windows), len(state))
+	}
+	m, err := jobmsg.FromRecord(windows[0])
+	if err != nil || m.Namespace != "a" {
+		t.Fatalf("a's window = %+v, %v; want namespace a", m, err)
+	}
+	for _, r := range state {
+		if st, err := jobmsg.ParseState(r.Value); err != nil || st.Namespace != "a" {
+			t.Fatalf("a's state record = %+v, %v; want namespace a", st, err)
+		}
+	}
+
+	logs := testenv.NewLogBuffer(t)
+	b := startProducer(t, brokers, clk, js, alwaysLeader{}, ns("b", "kjob.a.windows"), func(c *producer.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	err = testenv.Recv(t, b.done, 20*time.Second, "b's Run returns: it must refuse to lead")
+	close(b.done) // stop has nothing left to wait for
+	if !errors.Is(err, producer.ErrForeignState) {
+		t.Fatalf("b's Run = %v, want ErrForeignState", err)
+	}
+	for _, want := range []string{`"kjob.a.windows.state"`, `namespace "a" (tick)`, `namespace is "b"`, `"kjob.b.windows"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("b's error %q does not name %s", err, want)
+		}
+	}
+	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "refusing to lead") || !strings.Contains(out, "state_topic=kjob.a.windows.state") {
+		t.Errorf("b logged no ERROR naming the state topic:\n%s", out)
+	}
+	if got := b.published(); len(got) != 0 {
+		t.Errorf("b published %v", got)
+	}
+	if n := len(testenv.ReadCommitted(t, brokers, "kjob.a.windows")); n != 1 {
+		t.Errorf("a's windows topic holds %d records after b ran, want 1", n)
+	}
+	if n := len(testenv.ReadCommitted(t, brokers, "kjob.a.windows.state")); n != len(state) {
+		t.Errorf("a's state topic holds %d records after b ran, want %d", n, len(state))
+	}
+}

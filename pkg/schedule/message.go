@@ -34,6 +34,12 @@ type Publication struct {
 	// Payload replaces the job's payload for this window (kjobctl trigger
 	// --payload). Default the job's.
 	Payload json.RawMessage
+	// Namespace is the namespace of the deployment the window is
+	// published to (jobmsg.Message.Namespace): its workers run it, any
+	// other deployment's refuse it. Empty writes a record without one, as
+	// kjob did before records carried their namespace; every publisher in
+	// this module sets it.
+	Namespace string
 }
 
 // Message returns the message of j's window p: the window [p.Start,
@@ -71,7 +77,7 @@ func (j *Job) Message(p Publication) *jobmsg.Message {
 		p.Payload = j.Payload
 	}
 	return &jobmsg.Message{
-		ID: p.ID, Job: j.Name, Handler: j.Handler,
+		ID: p.ID, Job: j.Name, Handler: j.Handler, Namespace: p.Namespace,
 		Window:      jobmsg.Window{Start: p.Start.UTC(), End: p.End.UTC()},
 		ScheduledAt: p.ScheduledAt.UTC(), PublishedAt: p.PublishedAt.UTC(),
 		Trigger: p.Trigger, Payload: p.Payload,
