@@ -50,7 +50,10 @@
 //
 //  1. The record is decoded (jobmsg.FromRecordAliased). An invalid record (not
 //     JSON, unknown schema version, missing fields, too large) is
-//     dead-lettered with the decode error as reason.
+//     dead-lettered with the decode error as reason. A window whose record
+//     names another namespace than Config.Namespace (another deployment's)
+//     is dead-lettered with a reason naming both, never claimed nor run
+//     (ErrForeignNamespace); one that names none is run with a warning.
 //  2. The window is claimed (Store.ClaimBatch, or its predecessor's
 //     completion, with WorkerID as owner).
 //     - Store unreachable: nothing runs and nothing is committed; the claim

@@ -500,7 +500,7 @@ func (l *loop) arrive() {
 	for _, rec := range recs {
 		msg, err := l.w.parse(rec)
 		if err != nil {
-			l.poison(rec, err)
+			l.poison(rec, msg, err)
 			continue
 		}
 		wn := &win{rec: rec, msg: msg}
@@ -711,19 +711,26 @@ func (l *loop) finish(wn *win) {
 	}
 }
 
-// poison dead-letters a record that is not a valid window.
-func (l *loop) poison(rec *kgo.Record, err error) {
+// poison dead-letters a record that is not a valid window, or (msg set,
+// err ErrForeignNamespace) a window of another deployment, unclaimed.
+func (l *loop) poison(rec *kgo.Record, msg *jobmsg.Message, err error) {
 	reason := "undecodable record: " + err.Error()
-	if errors.Is(err, errUnverified) {
+	if errors.Is(err, errUnverified) || errors.Is(err, ErrForeignNamespace) {
 		reason = err.Error()
 	}
-	l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
+	var id, job string
+	if msg != nil {
+		id, job = msg.ID, msg.Job
+		l.log.Error("dead-lettering a window of another deployment without running it", "offset", rec.Offset, "window", id, "job", job, "err", err)
+	} else {
+		l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
+	}
 	l.letters = append(l.letters, letter{rec: rec, reason: reason, then: func(derr error) {
 		if derr != nil {
 			return // ctx ended: the next owner dead-letters it
 		}
 		now := l.w.cfg.Now()
-		l.w.executed(Execution{Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
+		l.w.executed(Execution{WindowID: id, Job: job, Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
 		l.o.Settle(rec)
 	}})
 }

@@ -64,6 +64,12 @@ var ErrClaimUnproven = errors.New("worker: claim can no longer be proven (the id
 // was abandoned after Config.Grace).
 var ErrSuperseded = errors.New("worker: superseded by a newer window of the job (overlap policy replace)")
 
+// ErrForeignNamespace is the error (Execution.Err, wrapped) of a window
+// dead-lettered because another deployment published it: its record's
+// namespace is not Config.Namespace. The window is never claimed in the
+// store nor run; the dead letter's reason names both namespaces.
+var ErrForeignNamespace = errors.New("worker: window of another deployment")
+
 // ErrBeyondHorizon is the error (Execution.Err) of a window dead-lettered
 // instead of run because its record is older than the store's Retention:
 // its done marker may have expired, so whether it already ran is unknown.
@@ -71,9 +77,13 @@ var ErrBeyondHorizon = errors.New("worker: record older than the replay horizon"
 
 // Defaults of the zero values of Config fields.
 const (
-	// DefaultTopic is Config.Topic when it is empty (names.DefaultTopic).
+	// DefaultTopic is Config.Topic when it is empty and Namespace is the
+	// default one (names.DefaultTopic); another namespace's is
+	// names.DefaultTopicOf(Namespace).
 	DefaultTopic = names.DefaultTopic
-	// DefaultGroup is Config.Group when it is empty (names.DefaultGroup).
+	// DefaultGroup is Config.Group when it is empty and Namespace is the
+	// default one (names.DefaultGroup); another namespace's is
+	// names.DefaultGroupOf(Namespace).
 	DefaultGroup = names.DefaultGroup
 	// DefaultGrace is Config.Grace when it is zero.
 	DefaultGrace = 10 * time.Second
@@ -146,9 +156,19 @@ type Config struct {
 	Brokers []string
 	// ClientOpts are extra Kafka client options (TLS, SASL, logging).
 	ClientOpts []kgo.Opt
-	// Topic is the windows topic. Default "kjob.windows".
+	// Namespace names the deployment (names.Deployment): the worker runs
+	// only windows whose record carries this namespace, or none (a record
+	// from before records carried one, run with a warning), and
+	// dead-letters any other deployment's (ErrForeignNamespace). Default
+	// "kjob" (names.DefaultNamespace).
+	Namespace string
+	// Topic is the windows topic. Default the namespace's:
+	// "kjob.windows" for the default namespace, "kjob.<ns>.windows" for
+	// any other (names.DefaultTopicOf).
 	Topic string
-	// Group is the consumer group of the workers. Default "kjob-workers".
+	// Group is the consumer group of the workers. Default the
+	// namespace's: "kjob-workers" for the default namespace,
+	// "kjob-workers-<ns>" for any other (names.DefaultGroupOf).
 	Group string
 	// DeadLetterTopic receives windows that cannot run. Default Topic +
 	// ".dlq" (names.Deployment.DeadLetterTopic). Run creates it if missing
@@ -300,11 +320,17 @@ func (c *Config) validate() error {
 			return configError("Config."+d.name, d.v, fmt.Sprintf("is negative; set a positive duration, or 0 for the default %v", d.def))
 		}
 	}
+	if c.Namespace == "" {
+		c.Namespace = names.DefaultNamespace
+	}
+	if bad, ok := names.ValidNamespace(c.Namespace); !ok {
+		return configError("Config.Namespace", c.Namespace, fmt.Sprintf("has %q; use letters, digits, '_', '.' and '-'", bad))
+	}
 	if c.Topic == "" {
-		c.Topic = DefaultTopic
+		c.Topic = names.DefaultTopicOf(c.Namespace)
 	}
 	if c.Group == "" {
-		c.Group = DefaultGroup
+		c.Group = names.DefaultGroupOf(c.Namespace)
 	}
 	dlq := names.Deployment{Topic: c.Topic}.DeadLetterTopic()
 	if c.DeadLetterTopic == "" {
@@ -365,6 +391,8 @@ type Worker struct {
 	stalls    stalls       // what keeps partitions from moving (Stalled)
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 	inFlight  atomic.Int64 // attempts running (not abandoned)
+
+	unlabelled atomic.Int64 // windows run whose record carries no namespace
 
 	// claims is how a running handler's claim is kept proven: ClaimTTL
 	// and ClaimExtendInterval. A claim proves the window ours for
@@ -488,12 +516,32 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 	}
 }
 
-// parse verifies rec's signature (when required) and decodes it.
+// parse verifies rec's signature (when required), decodes it and checks
+// that it is a window of this deployment. A window of another namespace is
+// returned with an error wrapping ErrForeignNamespace.
 func (w *Worker) parse(rec *kgo.Record) (*jobmsg.Message, error) {
 	if err := w.verify(rec); err != nil {
 		return nil, err
 	}
-	return jobmsg.FromRecordAliased(rec)
+	msg, err := jobmsg.FromRecordAliased(rec)
+	if err != nil {
+		return nil, err
+	}
+	switch msg.Namespace {
+	case w.cfg.Namespace:
+	case "":
+		// Written before records carried their namespace: nothing says
+		// whose it is. Run it, but never silently.
+		if n := w.unlabelled.Add(1); n == 1 || n%1000 == 0 {
+			w.log.Warn("running a window whose record carries no namespace (published by a kjob from before records carried it); upgrade every producer and kjobctl that writes to this topic",
+				"topic", rec.Topic, "namespace", w.cfg.Namespace, "window", msg.ID, "unlabelled_windows", n)
+		}
+	default:
+		return msg, fmt.Errorf("%w: window %s was published by namespace %q and this worker's namespace is %q; "+
+			"each deployment needs topics of its own (names.DefaultTopicOf), so check the topic and namespace the publisher and this worker are given",
+			ErrForeignNamespace, msg.ID, msg.Namespace, w.cfg.Namespace)
+	}
+	return msg, nil
 }
 
 // retryDelay is how long a failed attempt waits before the window is
