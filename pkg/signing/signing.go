@@ -8,8 +8,11 @@
 //
 // The MAC covers the record's topic, key and value and every header whose
 // name starts with "kjob-" or is "content-type" (the headers the worker
-// reads), in order, each length-prefixed. Other headers (tracing,
-// for instance) are not covered and may be added by hooks after signing.
+// reads), in order, each length-prefixed. The value holds the window's
+// namespace (pkg/jobmsg), so the deployment a window belongs to is signed:
+// re-labelling a record for another deployment breaks its signature. Other
+// headers (tracing, for instance) are not covered and may be added by hooks
+// after signing.
 // Two headers carry the result: HeaderKeyID names the key, HeaderSignature
 // holds the hex MAC.
 //
