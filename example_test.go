@@ -85,7 +85,7 @@ func ExampleWorker() {
 		return
 	}
 	defer cl.Close()
-	if _, _, err := operator.Trigger(ctx, cl, names.DefaultTopic, file.Jobs[0], nil, time.Now()); err != nil {
+	if _, _, err := operator.Trigger(ctx, cl, names.Deployment{}, file.Jobs[0], nil, time.Now()); err != nil {
 		fmt.Println("trigger:", err)
 		return
 	}

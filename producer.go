@@ -38,10 +38,12 @@ type ProducerConfig struct {
 	Redis redis.UniversalClient
 
 	// Namespace names the deployment (names.Deployment): it prefixes the
-	// Redis keys and derives the lease key and the transactional id.
+	// Redis keys, derives the default Topic, the lease key and the
+	// transactional id, and labels every record the producer writes.
 	// Default "kjob".
 	Namespace string
-	// Topic is the windows topic. Default "kjob.windows".
+	// Topic is the windows topic. Default "kjob.windows" for the default
+	// namespace, "kjob.<ns>.windows" for any other.
 	Topic string
 	// StateTopic is the compacted topic with the last published window of
 	// each job. Default Topic + ".state".

@@ -43,11 +43,15 @@ type WorkerConfig struct {
 	Redis redis.UniversalClient
 
 	// Namespace names the deployment (names.Deployment): it prefixes the
-	// Redis keys. Default "kjob".
+	// Redis keys and derives the default Topic and Group, and the worker
+	// runs only windows of this namespace (another's are dead-lettered).
+	// Default "kjob".
 	Namespace string
-	// Topic is the windows topic. Default "kjob.windows".
+	// Topic is the windows topic. Default "kjob.windows" for the default
+	// namespace, "kjob.<ns>.windows" for any other.
 	Topic string
-	// Group is the workers' consumer group. Default "kjob-workers".
+	// Group is the workers' consumer group. Default "kjob-workers" for
+	// the default namespace, "kjob-workers-<ns>" for any other.
 	Group string
 	// DeadLetterTopic receives windows that cannot run. Default Topic +
 	// ".dlq".
@@ -127,7 +131,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
 	c.Namespace, c.Topic = d.Namespace, d.Topic
 	if c.Group == "" {
-		c.Group = names.DefaultGroup
+		c.Group = d.Group()
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = d.DeadLetterTopic()
@@ -252,6 +256,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		Brokers:             cfg.Brokers,
 		ClientOpts:          append(obs.KafkaOpts(false), cfg.KafkaOpts...),
 		Verify:              verify,
+		Namespace:           cfg.Namespace,
 		Topic:               cfg.Topic,
 		Group:               cfg.Group,
 		DeadLetterTopic:     cfg.DeadLetterTopic,

@@ -209,7 +209,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	closers = append(closers, rp.Close)
-	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Publisher: pub, Redriver: red,
+	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
 		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()

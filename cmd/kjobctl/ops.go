@@ -57,12 +57,12 @@ type opts struct {
 
 func (o *opts) register(f *cli.Flags) {
 	f.String(&o.brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", "comma-separated Kafka seed brokers")
-	f.String(&o.topic, "topic", "KJOB_TOPIC", names.DefaultTopic, "windows topic")
+	f.String(&o.topic, "topic", "KJOB_TOPIC", "", "windows topic (default kjob.<namespace>.windows; "+names.DefaultTopic+" for the namespace "+names.DefaultNamespace+")")
 	f.String(&o.stateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "the producer's state topic (default <topic>.state)")
 	f.String(&o.dlqTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&o.controlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic the workers read (default <topic>.control)")
-	f.String(&o.group, "group", "KJOB_GROUP", names.DefaultGroup, "the workers' consumer group")
-	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name (Redis key prefix)")
+	f.String(&o.group, "group", "KJOB_GROUP", "", "the workers' consumer group (default kjob-workers-<namespace>; "+names.DefaultGroup+" for the namespace "+names.DefaultNamespace+")")
+	f.String(&o.namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, "deployment name: Redis key prefix, and the default topics and group derive from it")
 	o.redis.Register(f)
 	o.kafkaSec.Register(f)
 	o.signing.RegisterProducer(f)
@@ -81,7 +81,14 @@ func (o *opts) setup() error {
 	if _, err := cli.Brokers(o.brokers); err != nil {
 		return fmt.Errorf("--brokers/KJOB_BROKERS=%s: %v: %w", o.brokers, err, errUsage)
 	}
-	d := o.deployment()
+	d := o.deployment().WithDefaults()
+	if o.topic == "" {
+		o.topic = d.Topic
+	}
+	if o.group == "" {
+		o.group = d.Group()
+	}
+	o.namespace = d.Namespace
 	if o.stateTopic == "" {
 		o.stateTopic = d.StateTopic()
 	}

@@ -107,7 +107,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
-	m, rec, err := operator.Trigger(cctx, cl, o.topic, j, p, nowFunc())
+	m, rec, err := operator.Trigger(cctx, cl, o.deployment(), j, p, nowFunc())
 	if err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
@@ -380,7 +380,7 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 	produced = true // from here on the callbacks account for every window
 	for k, i := range todo {
 		id := ids[i]
-		_, rec, err := w.job.Record(o.topic, schedule.Publication{Start: w.starts[i], Trigger: w.trigger, ID: id, PublishedAt: now})
+		_, rec, err := w.job.Record(o.topic, schedule.Publication{Start: w.starts[i], Trigger: w.trigger, ID: id, PublishedAt: now, Namespace: o.namespace})
 		if err != nil {
 			return err
 		}

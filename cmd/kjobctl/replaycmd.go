@@ -133,6 +133,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := o.setup(); err != nil {
 		return err
 	}
+	spec.Group = o.group // setup derives it from the namespace when --group is not set
 	defer o.close()
 	if job != "" {
 		if _, err := o.job("replay", job); err != nil {

@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string) error {
 	var allow string
 	f := cli.NewFlags("worker", usage)
 	p.Register(f, "worker", nil)
-	f.String(&c.Group, "group", "KJOB_GROUP", names.DefaultGroup, "consumer group of the workers")
+	f.String(&c.Group, "group", "KJOB_GROUP", "", "consumer group of the workers (default kjob-workers-<namespace>; "+names.DefaultGroup+" for the namespace "+names.DefaultNamespace+")")
 	f.String(&c.DeadLetterTopic, "dlq-topic", "KJOB_DLQ_TOPIC", "", "dead-letter topic (default <topic>.dlq)")
 	f.String(&c.ControlTopic, "control-topic", "KJOB_CONTROL_TOPIC", "", "control topic of operators' replays (kjobctl replay; default <topic>.control)")
 	signing.RegisterWorker(f)

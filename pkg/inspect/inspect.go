@@ -62,8 +62,8 @@ type Config struct {
 	// Namespace is the deployment's namespace. Default "kjob"
 	// (names.DefaultNamespace).
 	Namespace string
-	// Topic is the windows topic. Default "kjob.windows"
-	// (names.DefaultTopic).
+	// Topic is the windows topic. Default the namespace's
+	// (names.DefaultTopicOf: "kjob.windows" for the default namespace).
 	Topic string
 	// StateTopic is the producer's state topic. Default Topic + ".state"
 	// (names.Deployment.StateTopic).
@@ -71,8 +71,8 @@ type Config struct {
 	// DLQTopic is the dead-letter topic. Default Topic + ".dlq"
 	// (names.Deployment.DeadLetterTopic).
 	DLQTopic string
-	// Group is the workers' consumer group. Default "kjob-workers"
-	// (names.DefaultGroup).
+	// Group is the workers' consumer group. Default the namespace's
+	// (names.Deployment.Group: "kjob-workers" for the default namespace).
 	Group string
 	// Jobs are the jobs of the schedules file. Optional: without them a
 	// job is known only from the state topic, with no schedule.
@@ -132,7 +132,7 @@ func New(cfg Config) (*Inspector, error) {
 		cfg.DLQTopic = d.DeadLetterTopic()
 	}
 	if cfg.Group == "" {
-		cfg.Group = names.DefaultGroup
+		cfg.Group = d.Group()
 	}
 	if cfg.NextN == 0 {
 		cfg.NextN = 3

@@ -131,7 +131,7 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 	}
 	_, rec, err := job.Record("", schedule.Publication{
 		Start: w.Start, End: w.End, Trigger: w.Trigger, ID: w.ID, Nonce: "kjobtest",
-		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt,
+		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt, Namespace: Namespace,
 	})
 	if err != nil {
 		return nil, err

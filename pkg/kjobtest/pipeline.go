@@ -39,7 +39,9 @@ const (
 
 // Names in a pipeline's own broker and Redis.
 const (
-	// Namespace is the idempotency store's namespace (dedupe.Config).
+	// Namespace is the pipeline's deployment namespace: the idempotency
+	// store's (dedupe.Config), the worker's, and every window's it
+	// publishes.
 	Namespace = "kjobtest"
 	// Group is the workers' consumer group.
 	Group = "kjobtest-workers"
@@ -268,6 +270,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 func newWorker(p *Pipeline, h handler.Handler) (*worker.Worker, error) {
 	return worker.New(worker.Config{
 		Brokers:           p.brokers,
+		Namespace:         Namespace,
 		Topic:             p.Topic(),
 		Group:             Group,
 		DeadLetterTopic:   p.DeadLetterTopic(),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/pause"
 	"github.com/kjob/kjob/pkg/schedule"
 )
@@ -33,6 +34,9 @@ type Config struct {
 	Jobs []*schedule.Job
 	// Topic is the windows topic, DLQTopic the dead-letter topic.
 	Topic, DLQTopic string
+	// Namespace is the deployment's namespace: it labels the windows the
+	// operator publishes. Default names.DefaultNamespace.
+	Namespace string
 	// Publisher publishes manual windows: it partitions by key as the
 	// producer does and signs when the workers require signatures
 	// (kjobctl's publisher).
@@ -93,7 +97,7 @@ func (o *Operator) Trigger(ctx context.Context, job string) (*jobmsg.Message, *k
 	if err != nil {
 		return nil, nil, err
 	}
-	return Trigger(ctx, o.cfg.Publisher, o.cfg.Topic, j, nil, o.cfg.Now())
+	return Trigger(ctx, o.cfg.Publisher, names.Deployment{Namespace: o.cfg.Namespace, Topic: o.cfg.Topic}, j, nil, o.cfg.Now())
 }
 
 // Pause pauses job (Pauses.Pause); pause.ErrAlreadyPaused if it is.

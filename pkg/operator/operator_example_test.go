@@ -28,7 +28,7 @@ func ExampleTrigger() {
 		log.Fatal(err)
 	}
 	defer cl.Close()
-	m, rec, err := operator.Trigger(context.Background(), cl, "kjob.windows", f.Jobs[0], nil, time.Now())
+	m, rec, err := operator.Trigger(context.Background(), cl, names.Deployment{}, f.Jobs[0], nil, time.Now())
 	if err != nil {
 		log.Fatal(err)
 	}

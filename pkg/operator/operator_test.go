@@ -45,7 +45,7 @@ func TestTriggerAndRedrive(t *testing.T) {
 		}
 	}
 	now := time.Date(2026, 11, 22, 10, 17, 0, 0, time.UTC)
-	m, rec, err := operator.Trigger(ctx, cl, "w", f.Jobs[0], nil, now)
+	m, rec, err := operator.Trigger(ctx, cl, names.Deployment{Topic: "w"}, f.Jobs[0], nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,20 +11,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
-// Trigger publishes one manual window of job j, [now, the job's next fire
-// time), with id jobmsg.ManualID (a random nonce tells two triggers in one
-// instant apart) and payload (nil: the job's own), built by
-// schedule.Job.Record as every window is, and waits for Kafka to
-// acknowledge it. cl must partition by key as the producer does
+// Trigger publishes one manual window of job j to deployment d's windows
+// topic, [now, the job's next fire time), labelled with d's namespace, with
+// id jobmsg.ManualID (a random nonce tells two triggers in one instant
+// apart) and payload (nil: the job's own), built by schedule.Job.Record as
+// every window is, and waits for Kafka to acknowledge it. cl must partition by key as the producer does
 // (names.Partitioner: murmur2) and sign when the workers require
 // signatures. The window runs whether the job is paused or disabled.
-func Trigger(ctx context.Context, cl *kgo.Client, topic string, j *schedule.Job, payload json.RawMessage, now time.Time) (*jobmsg.Message, *kgo.Record, error) {
+func Trigger(ctx context.Context, cl *kgo.Client, d names.Deployment, j *schedule.Job, payload json.RawMessage, now time.Time) (*jobmsg.Message, *kgo.Record, error) {
 	nonce := make([]byte, 4)
 	_, _ = rand.Read(nonce)
-	m, rec, err := j.Record(topic, schedule.Publication{Start: now, Trigger: jobmsg.TriggerManual, Nonce: hex.EncodeToString(nonce), PublishedAt: now, Payload: payload})
+	d = d.WithDefaults()
+	topic := d.Topic
+	m, rec, err := j.Record(topic, schedule.Publication{Start: now, Trigger: jobmsg.TriggerManual, Nonce: hex.EncodeToString(nonce), PublishedAt: now, Payload: payload, Namespace: d.Namespace})
 	if err != nil {
 		return nil, nil, err
 	}

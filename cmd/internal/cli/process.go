@@ -41,9 +41,9 @@ func (p *Process) Register(f *Flags, role string, help map[string]string) {
 		return text
 	}
 	f.String(&p.Brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", h("brokers", "comma-separated Kafka seed brokers"))
-	f.String(&p.Topic, "topic", "KJOB_TOPIC", names.DefaultTopic, h("topic", "topic the producer publishes windows to"))
+	f.String(&p.Topic, "topic", "KJOB_TOPIC", "", h("topic", "topic the producer publishes windows to (default kjob.<namespace>.windows; "+names.DefaultTopic+" for the namespace "+names.DefaultNamespace+")"))
 	f.IntRange(&p.ReplicationFactor, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, h("replication-factor", "replication factor of the topics "+role+" creates (1 to 32767)"))
-	f.String(&p.Namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, h("namespace", "deployment name: prefixes Redis keys; one per kjob deployment"))
+	f.String(&p.Namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, h("namespace", "deployment name, one per kjob deployment: prefixes Redis keys, derives the default topics and consumer group, and labels every window"))
 	f.String(&p.ID, "id", "KJOB_ID", kjob.DefaultID(), h("id", "this "+role+"'s id"))
 	p.Kafka.Register(f)
 	f.Bool(&p.CheckKafkaACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, h("kafka-check-acls", "before starting, check that the Kafka principal holds the "+role+"'s ACLs (deploy/SECURITY.md)"))
