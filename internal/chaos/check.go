@@ -59,6 +59,13 @@
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
 //
+// and, for deployments sharing a Kafka cluster (issue 21):
+//
+//	(n) no window is executed by a worker of another namespace: an
+//	    attempt whose worker's namespace is known (Attempt.Namespace) of a
+//	    window whose record names its namespace (Record.Namespace) has the
+//	    same namespace. Either left empty is not judged.
+//
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
 // unknown final lag, a job whose overlap policy is not one of the five, a
@@ -173,6 +180,9 @@ type Record struct {
 	ProducerID int64
 	// ProducerEpoch is the fencing epoch of the transactional producer.
 	ProducerEpoch int16
+	// Namespace is the namespace the record carries (rule (n)); empty if
+	// unknown.
+	Namespace string
 }
 
 // Attempt is one handler invocation as the independent ledger saw it.
@@ -189,6 +199,9 @@ type Attempt struct {
 	// OK reports whether the handler's request was answered (the handler
 	// could succeed); false for an invocation cut off.
 	OK bool
+	// Namespace is the namespace of the worker that ran it (rule (n));
+	// empty if unknown.
+	Namespace string
 }
 
 // Completion is a successful compare-and-set Complete a worker reported.
@@ -298,6 +311,7 @@ func Check(h History) ([]Violation, error) {
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
 	checkOverlap(h, add)
+	checkNamespaces(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
