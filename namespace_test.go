@@ -83,7 +83,8 @@ func TestTwoDeploymentsOnOneKafkaKeepApart(t *testing.T) {
 		start(ctx, w.Run)
 		start(producersCtx, p.Run)
 	}
-	testenv.Eventually(t, 60*time.Second, func() bool { return count("a") >= 3 && count("b") >= 3 }, "both deployments run windows of tick (a ran %d, b ran %d)", count("a"), count("b"))
+	testenv.Eventually(t, 60*time.Second, func() bool { return count("a") >= 3 && count("b") >= 3 },
+		"each deployment's workers run at least 3 windows of tick")
 	stopProducers()
 
 	// Every window published to a deployment's topic runs, once, by its

@@ -53,6 +53,11 @@ func newClusterWith(t testing.TB, schedules string, partitions int, redis *teste
 		"KJOB_SCHEDULES=" + file,
 		fmt.Sprintf("KJOB_PARTITIONS=%d", partitions),
 		"KJOB_NAMESPACE=e2e",
+		// The harness reads the topics and group by these names; a
+		// namespace of its own would default to kjob.e2e.windows and
+		// kjob-workers-e2e (pkg/names).
+		"KJOB_TOPIC=kjob.windows",
+		"KJOB_GROUP=kjob-workers",
 		"KJOB_HTTP_ADDR=",
 		"KJOB_LOG_LEVEL=debug",
 	}

@@ -83,6 +83,11 @@ func newOpsEnvOn(t *testing.T, brokers []string) *opsEnv {
 	if resp, err := adm.CreateTopic(ctx, 2, 1, nil, "kjob.windows"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
+	// The workers of these tests use the default topic and group under
+	// the namespace ops, whose own defaults would be kjob.ops.windows and
+	// kjob-workers-ops; a command's own --topic or --group still wins.
+	t.Setenv("KJOB_TOPIC", "kjob.windows")
+	t.Setenv("KJOB_GROUP", "kjob-workers")
 	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, sched: sched, flags: []string{
 		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--schedules", sched, "--timeout", "20s",
 	}}
@@ -142,7 +147,8 @@ func (e *opsEnv) startWorker(failing *bool, mu *sync.Mutex) *execLog {
 		return nil
 	})
 	w, err := worker.New(worker.Config{
-		Brokers: e.brokers, Store: e.store, Handler: mux, WorkerID: "w1", Grace: time.Second,
+		Brokers: e.brokers, Namespace: "ops", Topic: "kjob.windows", Group: "kjob-workers",
+		Store: e.store, Handler: mux, WorkerID: "w1", Grace: time.Second,
 		ClaimExtendInterval: time.Second, SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnExecuted: func(x worker.Execution) {

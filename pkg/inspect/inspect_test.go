@@ -51,7 +51,7 @@ func TestSnapshot(t *testing.T) {
 	clk := clock.NewFake(t0)
 	var published []producer.Published
 	done := make(chan []producer.Published, 10)
-	p, err := producer.New(producer.Config{Brokers: brokers, Jobs: f.Jobs, Elector: alwaysLeader{}, Clock: clk, Partitions: 2,
+	p, err := producer.New(producer.Config{Brokers: brokers, Namespace: "ns", Jobs: f.Jobs, Elector: alwaysLeader{}, Clock: clk, Partitions: 2,
 		Logger: slog.New(slog.DiscardHandler), OnPublished: func(ps []producer.Published) { done <- ps }})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,9 @@ func TestDefaultNamesFromTheDeployment(t *testing.T) {
 	}{
 		{Config{}, "kjob-producer-kjob", "kjob.windows", "kjob.windows.state"},
 		{Config{Namespace: "prod", Topic: "w"}, "kjob-producer-prod", "w", "w.state"},
-		{Config{Namespace: "prod", TransactionalID: "kjob-producer-w"}, "kjob-producer-w", "kjob.windows", "kjob.windows.state"},
+		// Topics derive from the namespace too (issue 21).
+		{Config{Namespace: "prod", TransactionalID: "kjob-producer-w"}, "kjob-producer-w", "kjob.prod.windows", "kjob.prod.windows.state"},
+		{Config{Namespace: "kjob"}, "kjob-producer-kjob", "kjob.windows", "kjob.windows.state"},
 	} {
 		cfg := tc.cfg
 		cfg.Brokers, cfg.Elector, cfg.Jobs = []string{"127.0.0.1:9092"}, noElector{}, jobs
