@@ -72,7 +72,7 @@ func TestGoldenLive(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 9, 59, 59, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	published := make(chan []producer.Published, 10)
-	p, err := producer.New(producer.Config{Brokers: e.brokers, Jobs: f.Jobs, Elector: leadAlways{}, Clock: clk, Partitions: 2,
+	p, err := producer.New(producer.Config{Brokers: e.brokers, Namespace: "ops", Topic: "kjob.windows", Jobs: f.Jobs, Elector: leadAlways{}, Clock: clk, Partitions: 2,
 		Logger: slog.New(slog.DiscardHandler), OnPublished: func(ps []producer.Published) { published <- ps }})
 	if err != nil {
 		t.Fatal(err)

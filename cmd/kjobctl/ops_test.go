@@ -212,7 +212,8 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + sched + ` has flaky, report: not found`},
 		{[]string{"replay", "--to-earliest", "--job", "report", "--partition", fmt.Sprint(other)}, exitUsage,
 			fmt.Sprintf("kjobctl: replay: --job report: its windows are on partition %d, not on --partition [%d]: invalid replay: usage", 1-other, other)},
-		{[]string{"replay", "--to-earliest", "--group", ""}, exitUsage, `kjobctl: replay: --group is empty; name the workers' consumer group, e.g. kjob-workers: invalid replay: usage`},
+		// An empty --group is the namespace's group, as an empty --topic is its topic.
+		{[]string{"replay", "--to-earliest", "--group", ""}, exitNotFound, `kjobctl: replay: group "kjob-workers-ops": group does not exist (no members, no committed offsets on kjob.windows); check --group: not found`},
 		{[]string{"lag", "--watch", "--interval", "0s"}, exitUsage, `kjobctl: lag: --interval 0s: must be positive: usage`},
 		{[]string{"backfill", "report", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "--progress", "sometimes"}, exitUsage,
 			`kjobctl: backfill: --progress "sometimes": want auto, always or never: usage`},

@@ -40,7 +40,7 @@ func TestReplayWhilePublishing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p, err := producer.New(producer.Config{Brokers: e.brokers, Jobs: f.Jobs, Elector: leadAlways{}, Clock: clock.Real{}, Partitions: 2,
+	p, err := producer.New(producer.Config{Brokers: e.brokers, Namespace: "ops", Topic: "kjob.windows", Jobs: f.Jobs, Elector: leadAlways{}, Clock: clock.Real{}, Partitions: 2,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
