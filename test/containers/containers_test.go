@@ -40,6 +40,7 @@ import (
 	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/names"
 )
 
 const (
@@ -227,7 +228,7 @@ func TestEndToEndOnRealKafkaAndRedis(t *testing.T) {
 	var windows []string
 	testenv.Eventually(t, 3*time.Minute, func() bool {
 		windows = windows[:0]
-		for _, r := range testenv.ReadCommitted(t, []string{brokers}, "kjob.windows") {
+		for _, r := range testenv.ReadCommitted(t, []string{brokers}, names.Deployment{Namespace: "tc"}.WindowsTopic()) { // kjob.tc.windows
 			m, err := jobmsg.FromRecord(r)
 			if err == nil {
 				windows = append(windows, m.ID)
