@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -612,5 +613,47 @@ func TestRefusesToLeadFromAnotherDeploymentsState(t *testing.T) {
 	}
 	if n := len(testenv.ReadCommitted(t, brokers, "kjob.a.windows.state")); n != len(state) {
 		t.Errorf("a's state topic holds %d records after b ran, want %d", n, len(state))
+	}
+}
+
+// A state record without a namespace (written before records carried it)
+// is taken as the deployment's own, never silently: the producer leads,
+// resumes the job from it, and logs a WARN naming the topic.
+func TestUnlabelledStateIsTakenWithAWarning(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	compact := "compact"
+	for topic, cfg := range map[string]map[string]*string{"kjob.c.windows": nil, "kjob.c.windows.state": {"cleanup.policy": &compact}} {
+		parts := int32(2)
+		if cfg != nil {
+			parts = 1
+		}
+		if resp, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 1, cfg, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	old := `{"v":1,"job":"tick","last_window":"2026-11-22T10:00:00Z","last_id":"tick@2026-11-22T10:00:00Z","published_at":"2026-11-22T10:00:00Z"}`
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "kjob.c.windows.state", Key: []byte("tick"), Value: []byte(old)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	logs := testenv.NewLogBuffer(t)
+	r := startProducer(t, brokers, clock.NewFake(t0), jobs(t, "jobs:\n  - name: tick\n    schedule: \"@every 10s\"\n    handler: log\n"), alwaysLeader{},
+		func(c *producer.Config) {
+			c.Namespace, c.TransactionalID = "c", ""
+			c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		})
+	waitLeading(t, r)
+	if last := r.p.Status().Last["tick"]; !last.Equal(t0.Add(-5 * time.Second)) {
+		t.Errorf("resumed tick from %v, want the unlabelled record's 10:00:00", last)
+	}
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "without a namespace") || !strings.Contains(out, "state_topic=kjob.c.windows.state") {
+		t.Errorf("no WARN about the unlabelled state record:\n%s", out)
 	}
 }
