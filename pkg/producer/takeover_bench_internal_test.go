@@ -97,7 +97,7 @@ func logBytes(tb testing.TB, brokers []string, name string) int64 {
 // day.
 func BenchmarkStateTakeover(b *testing.B) {
 	for _, tc := range []struct {
-		name                string
+		name               string
 		txns, perTxn, jobs int
 	}{
 		{"job-day", 1440, 1, 1},
