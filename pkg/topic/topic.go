@@ -87,11 +87,10 @@ func (s Spec) validate() error {
 
 // Settings of the topics Ensure creates (Spec.Configs).
 const (
-	// SegmentMs is segment.ms of a compacted topic: a broker never
-	// compacts the active segment, so this bounds how much history of the
-	// last hour a reader of the whole topic (a new leader reading the
-	// state) goes through beyond one record per key. Kafka's default is 7
-	// days.
+	// SegmentMs is segment.ms of a compacted topic (Kafka's default is 7
+	// days): a broker never compacts the active segment, so a reader of
+	// the whole topic (a new leader reading the state) goes through up to
+	// this much history beyond one record per key.
 	SegmentMs = 60 * 60 * 1000
 	// SegmentBytes is segment.bytes of a compacted topic (Kafka's default
 	// is 1 GiB): a segment also rolls once it holds this much.
@@ -247,9 +246,8 @@ func check(ctx context.Context, adm *kadm.Client, s Spec, d kadm.TopicDetail) ([
 		case err != nil && s.Compacted:
 			return nil, err // compaction is needed for correctness: no guessing
 		case err != nil:
-			advice = append(advice, Advice{Topic: s.Name, Config: "min.insync.replicas", Want: strconv.Itoa(MinInsyncReplicas),
-				Why: fmt.Sprintf("cannot be read (%v); with min.insync.replicas=1 an acknowledged write may live on one broker only", err),
-				Fix: alter(s.Name, "min.insync.replicas", strconv.Itoa(MinInsyncReplicas))})
+			// Durability advice only: a principal without DescribeConfigs
+			// on this topic (the least-privilege grants) gets none.
 		default:
 			if s.Compacted {
 				policy := "delete"
