@@ -73,9 +73,10 @@ func (p *process) HTTPHandler() http.Handler { return service.Handler(p.obs.Regi
 // collectors of your own to.
 func (p *process) Registry() *prometheus.Registry { return p.obs.Registry }
 
-// checks are the permissions a process verifies before it starts; a nil
-// one is skipped.
+// checks are the Kafka requests (every broker must implement them) and the
+// permissions a process verifies before it starts; a nil one is skipped.
 type checks struct {
+	apis  []preflight.API
 	kafka []access.Permission
 	redis func() (preflight.RedisRole, error)
 }
@@ -110,6 +111,12 @@ func (p *process) once() error {
 }
 
 func (p *process) preflight(ctx context.Context, brokers []string, kafkaOpts []kgo.Opt, c checks) error {
+	if c.apis != nil {
+		p.health.Waiting("waiting for kafka (reading the brokers' API versions)")
+		if err := preflight.CheckKafkaAPIs(ctx, p.log, brokers, kafkaOpts, c.apis); err != nil {
+			return err
+		}
+	}
 	if c.kafka != nil {
 		p.health.Waiting("waiting for kafka (checking the " + p.role + "'s ACLs)")
 		if err := preflight.CheckKafkaAccess(ctx, p.log, brokers, kafkaOpts, c.kafka); err != nil {

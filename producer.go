@@ -238,7 +238,9 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 	return lease.NewElector(lease.Config{Lock: lock, Holder: c.ID, TTL: c.LeaseTTL, RenewInterval: c.LeaseRenew, Logger: c.Logger, OnChange: onChange})
 }
 
-// Run serves /healthz at once, checks the Kafka and Redis permissions,
+// Run serves /healthz at once, checks that every Kafka broker implements
+// the requests it sends (stopping with an error that names a missing one),
+// checks the Kafka and Redis permissions,
 // creates the topics if missing, then campaigns for leadership and
 // publishes windows while it leads, until ctx is done. It returns nil
 // after a graceful shutdown, when every goroutine and client it started
@@ -252,7 +254,7 @@ func (p *Producer) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := p.cfg
-	var need checks
+	need := checks{apis: preflight.ProducerAPIs}
 	if !c.SkipKafkaAccessCheck {
 		need.kafka = access.Producer(c.Topic, c.StateTopic, c.TransactionalID)
 	}

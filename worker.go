@@ -312,7 +312,9 @@ func (w *Worker) Use(mw ...handler.Middleware) { w.mux.Use(mw...) }
 // Assigned returns the partitions this worker owns now.
 func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 
-// Run serves /healthz at once, checks the Kafka and Redis permissions,
+// Run serves /healthz at once, checks that every Kafka broker implements
+// the requests it sends (stopping with an error that names a missing one),
+// checks the Kafka and Redis permissions,
 // then runs the worker until ctx is done: windows, replays, lag metrics.
 // It returns nil after a graceful shutdown, when every goroutine it
 // started has exited, or the error that stopped it. A Worker runs once.
@@ -324,7 +326,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := w.cfg
-	var need checks
+	need := checks{apis: preflight.WorkerAPIs}
 	if !c.SkipKafkaAccessCheck {
 		need.kafka = access.Worker(c.Topic, c.DeadLetterTopic, c.ControlTopic, c.Group)
 	}

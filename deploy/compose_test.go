@@ -217,3 +217,44 @@ func TestComposeServices(t *testing.T) {
 		t.Error("the Grafana dashboard provider must read /etc/kjob/observability")
 	}
 }
+
+// TestComposeKafkaKeepsItsLog checks that the broker's log (topics, group
+// offsets, transaction state, the KRaft metadata) lives on a named volume:
+// the apache/kafka image writes to /tmp/kafka-logs inside the container
+// unless KAFKA_LOG_DIRS says otherwise, and `docker compose down && up`
+// would then lose every topic and every window not yet run.
+func TestComposeKafkaKeepsItsLog(t *testing.T) {
+	p := loadCompose(t)
+	kafka, err := p.GetService("kafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := ""
+	if v, ok := kafka.Environment["KAFKA_LOG_DIRS"]; ok && v != nil {
+		dirs = *v
+	}
+	if dirs == "" {
+		t.Fatal("kafka: KAFKA_LOG_DIRS is not set, so the apache/kafka image keeps its log in /tmp/kafka-logs inside the container; set it to a directory on the kafka-data volume")
+	}
+	for _, dir := range strings.Split(dirs, ",") {
+		dir = filepath.Clean(strings.TrimSpace(dir))
+		var on *types.ServiceVolumeConfig
+		for i, v := range kafka.Volumes {
+			if dir == v.Target || strings.HasPrefix(dir, strings.TrimSuffix(v.Target, "/")+"/") {
+				on = &kafka.Volumes[i]
+			}
+		}
+		switch {
+		case on == nil:
+			t.Errorf("kafka: log dir %s is on no volume (mounts %+v): it is lost with the container", dir, kafka.Volumes)
+		case on.Type != types.VolumeTypeVolume:
+			t.Errorf("kafka: log dir %s is on a %s mount, want a named volume", dir, on.Type)
+		case on.ReadOnly:
+			t.Errorf("kafka: log dir %s is on a read-only mount", dir)
+		default:
+			if _, declared := p.Volumes[on.Source]; !declared {
+				t.Errorf("kafka: log dir %s is on volume %q, which the file's volumes section does not declare", dir, on.Source)
+			}
+		}
+	}
+}

@@ -1,5 +1,6 @@
 // Package kread reads a bounded range of a Kafka partition, for operator
-// tools that look at records without joining a consumer group.
+// tools that look at records without joining a consumer group, and bounds
+// a read by its progress (StallContext) rather than by its length.
 package kread
 
 import (

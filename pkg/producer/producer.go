@@ -17,6 +17,7 @@ import (
 
 	"github.com/kjob/kjob/internal/backoff"
 	"github.com/kjob/kjob/internal/clock"
+	"github.com/kjob/kjob/internal/kread"
 	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/names"
@@ -167,6 +168,8 @@ type Producer struct {
 
 	stop    context.CancelFunc // ends Run's campaign: set by Run, called by refuse; under mu
 	refused error              // why this producer refused to lead (ErrForeignState); under mu
+
+	stateReadStall time.Duration // StateReadStall; tests shorten it
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -192,6 +195,12 @@ const (
 	// zero.
 	DefaultTransactionTimeout = 10 * time.Second
 )
+
+// StateReadStall bounds a new leader's read of the state topic by its
+// progress: the read goes on as long as records keep arriving, however
+// large the topic, and fails (the term ends and is retried) only after
+// this long without a record.
+const StateReadStall = 30 * time.Second
 
 // DefaultMisfireGrace is Config.MisfireGrace when it is zero: twice
 // lease.DefaultTTL, so that with the default lease settings a window that
@@ -279,7 +288,7 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Producer{cfg: cfg, log: cfg.Logger}, nil
+	return &Producer{cfg: cfg, log: cfg.Logger, stateReadStall: StateReadStall}, nil
 }
 
 // Status returns a snapshot of the producer's state.
@@ -348,12 +357,14 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = topic.Ensure(tctx, adm,
+		var advice []topic.Advice
+		advice, err = topic.EnsureWithAdvice(tctx, adm,
 			topic.Spec{Name: p.cfg.Topic, Partitions: p.cfg.Partitions, ReplicationFactor: p.cfg.ReplicationFactor},
 			topic.Spec{Name: p.cfg.StateTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor, Compacted: true},
 		)
 		cancel()
 		if err == nil || errors.Is(err, topic.ErrMismatch) {
+			topic.LogAdvice(p.log, advice)
 			return err
 		}
 		delay := b.Next()
@@ -684,10 +695,13 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 
 // readState reads the state topic to its end, read-committed. The caller
 // has already fenced, so no transaction of an older producer is still open.
-// A job whose latest record another namespace wrote is an error wrapping
-// ErrForeignState (see foreignState).
+// The read lasts as long as records keep arriving (a real broker keeps the
+// active segment uncompacted, so the topic holds more than one record per
+// job) and fails after stateReadStall without one. A job whose latest
+// record another namespace wrote is an error wrapping ErrForeignState (see
+// foreignState).
 func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, progressed, cancel := kread.StallContext(ctx, p.stateReadStall)
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.cfg.StateTopic)
 	if err != nil {
@@ -724,8 +738,14 @@ func (p *Producer) readState(ctx context.Context, cl *kgo.Client) (map[string]ti
 	defer cons.Close()
 	for len(want) > 0 {
 		fs := cons.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read state: %s not read to its end %v within 30s: %w", p.cfg.StateTopic, want, err)
+		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, kread.ErrStalled) {
+				return nil, fmt.Errorf("read state: %s not read to its end %v: no progress for %v: %w", p.cfg.StateTopic, want, p.stateReadStall, cause)
+			}
+			return nil, fmt.Errorf("read state: %s not read to its end %v: %w", p.cfg.StateTopic, want, ctx.Err())
+		}
+		if fs.NumRecords() > 0 {
+			progressed()
 		}
 		var ferr error
 		fs.EachError(func(t string, part int32, err error) { ferr = fmt.Errorf("read state: fetch %s[%d]: %w", t, part, err) })

@@ -497,9 +497,10 @@ func (w *Worker) ensureDLQ(ctx context.Context) error {
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := topic.Ensure(tctx, adm, topic.Spec{Name: w.cfg.DeadLetterTopic, Partitions: 1, ReplicationFactor: w.cfg.ReplicationFactor})
+		advice, err := topic.EnsureWithAdvice(tctx, adm, topic.Spec{Name: w.cfg.DeadLetterTopic, Partitions: 1, ReplicationFactor: w.cfg.ReplicationFactor})
 		cancel()
 		if err == nil {
+			topic.LogAdvice(w.log, advice)
 			return nil
 		}
 		if errors.Is(err, topic.ErrMismatch) {
