@@ -16,6 +16,7 @@ import (
 	"github.com/kjob/kjob/internal/clock"
 	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/topic"
@@ -86,7 +87,13 @@ type Config struct {
 	// transactions keep failing (a Kafka outage) publishes, once Kafka is
 	// back, the windows of the last max(Catchup, MisfireGrace, 1m) and
 	// skips and counts older ones, as it does windows past the catch-up
-	// limit. L is when the Elector
+	// limit. A lease store outage (Redis down, restarted or failing over)
+	// is treated the same way: no replica can prove leadership while it
+	// lasts, so none publishes, and the replica that wins the lease after
+	// it publishes the windows due since the store became unreachable
+	// (lease.UnreachableBefore), within the same max(Catchup,
+	// MisfireGrace, 1m), instead of only those of the last MisfireGrace
+	// (a Kubernetes Lease elector does not report such an outage). L is when the Elector
 	// calls lead (the lease is won), before fencing and reading the state,
 	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
 	// for a crashed or paused leader, the lease TTL plus the standby's
@@ -326,6 +333,11 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 type tenure struct {
 	start    time.Time            // when lead was called, by Config.Clock
 	reported map[string]time.Time // per job, the cutoff up to which skipped windows were reported
+	// storeDown, if not zero, is when the lease store became unreachable
+	// before this tenure (lease.UnreachableBefore): from then on no
+	// replica could lead, so windows due since are treated like those of
+	// the tenure itself.
+	storeDown time.Time
 }
 
 // retryHorizon is how long a leader keeps retrying the publication of
@@ -338,12 +350,18 @@ const retryHorizon = time.Minute
 
 // cutoff is the start of the oldest window of j that a term of this tenure
 // starting at now publishes: MisfireGrace or the job's catch-up limit
-// before the tenure began, whichever reaches further back; but once the
-// tenure has lasted longer than that (a Kafka outage under a live leader),
-// no further back than max(catch-up, grace, retryHorizon) before now.
+// before the tenure began (or before the lease store became unreachable,
+// if it did just before the tenure), whichever reaches further back; but
+// once the tenure (or the store's outage) has lasted longer than that (a
+// Kafka outage under a live leader, a Redis outage), no further back than
+// max(catch-up, grace, retryHorizon) before now.
 func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) time.Time {
 	limit := max(j.Catchup, grace)
-	c := t.start.Add(-limit)
+	from := t.start
+	if !t.storeDown.IsZero() && t.storeDown.Before(from) {
+		from = t.storeDown
+	}
+	c := from.Add(-limit)
 	if horizon := now.Add(-max(limit, retryHorizon)); horizon.After(c) {
 		c = horizon
 	}
@@ -358,6 +376,11 @@ func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) tim
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
 	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
+	if d := lease.UnreachableBefore(ctx); d > 0 {
+		t.storeDown = t.start.Add(-d)
+		p.log.Info("leading after the lease store was unreachable: windows due since then are caught up",
+			"unreachable_for", d.Round(time.Millisecond), "retry_horizon", retryHorizon)
+	}
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := p.term(ctx, t)
