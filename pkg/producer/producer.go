@@ -290,7 +290,8 @@ func (p *Producer) Status() Status {
 // Run creates the topics if missing (stopping with an error wrapping
 // topic.ErrMismatch if they exist with other settings), then campaigns for
 // leadership and publishes while leading. It returns when ctx is done and
-// every goroutine it started has exited.
+// every goroutine it started has exited: within StopGrace of ctx ending
+// (plus the Elector's release of its lease) even if Kafka does not answer.
 func (p *Producer) Run(ctx context.Context) error {
 	if err := p.ensureTopics(ctx); err != nil {
 		return err
@@ -421,7 +422,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	if err != nil {
 		return fmt.Errorf("producer: kafka client: %w", err)
 	}
-	defer cl.Close()
+	defer p.closeAfterStop(ctx, cl)()
 
 	// Fence first: bumping the epoch of the transactional id makes every
 	// older holder's writes fail and aborts its open transaction.
@@ -540,6 +541,47 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	}
 }
 
+// StopGrace bounds how long a term's Kafka calls may run on once the
+// producer's context has ended (leadership lost or shutdown): an open
+// transaction's commit or abort gets that long to finish, then the term's
+// Kafka client is closed, which fails whatever it still waits for. Without
+// it a produce request that the broker never answers (a hung broker,
+// packets dropped) would hold Run forever: the Kafka client does not give
+// up on records it has sent, whatever their context says. Closing the
+// client with a transaction open is safe: the next leader's fencing aborts
+// it, and the next leader publishes its windows again.
+const StopGrace = 5 * time.Second
+
+// closeAfterStop watches ctx for a term whose client is cl: StopGrace
+// after ctx ends, it closes cl. It returns the function the term defers:
+// it stops the watch and closes cl, once.
+func (p *Producer) closeAfterStop(ctx context.Context, cl *kgo.Client) func() {
+	var once sync.Once
+	closeClient := func() { once.Do(cl.Close) }
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(StopGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			p.log.Warn("kafka calls still running after the stop grace; closing the client", "stop_grace", StopGrace)
+			closeClient()
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+		closeClient()
+	}
+}
+
 // missed returns the windows after last and up to now that start at or
 // after cutoff, and how many older ones are skipped.
 func missed(j *schedule.Job, last, now, cutoff time.Time) (due []time.Time, skipped int) {
@@ -628,7 +670,8 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 	}
 	// Do not cancel EndTransaction (see kgo docs): once the records are
 	// written, finishing the commit is the right thing even if leadership is
-	// being lost; fencing protects against a concurrent leader.
+	// being lost; fencing protects against a concurrent leader. (After
+	// StopGrace of a stop, the term's client is closed all the same.)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := cl.EndTransaction(cctx, kgo.TryCommit); err != nil {
