@@ -10,6 +10,10 @@
 //
 //	(a) every window due during the run is published exactly once; a
 //	    window not published is explained only by the catch-up limit;
+//	    and a window due while the producers' lease store was down
+//	    (History.LeaseStoreOutages) only by the longer of the catch-up
+//	    limit and LeaseOutageCatchup: no replica can lead then, and the
+//	    one that wins the lease after the outage publishes its windows;
 //	(b) no window completes twice;
 //	(c) a window runs again only after an attempt that did not complete,
 //	    and the re-run carries a strictly higher fencing token;
@@ -243,6 +247,18 @@ type Skip struct {
 	Reason string
 }
 
+// LeaseOutageCatchup is how late the producer still publishes a window
+// that fell due while its lease store was unreachable (its retry
+// horizon, pkg/producer): a window due during a lease store outage is
+// explained by the catch-up limit only if it is older than the longer of
+// this and its job's Catchup when a leader publishes again.
+const LeaseOutageCatchup = time.Minute
+
+// Interval is a span of time of a run, From to To inclusive.
+type Interval struct {
+	From, To time.Time
+}
+
 // History is everything Check looks at.
 type History struct {
 	// Jobs are the run's jobs. Each job's history starts with its first
@@ -275,6 +291,9 @@ type History struct {
 	// FinalLag is the consumer group's total lag after faults stopped and
 	// the run drained; negative if it could not be read.
 	FinalLag int64
+	// LeaseStoreOutages are the times the producers' lease store (Redis)
+	// was down, as the run injected them (rule (a)); none if empty.
+	LeaseStoreOutages []Interval
 }
 
 // Violation is one breach of a rule.
@@ -467,26 +486,48 @@ func checkPublished(h History, add addFunc) {
 			}
 			// Explained by the catch-up limit iff no record of the job
 			// was published while the window was still young enough to
-			// be caught up (nobody led in [s, s+Catchup]) and a leader
+			// be caught up (nobody led in [s, s+limit]) and a leader
 			// published later (so the run did not just end, leaderless,
-			// within the limit).
+			// within the limit). The limit is the job's Catchup, or for
+			// a window due during a lease store outage at least
+			// LeaseOutageCatchup.
+			limit, outage := j.Catchup, leaseOutageAt(h.LeaseStoreOutages, s)
+			if outage != nil {
+				limit = max(limit, LeaseOutageCatchup)
+			}
 			inTime, later := false, false
 			for _, r := range rs {
 				switch {
 				case r.PublishedAt.Before(s):
-				case !r.PublishedAt.After(s.Add(j.Catchup)):
+				case !r.PublishedAt.After(s.Add(limit)):
 					inTime = true
 				default:
 					later = true
 				}
 			}
 			explained := !inTime && later
-			if !explained {
+			switch {
+			case explained:
+			case outage != nil:
+				add("a", fmt.Sprintf("%s@%s", j.Name, s.UTC().Format(time.RFC3339Nano)),
+					"due while the lease store was down (%s to %s) but never published, although a leader published within %v of it (max(catch-up limit %v, %v))",
+					outage.From.UTC().Format(time.RFC3339Nano), outage.To.UTC().Format(time.RFC3339Nano), limit, j.Catchup, LeaseOutageCatchup)
+			default:
 				add("a", fmt.Sprintf("%s@%s", j.Name, s.UTC().Format(time.RFC3339Nano)),
 					"due but never published, although a leader published within its catch-up limit %v", j.Catchup)
 			}
 		}
 	}
+}
+
+// leaseOutageAt returns the outage s falls in, or nil.
+func leaseOutageAt(outages []Interval, s time.Time) *Interval {
+	for i, o := range outages {
+		if !s.Before(o.From) && !s.After(o.To) {
+			return &outages[i]
+		}
+	}
+	return nil
 }
 
 // checkRuns is rules (b), (c) and the worker half of (d).

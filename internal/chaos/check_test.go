@@ -116,6 +116,50 @@ func TestMissingWindowExplainedOnlyByCatchup(t *testing.T) {
 	expect(t, check(t, h), "a", wid("tick", 2), "never published")
 }
 
+// A window missing after a lease store outage is explained only if it was
+// older than the longer of its catch-up limit and LeaseOutageCatchup when
+// a leader next published: the producer that wins the lease after the
+// outage publishes the windows due during it.
+func TestWindowDueDuringLeaseStoreOutage(t *testing.T) {
+	h := clean(5)
+	h.Jobs[0].Catchup = 0
+	// Window 2 is missing and window 3 was published 5s late, once Redis
+	// was back.
+	h.Published = append(h.Published[:2], h.Published[3:]...)
+	for i := range h.Published {
+		if h.Published[i].Window == wid("tick", 3) {
+			h.Published[i].PublishedAt = t0.Add(8 * time.Second)
+		}
+	}
+	delete(h.States, wid("tick", 2))
+	h.Attempts = append(h.Attempts[:2], h.Attempts[3:]...)
+	h.Completions = append(h.Completions[:2], h.Completions[3:]...)
+	// Without an outage in the history, catchup 0 explains the gap.
+	if v := check(t, h); len(v) != 0 {
+		t.Fatalf("gap beyond catch-up reported: %v", v)
+	}
+	// Redis was down from 1.5s to 7s: window 2 fell due during the outage
+	// and a leader published 6s after it, well within a minute.
+	h.LeaseStoreOutages = []Interval{{From: t0.Add(1500 * time.Millisecond), To: t0.Add(7 * time.Second)}}
+	expect(t, check(t, h), "a", wid("tick", 2), "lease store was down")
+	// An outage that ended before the window was due does not cover it.
+	h.LeaseStoreOutages = []Interval{{From: t0, To: t0.Add(1500 * time.Millisecond)}}
+	if v := check(t, h); len(v) != 0 {
+		t.Fatalf("a window due after the outage judged by it: %v", v)
+	}
+	// Nobody published for longer than LeaseOutageCatchup after the
+	// outage: the window was too old to catch up.
+	h.LeaseStoreOutages = []Interval{{From: t0.Add(1500 * time.Millisecond), To: t0.Add(7 * time.Second)}}
+	for i := range h.Published {
+		if w := h.Published[i].Window; w == wid("tick", 3) || w == wid("tick", 4) {
+			h.Published[i].PublishedAt = t0.Add(2*time.Second + LeaseOutageCatchup + time.Second)
+		}
+	}
+	if v := check(t, h); len(v) != 0 {
+		t.Fatalf("a window older than LeaseOutageCatchup reported: %v", v)
+	}
+}
+
 func expect(t *testing.T, vs []Violation, rule, window, text string) {
 	t.Helper()
 	for _, v := range vs {

@@ -44,6 +44,21 @@
 //     (Watcher; RedisLock publishes them on a Pub/Sub channel) the
 //     standbys try at once, and the handover takes a few Redis round trips.
 //
+// # When the store is unreachable
+//
+// A leader that cannot reach the store steps down at its deadline, as
+// above, and no replica can win the lease until the store answers again:
+// during a Redis outage, restart or failover nobody leads. kjob does not
+// let a leader go on without a lease it can prove, although Kafka's
+// fencing would keep publishing safe, so that one leader at a time stays
+// the lease's promise. What the outage cost is made up for after it: the
+// replica that wins the lease right after a run of calls to the store that
+// got no answer (its own renewals as the last leader, then its attempts to
+// acquire) gets the length of that run in lead's context
+// (UnreachableBefore), and the producer publishes the windows that fell
+// due during it instead of treating them as missed while every replica was
+// down.
+//
 // # Epochs
 //
 // Each acquisition gets an epoch, one more than the last: log it and export

@@ -262,6 +262,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 	var (
 		observed Record // last holder seen while following
 		lastErr  string // last backend error logged while following
+		// unreachable is when this replica's unbroken run of calls to
+		// the lease store that got no answer began (its renewals as the
+		// last leader, then its attempts to acquire); zero once the store
+		// answers. A tenure won right after such a run carries its length
+		// in lead's context (UnreachableBefore).
+		unreachable time.Time
 	)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -275,6 +281,9 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		case err != nil:
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if unreachable.IsZero() {
+				unreachable = start
 			}
 			if msg := err.Error(); msg != lastErr {
 				e.log.Warn("lease: cannot acquire; retrying", "holder", e.holder, "err", err, "retry_in", e.retryInterval)
@@ -293,6 +302,9 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 				e.log.Warn("lease acquired too late to lead; releasing it", "holder", rec.Holder, "epoch", rec.Epoch,
 					"reason", fmt.Sprintf("acquisition took %v, step-down deadline is %v", took.Round(time.Millisecond), e.keep.Proof()))
 				_ = e.releaseCall(ctx, rec)
+				if unreachable.IsZero() {
+					unreachable = start // an answer too late to use is none
+				}
 				break
 			}
 			reason := "lease was free"
@@ -300,7 +312,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 				reason = fmt.Sprintf("took over from %s (epoch %d)", observed.Holder, observed.Epoch)
 			}
 			observed = Record{}
-			e.term(ctx, rec, start, reason, lead)
+			unreachable = e.term(ctx, rec, start, reason, unreachable, lead)
 			// Announcements heard while leading are stale; our own
 			// release is filtered out by holder in watch.
 			select {
@@ -308,7 +320,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 			default:
 			}
 		default:
-			lastErr = ""
+			lastErr, unreachable = "", time.Time{}
 			if !rec.sameTenure(observed) {
 				e.log.Info("lease held by another replica", "holder", rec.Holder, "epoch", rec.Epoch, "self", e.holder)
 				observed = rec
@@ -367,8 +379,12 @@ func (e *Elector) watch(ctx context.Context, w Watcher, wake chan<- struct{}) {
 
 // term runs one tenure: it starts lead, renews the lease until leadership
 // ends, cancels lead's context, waits for lead (and any renewal in flight)
-// to return, and releases the lease when that is useful.
-func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason string, lead func(context.Context) error) {
+// to return, and releases the lease when that is useful. unreachable, if
+// not zero, is when the run of unanswered calls to the store that preceded
+// the acquisition began (see UnreachableBefore). term returns when the run
+// of unanswered renewals that ended the tenure began, or zero if the
+// tenure did not end that way.
+func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason string, unreachable time.Time, lead func(context.Context) error) (unanswered time.Time) {
 	// A call that started at s and succeeded proves the lease until s+TTL;
 	// the keepalive is Done a margin before that unless a renewal proved
 	// it again.
@@ -385,7 +401,14 @@ func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason 
 	e.emit(Event{Kind: Acquired, Record: rec, Reason: reason})
 
 	leadDone := make(chan error, 1)
-	go func() { leadDone <- lead(leadCtx) }()
+	lctx := context.Context(leadCtx)
+	if !unreachable.IsZero() {
+		d := time.Since(unreachable)
+		e.log.Info("lease acquired after the lease store was unreachable", "holder", rec.Holder, "epoch", rec.Epoch,
+			"unreachable_for", d.Round(time.Millisecond))
+		lctx = context.WithValue(leadCtx, unreachableKey{}, d)
+	}
+	go func() { leadDone <- lead(lctx) }()
 
 	ticker := time.NewTicker(e.renewInterval)
 	defer ticker.Stop()
@@ -394,6 +417,7 @@ func (e *Elector) term(ctx context.Context, rec Record, start time.Time, reason 
 		renewing     bool      // a renewal is in flight
 		renewStart   time.Time // when it started
 		lastRenewErr error     // of the last renewal, if it failed
+		failingSince time.Time // start of the first of the renewals failing since the last success
 	)
 
 	var (
@@ -423,6 +447,12 @@ loop:
 			break loop
 		case <-ka.Done():
 			why = "deadline passed"
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+				if renewing {
+					failingSince = renewStart // it hangs
+				}
+			}
 			switch {
 			case renewing:
 				why += fmt.Sprintf(" (a renewal started %v ago has not returned)", time.Since(renewStart).Round(time.Millisecond))
@@ -453,12 +483,15 @@ loop:
 			renewing = false
 			switch {
 			case err == nil:
-				lastRenewErr = nil
+				lastRenewErr, failingSince = nil, time.Time{}
 			case errors.Is(err, ErrLost):
 				kind, why = Lost, "renew failed: "+err.Error()
 				break loop
 			default:
 				lastRenewErr = err
+				if failingSince.IsZero() {
+					failingSince = renewStart
+				}
 				e.log.Warn("lease renew failed; retrying until the step-down deadline",
 					"holder", rec.Holder, "epoch", rec.Epoch, "err", err, "deadline_in", time.Until(ka.Deadline()).Round(time.Millisecond))
 			}
@@ -488,16 +521,44 @@ loop:
 	default:
 		e.log.Warn("lease: lead returned an error", "holder", rec.Holder, "epoch", rec.Epoch, "err", leadErr)
 	}
+	if kind == Lost {
+		unanswered = failingSince
+	}
 	if !release {
-		return
+		return unanswered
 	}
 	if kind == Lost {
 		if err := e.releaseCall(ctx, rec); err != nil {
 			e.log.Debug("lease: courtesy release after loss failed", "holder", rec.Holder, "epoch", rec.Epoch, "err", err)
 		}
-		return
+		return unanswered
 	}
 	e.release(ctx, rec, why)
+	return unanswered
+}
+
+// unreachableKey is the context key of UnreachableBefore's value.
+type unreachableKey struct{}
+
+// UnreachableBefore returns, from the context an Elector passed to lead,
+// how long this replica had been unable to reach the lease store, without
+// a break, when it won the lease: its renewals as the previous leader
+// failing until it stepped down, then its attempts to acquire failing,
+// until the store answered again (a Redis outage, restart or failover).
+// It returns 0 when the store answered this replica's last call before
+// the acquisition (a first start, a graceful handover, a crashed leader's
+// lease running out), and for any other context.
+//
+// While the store is unreachable no replica can prove leadership, so no
+// replica publishes: the windows that fell due then were missed because
+// of the store, not because every replica was down. The producer
+// (pkg/producer) publishes them after the outage, within its retry
+// horizon, as it does windows its own failed transactions held back.
+// The value is a lower bound of the leaderless time: a replica that
+// started during the outage knows only its own part of it.
+func UnreachableBefore(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(unreachableKey{}).(time.Duration)
+	return d
 }
 
 // release gives rec up, then logs and reports it as Released for reason.

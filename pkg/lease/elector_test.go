@@ -86,6 +86,8 @@ type term struct {
 	endedAt  time.Time
 	cause    error
 	inFlight int64 // Renew calls in flight when lead's ctx was done
+	// unreachable is lease.UnreachableBefore of lead's ctx.
+	unreachable time.Duration
 }
 
 // active counts leads running at once across the replicas of one test.
@@ -150,7 +152,7 @@ func startReplica(t *testing.T, name string, lock lease.Lock, act *active, opts 
 	ctx, cancel := context.WithCancel(context.Background())
 	rp.cancel = cancel
 	lead := func(ctx context.Context) error {
-		tm := &term{started: time.Now(), ended: make(chan struct{})}
+		tm := &term{started: time.Now(), ended: make(chan struct{}), unreachable: lease.UnreachableBefore(ctx)}
 		var ok bool
 		// Current() reports the term until lead's ctx is done; a term that
 		// ends (a shutdown) before lead's first line may already be over.
@@ -586,6 +588,16 @@ func TestElectorStepsDownBeforeExpiryWhenRedisKilled(t *testing.T) {
 	_, t2 := first(t, 10*time.Second, a, b)
 	if t2.rec.Epoch <= t1.rec.Epoch {
 		t.Errorf("epoch after the restart %d, want > %d", t2.rec.Epoch, t1.rec.Epoch)
+	}
+	// The tenure after the outage says how long the store was away for
+	// its replica (no longer than since the kill); the first one, won
+	// from a store that answered, says nothing.
+	if t1.unreachable != 0 {
+		t.Errorf("first tenure: UnreachableBefore = %v, want 0", t1.unreachable)
+	}
+	if t2.unreachable <= 0 || t2.unreachable > t2.started.Sub(killed) {
+		t.Errorf("tenure after the outage: UnreachableBefore = %v, want above 0 and at most the %v since the kill",
+			t2.unreachable, t2.started.Sub(killed))
 	}
 	if m := act.max.Load(); m != 1 {
 		t.Errorf("%d leads ran at once, want 1", m)

@@ -31,6 +31,26 @@
 //     within the job's catch-up limit of L, whichever reaches further back;
 //   - older ones are skipped, counted (Config.OnSkipped) and logged.
 //
+// # Lease store outages
+//
+// While the lease store (Redis) is unreachable, no replica can prove
+// leadership: the leader steps down before its lease could expire and no
+// standby can win the lease, so nobody publishes. Publishing does not
+// continue without the lease, so that "one leader at a time" stays a
+// property of the lease and not only of Kafka's fencing. Instead, the
+// replica that wins the lease once the store answers again learns from its
+// Elector how long the store had been unreachable for it
+// (lease.UnreachableBefore) and treats the windows due since then like
+// those of its own tenure: they are published with trigger "catchup",
+// back to max(catch-up limit, MisfireGrace, 1m) before now, as after a
+// Kafka outage under a live leader; older ones are skipped and counted.
+// So a Redis outage, restart or failover shorter than a minute loses no
+// window, whatever the jobs' catch-up limits. No window is published twice:
+// the new leader fences, then reads the state topic, so it publishes only
+// windows after the last one committed. A Kubernetes Lease elector
+// (pkg/lease/kubelease) does not report API server outages: a tenure after
+// one gets the misfire grace only.
+//
 // So with the default catch-up limit of 0, no window is lost to a graceful
 // handover, to a crash failover with the default lease settings, or to a
 // transient Kafka error; only windows of longer outages are subject to the

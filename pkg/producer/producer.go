@@ -20,6 +20,7 @@ import (
 	"github.com/kjob/kjob/internal/kread"
 	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/schedule"
 	"github.com/kjob/kjob/pkg/topic"
@@ -102,7 +103,13 @@ type Config struct {
 	// transactions keep failing (a Kafka outage) publishes, once Kafka is
 	// back, the windows of the last max(Catchup, MisfireGrace, 1m) and
 	// skips and counts older ones, as it does windows past the catch-up
-	// limit. L is when the Elector
+	// limit. A lease store outage (Redis down, restarted or failing over)
+	// is treated the same way: no replica can prove leadership while it
+	// lasts, so none publishes, and the replica that wins the lease after
+	// it publishes the windows due since the store became unreachable
+	// (lease.UnreachableBefore), within the same max(Catchup,
+	// MisfireGrace, 1m), instead of only those of the last MisfireGrace
+	// (a Kubernetes Lease elector does not report such an outage). L is when the Elector
 	// calls lead (the lease is won), before fencing and reading the state,
 	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
 	// for a crashed or paused leader, the lease TTL plus the standby's
@@ -310,9 +317,10 @@ func (p *Producer) Status() Status {
 // Run creates the topics if missing (stopping with an error wrapping
 // topic.ErrMismatch if they exist with other settings), then campaigns for
 // leadership and publishes while leading. It returns when ctx is done and
-// every goroutine it started has exited, or with an error wrapping
-// ErrForeignState as soon as a term found another deployment's jobs in the
-// state topic (it publishes nothing then).
+// every goroutine it started has exited: within StopGrace of ctx ending
+// (plus the Elector's release of its lease) even if Kafka does not answer.
+// It returns an error wrapping ErrForeignState as soon as a term found
+// another deployment's jobs in the state topic (it publishes nothing then).
 func (p *Producer) Run(ctx context.Context) error {
 	if err := p.ensureTopics(ctx); err != nil {
 		return err
@@ -380,6 +388,11 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 type tenure struct {
 	start    time.Time            // when lead was called, by Config.Clock
 	reported map[string]time.Time // per job, the cutoff up to which skipped windows were reported
+	// storeDown, if not zero, is when the lease store became unreachable
+	// before this tenure (lease.UnreachableBefore): from then on no
+	// replica could lead, so windows due since are treated like those of
+	// the tenure itself.
+	storeDown time.Time
 }
 
 // retryHorizon is how long a leader keeps retrying the publication of
@@ -392,12 +405,18 @@ const retryHorizon = time.Minute
 
 // cutoff is the start of the oldest window of j that a term of this tenure
 // starting at now publishes: MisfireGrace or the job's catch-up limit
-// before the tenure began, whichever reaches further back; but once the
-// tenure has lasted longer than that (a Kafka outage under a live leader),
-// no further back than max(catch-up, grace, retryHorizon) before now.
+// before the tenure began (or before the lease store became unreachable,
+// if it did just before the tenure), whichever reaches further back; but
+// once the tenure (or the store's outage) has lasted longer than that (a
+// Kafka outage under a live leader, a Redis outage), no further back than
+// max(catch-up, grace, retryHorizon) before now.
 func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) time.Time {
 	limit := max(j.Catchup, grace)
-	c := t.start.Add(-limit)
+	from := t.start
+	if !t.storeDown.IsZero() && t.storeDown.Before(from) {
+		from = t.storeDown
+	}
+	c := from.Add(-limit)
 	if horizon := now.Add(-max(limit, retryHorizon)); horizon.After(c) {
 		c = horizon
 	}
@@ -412,6 +431,11 @@ func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) tim
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
 	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
+	if d := lease.UnreachableBefore(ctx); d > 0 {
+		t.storeDown = t.start.Add(-d)
+		p.log.Info("leading after the lease store was unreachable: windows due since then are caught up",
+			"unreachable_for", d.Round(time.Millisecond), "retry_horizon", retryHorizon)
+	}
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := p.term(ctx, t)
@@ -458,7 +482,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	if err != nil {
 		return fmt.Errorf("producer: kafka client: %w", err)
 	}
-	defer cl.Close()
+	defer p.closeAfterStop(ctx, cl)()
 
 	// Fence first: bumping the epoch of the transactional id makes every
 	// older holder's writes fail and aborts its open transaction.
@@ -577,6 +601,47 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	}
 }
 
+// StopGrace bounds how long a term's Kafka calls may run on once the
+// producer's context has ended (leadership lost or shutdown): an open
+// transaction's commit or abort gets that long to finish, then the term's
+// Kafka client is closed, which fails whatever it still waits for. Without
+// it a produce request that the broker never answers (a hung broker,
+// packets dropped) would hold Run forever: the Kafka client does not give
+// up on records it has sent, whatever their context says. Closing the
+// client with a transaction open is safe: the next leader's fencing aborts
+// it, and the next leader publishes its windows again.
+const StopGrace = 5 * time.Second
+
+// closeAfterStop watches ctx for a term whose client is cl: StopGrace
+// after ctx ends, it closes cl. It returns the function the term defers:
+// it stops the watch and closes cl, once.
+func (p *Producer) closeAfterStop(ctx context.Context, cl *kgo.Client) func() {
+	var once sync.Once
+	closeClient := func() { once.Do(cl.Close) }
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(StopGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			p.log.Warn("kafka calls still running after the stop grace; closing the client", "stop_grace", StopGrace)
+			closeClient()
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+		closeClient()
+	}
+}
+
 // missed returns the windows after last and up to now that start at or
 // after cutoff, and how many older ones are skipped.
 func missed(j *schedule.Job, last, now, cutoff time.Time) (due []time.Time, skipped int) {
@@ -665,7 +730,8 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 	}
 	// Do not cancel EndTransaction (see kgo docs): once the records are
 	// written, finishing the commit is the right thing even if leadership is
-	// being lost; fencing protects against a concurrent leader.
+	// being lost; fencing protects against a concurrent leader. (After
+	// StopGrace of a stop, the term's client is closed all the same.)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := cl.EndTransaction(cctx, kgo.TryCommit); err != nil {

@@ -107,9 +107,23 @@ func (r *run) stop(t *testing.T) error {
 		}
 		return err
 	case <-time.After(20 * time.Second):
-		t.Fatalf("producer did not stop within 20s")
+		t.Fatalf("producer did not stop within 20s; its goroutines (and every other of the test binary):\n%s", testenv.Goroutines())
 	}
 	return nil
+}
+
+// eventuallyOrDump is testenv.Eventually, but a condition not met in time
+// also logs every goroutine of the test binary: what the producer waits
+// on tells a hang from a slow machine.
+func eventuallyOrDump(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v: %s; goroutines:\n%s", timeout, fmt.Sprintf(msg, args...), testenv.Goroutines())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (r *run) published() []producer.Published {
@@ -426,12 +440,17 @@ func TestLongKafkaOutageIsBoundedLikeCatchup(t *testing.T) {
 	waitLeading(t, r)
 	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "kjob.windows", Err: kerr.InvalidRecord, Count: -1})
 	// Five minutes pass while every produce fails; the producer keeps
-	// starting new terms.
-	for i := 1; i <= 300; i += 30 {
+	// starting new terms: one fails before the first step of the clock
+	// and another after the last. A producer that stops trying (a hang)
+	// fails here, with its goroutines; a slow machine only takes longer.
+	clk.Set(t0.Add(time.Second))
+	eventuallyOrDump(t, time.Minute, func() bool { return h.Hits() >= 1 }, "no produce failed after the clock moved to +1s")
+	for i := 31; i <= 300; i += 30 {
 		clk.Set(t0.Add(time.Duration(i) * time.Second))
-		testenv.Eventually(t, 20*time.Second, func() bool { return h.Hits() >= 1 }, "fault never hit")
 	}
 	clk.Set(t0.Add(300 * time.Second))
+	hits := h.Hits()
+	eventuallyOrDump(t, time.Minute, func() bool { return h.Hits() > hits }, "no produce failed after the clock moved to +300s (%d failed before)", hits)
 	h.Remove()
 	// Once Kafka answers, the windows of the last minute are published.
 	last := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
