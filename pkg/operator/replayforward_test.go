@@ -16,6 +16,7 @@ import (
 	"github.com/kjob/kjob/pkg/handler"
 	"github.com/kjob/kjob/pkg/jobmsg"
 	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/operator"
 	"github.com/kjob/kjob/pkg/worker"
 )
@@ -23,15 +24,17 @@ import (
 // blocker is a handler whose windows of the jobs in block run until their
 // context ends; it records every start.
 type blocker struct {
-	block   map[string]bool
-	mu      sync.Mutex
-	started map[string]int
-	running map[string]bool
+	block      map[string]bool
+	maxAttempt int
+	mu         sync.Mutex
+	started    map[string]int
+	running    map[string]bool
 }
 
 func (b *blocker) serve(ctx context.Context, j *handler.Job) error {
 	b.mu.Lock()
 	b.started[j.ID()]++
+	b.maxAttempt = max(b.maxAttempt, j.Attempt())
 	b.running[j.ID()] = true
 	block := b.block[j.Name()]
 	b.mu.Unlock()
@@ -272,4 +275,69 @@ func TestReplayToLatestSkipsRunningHandlers(t *testing.T) {
 		}
 	}
 	e.drained()
+}
+
+// One replay --execute is one seek (issue 21, item 4): the owner
+// acknowledges only once the seek is applied (after its grace when a
+// handler runs), while the Replayer re-sends the request every Resend; the
+// copies carry the same id and move nothing again. So the window running
+// when the replay came is interrupted once, re-delivered once, and no
+// attempt goes beyond its max_attempts.
+func TestReplayResentRequestSeeksOnce(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	l := &ledger{}
+	b := &blocker{block: map[string]bool{"slow": true}, started: map[string]int{}, running: map[string]bool{}}
+	e.startWorkerWith(ctx, "wa", l, &wg, b.serve, nil) // Grace 2s
+	m := slowWindow("slow", 0)                         // MaxAttempts 2
+	e.publish(m)
+	testenv.Eventually(t, 30*time.Second, func() bool { return b.isRunning(m.ID) }, "window %s running", m.ID)
+
+	r, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: e.brokers, Topic: topic, Store: e.store, AckTimeout: 30 * time.Second,
+		Resend: 100 * time.Millisecond}) // about 20 copies within the grace
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer rcancel()
+	p := jobPartition(t, e, "slow")
+	plan := planOnline(t, rctx, r, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Partitions: []int32{p}})
+	if err := r.Execute(rctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return b.starts(m.ID) >= 2 && b.isRunning(m.ID) }, "window %s re-delivered and running", m.ID)
+	// A second replay, of the other (empty) partition: the agent handles
+	// requests in order, so once it is acknowledged every copy of the
+	// first request was handled.
+	other := planOnline(t, rctx, r, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest, Partitions: []int32{1 - p}})
+	if err := r.Execute(rctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.starts(m.ID); n != 2 {
+		t.Fatalf("window %s started %d times, want 2 (before the replay, and once after its one seek)", m.ID, n)
+	}
+	if n := l.count(m.ID, worker.OutcomeFailed); n != 1 {
+		t.Fatalf("window %s interrupted %d times, want 1", m.ID, n)
+	}
+	b.mu.Lock()
+	if b.maxAttempt > m.Policy.MaxAttempts {
+		t.Errorf("an attempt started as attempt %d of max_attempts %d", b.maxAttempt, m.Policy.MaxAttempts)
+	}
+	b.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range l.runs {
+		if x.attempt > m.Policy.MaxAttempts {
+			t.Fatalf("attempt %d of %s with max_attempts %d: %+v", x.attempt, x.id, m.Policy.MaxAttempts, l.runs)
+		}
+	}
+}
+
+func jobPartition(t *testing.T, e *env, job string) int32 {
+	t.Helper()
+	return names.JobPartition(job, 2)
 }
