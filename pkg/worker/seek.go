@@ -82,9 +82,15 @@ func (w *Worker) SeekSkipping(ctx context.Context, n int32, from, offset int64, 
 		return skipped, err
 	}
 	// After it: the attempts the seek ended settled themselves (skipped,
-	// or done if they finished within Grace); anything else still open
-	// (released meanwhile, a retry that waited for its backoff, a claim
-	// of another worker's that expires) is settled now.
+	// or done if they finished within Grace); the windows that were under
+	// a live claim before it and are still open (released meanwhile, a
+	// claim the seek gave up without running it) are settled now. A claim
+	// still live (another worker's zombie attempt) expires within the
+	// store's claim TTL unless its holder keeps extending it: wait that
+	// long, not forever (the agent applies the next request only after
+	// this one).
+	wctx, cancel := context.WithTimeout(ctx, 2*w.cfg.Store.ClaimTTL()+w.cfg.Grace)
+	defer cancel()
 	b := backoff.Backoff{Min: retryMin, Max: retryMax}
 	for len(busy) > 0 {
 		runs := make([]dedupe.Run, 0, len(busy))
@@ -97,8 +103,8 @@ func (w *Worker) SeekSkipping(ctx context.Context, n int32, from, offset int64, 
 		if len(busy) == 0 {
 			break
 		}
-		if err := b.Sleep(ctx); err != nil {
-			return skipped, fmt.Errorf("%w: %s (the partition was moved; they are settled by whoever holds them)", ErrSkipBusy, strings.Join(busy, ", "))
+		if err := b.Sleep(wctx); err != nil {
+			return skipped, fmt.Errorf("%w: %s (the partition was moved; they stay as their holder leaves them: check them with kjobctl history)", ErrSkipBusy, strings.Join(busy, ", "))
 		}
 	}
 	return skipped + mark.counted(), nil
