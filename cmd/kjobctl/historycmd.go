@@ -15,7 +15,8 @@ import (
 
 const historyUsage = `kjobctl history: the past runs of JOB, newest first: every settlement the
 workers recorded (done, failed attempt, dead-lettered, skipped, superseded,
-fenced, abandoned, stepped-down) with its window, trigger, when it finished,
+fenced, abandoned, stepped-down, skipped (replay): moved past by a replay,
+--outcome skipped-replay) with its window, trigger, when it finished,
 how long it ran, attempt, fencing token, worker and error (cut to 512
 bytes), then the success rate and the p50/p95 duration of the runs shown.
 
