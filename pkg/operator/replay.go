@@ -732,7 +732,11 @@ func (r *Replayer) skipOffline(ctx context.Context, plan *ReplayPlan, offs map[i
 	part := map[string]int32{}
 	for _, w := range plan.Skip {
 		if _, ok := offs[w.Partition]; ok {
-			runs = append(runs, w.run)
+			run := w.run
+			if run.WindowID == "" { // a plan decoded from JSON
+				run = dedupe.Run{WindowID: w.ID, Job: w.Job}
+			}
+			runs = append(runs, run)
 			part[w.ID] = w.Partition
 		}
 	}
