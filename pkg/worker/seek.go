@@ -107,7 +107,9 @@ func (w *Worker) SeekSkipping(ctx context.Context, n int32, from, offset int64, 
 			return skipped, fmt.Errorf("%w: %s (the partition was moved; they stay as their holder leaves them: check them with kjobctl history)", ErrSkipBusy, strings.Join(busy, ", "))
 		}
 	}
-	return skipped + mark.counted(), nil
+	skipped += mark.counted()
+	w.log.Info("windows skipped by a replay", "partition", n, "from", from, "offset", offset, "windows", skipped, "status", dedupe.ReplaySkipLabel, "reason", reason)
+	return skipped, nil
 }
 
 // replayWin is a window of a range a replay skips.
@@ -149,7 +151,9 @@ func (w *Worker) windowsIn(ctx context.Context, n int32, from, to int64) (replay
 // the history already).
 func (w *Worker) reportReplaySkip(n int32, rw replayWin, reason string) {
 	now := w.cfg.Now()
-	w.log.Info("window skipped", "job", rw.run.Job, "window", rw.run.WindowID, "partition", n, "status", dedupe.ReplaySkipLabel, "reason", reason)
+	// At debug: a replay to the end of a backlog may skip many; SeekSkipping
+	// logs their count at info.
+	w.log.Debug("window skipped", "job", rw.run.Job, "window", rw.run.WindowID, "partition", n, "status", dedupe.ReplaySkipLabel, "reason", reason)
 	w.executed(Execution{WindowID: rw.run.WindowID, Job: rw.run.Job, Partition: n, Offset: rw.offset, Outcome: OutcomeSkippedReplay,
 		Err: errors.New(reason), Started: now, Finished: now})
 }
