@@ -322,7 +322,16 @@ func renderReplay(w io.Writer, output string, plan *operator.ReplayPlan, execute
 	if len(plan.Skip) > 0 {
 		switch {
 		case executed:
-			fmt.Fprintf(w, "%s moved past before they were settled %s settled as skipped (replay); they never run:\n", plural(len(plan.Skip), "window"), were(len(plan.Skip)))
+			n := 0
+			for _, p := range plan.Partitions {
+				n += p.Skipped
+			}
+			if n == len(plan.Skip) {
+				fmt.Fprintf(w, "%s moved past before they were settled %s settled as skipped (replay); they never run:\n", plural(len(plan.Skip), "window"), were(len(plan.Skip)))
+			} else {
+				fmt.Fprintf(w, "%d of the %s moved past before they were settled %s settled as skipped (replay) and never run; the others were settled meanwhile (a handler that finished within the grace is done; see kjobctl history):\n",
+					n, plural(len(plan.Skip), "window"), were(n))
+			}
 		case plan.Spec.SkipUnsettled:
 			fmt.Fprintf(w, "%s moved past are not settled: with --execute they are settled as skipped (replay) and never run (a running handler is cancelled after the workers' grace):\n", plural(len(plan.Skip), "window"))
 		default:
