@@ -675,6 +675,9 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 			t.Fatalf("state of %s: %v", p.Window, err)
 		default:
 			h.States[p.Window] = chaos.State{Status: st.Status, Token: st.Token, ClaimLive: st.ClaimTTL > 0, Reason: st.LastError}
+			if dedupe.SkippedByReplay(st) { // none in this run: Check then asks for the replay skips (rule (j))
+				h.States[p.Window] = chaos.State{Status: chaos.StatusSkippedReplay, Token: st.Token, Reason: st.LastError}
+			}
 		}
 	}
 	return h

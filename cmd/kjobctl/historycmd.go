@@ -15,7 +15,8 @@ import (
 
 const historyUsage = `kjobctl history: the past runs of JOB, newest first: every settlement the
 workers recorded (done, failed attempt, dead-lettered, skipped, superseded,
-fenced, abandoned, stepped-down) with its window, trigger, when it finished,
+fenced, abandoned, stepped-down, skipped (replay): moved past by a replay,
+--outcome skipped-replay) with its window, trigger, when it finished,
 how long it ran, attempt, fencing token, worker and error (cut to 512
 bytes), then the success rate and the p50/p95 duration of the runs shown.
 
@@ -125,7 +126,7 @@ func renderHistory(w io.Writer, h *historyResult) error {
 			token = fmt.Sprint(r.Token)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Finished.UTC().Format("2006-01-02T15:04:05.000Z"), safe(r.WindowID), orDash(r.Trigger),
-			safe(r.Outcome), fmtDuration(r.Duration()), attempt, token, orDash(r.Worker), oneLine(r.Error, 80))
+			safe(runOutcome(r.Outcome)), fmtDuration(r.Duration()), attempt, token, orDash(r.Worker), oneLine(r.Error, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -161,4 +162,13 @@ func fmtDuration(d time.Duration) string {
 		return d.Round(10 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
+}
+
+// runOutcome is how history shows a run's outcome: a window a replay moved
+// past as "skipped (replay)", as status shows it.
+func runOutcome(o string) string {
+	if o == dedupe.RunSkippedReplay {
+		return dedupe.ReplaySkipLabel
+	}
+	return o
 }

@@ -39,9 +39,18 @@ published.
 A --to-datetime in the future is refused unless --allow-future: no record
 is published after it, so it would skip every window not yet run.
 
+Forward: a target ahead of the committed offset skips the records in
+between. Windows among them that are not settled (never claimed, failed and
+waiting for a retry, or running: a long handler holds the commit back) are
+listed in the plan (job, window, state), and --execute refuses unless
+--skip-unsettled: then they are settled as "skipped (replay)" (shown by
+kjobctl history and status, counted in kjob_executions_total with outcome
+skipped-replay), a running handler is cancelled after the workers' grace,
+and none of them ever runs.
+
 Usage: kjobctl replay --group G (--to-datetime T | --by-duration D | --to-offset N |
        --shift-by N | --to-earliest | --to-latest) [--partition P] [--job NAME]
-       [--rerun] [--execute] [flags]`
+       [--rerun] [--skip-unsettled] [--execute] [flags]`
 
 func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
@@ -49,7 +58,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		toDatetime, byDuration, toOffset     string
 		shiftBy, partition                   string
 		toEarliest, toLatest, rerun, execute bool
-		allowFuture                          bool
+		allowFuture, skipUnsettled           bool
 		job                                  string
 		ackTimeout                           time.Duration
 	)
@@ -66,12 +75,13 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.String(&partition, "partition", "", "", "only these partitions (comma-separated); default all")
 	f.String(&job, "job", "", "", "only the partition holding this job's windows; with --rerun only its windows run again")
 	f.Bool(&rerun, "rerun", "", false, "also clear the done markers of the replayed windows so done windows run again")
+	f.Bool(&skipUnsettled, "skip-unsettled", "", false, "allow moving forward past windows that are not settled: they are settled as skipped (replay) and never run")
 	f.Bool(&execute, "execute", "", false, "apply the reset (without it: dry run)")
 	f.Duration(&ackTimeout, "ack-timeout", "", 60*time.Second, "how long to wait for the owning workers to apply the seek")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	spec := operator.ReplaySpec{Group: o.group, Job: job, Rerun: rerun}
+	spec := operator.ReplaySpec{Group: o.group, Job: job, Rerun: rerun, SkipUnsettled: skipUnsettled}
 	var modes []string
 	if toDatetime != "" {
 		t, err := parseTime("replay: --to-datetime", toDatetime)
@@ -165,6 +175,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("replay: %w", errDryRun)
 	}
 	if err := r.Execute(cctx, plan); err != nil {
+		if errors.Is(err, operator.ErrUnsettled) {
+			_ = renderReplay(stdout, o.output, plan, false)
+		}
 		return replayErr(err)
 	}
 	return renderReplay(stdout, o.output, plan, true)
@@ -174,6 +187,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // planner's errors about a field name it by its flag.
 var replaySpecFlags = map[string]string{
 	"ReplaySpec.Group": "group", "ReplaySpec.Job": "job", "ReplaySpec.Partitions": "partition",
+	"ReplaySpec.SkipUnsettled": "skip-unsettled",
 }
 
 // replayErr gives a replay's error its exit code, naming the flags it is
@@ -189,7 +203,7 @@ func replayErr(err error) error {
 		return fmt.Errorf("%w: %w", err, errNotFound)
 	case errors.Is(err, operator.ErrRebalancing):
 		return fmt.Errorf("%w: %w", err, errConflict)
-	case errors.Is(err, operator.ErrInvalidSpec):
+	case errors.Is(err, operator.ErrInvalidSpec), errors.Is(err, operator.ErrUnsettled):
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
 	return err
@@ -259,6 +273,15 @@ func renderReplay(w io.Writer, output string, plan *operator.ReplayPlan, execute
 		if p.Clamped != "" {
 			note = "clamped to " + p.Clamped
 		}
+		if p.Unsettled > 0 {
+			if note != "" {
+				note += "; "
+			}
+			note += fmt.Sprintf("skips %s", plural(p.Unsettled, "unsettled window"))
+			if executed {
+				note += fmt.Sprintf(", %d settled as skipped (replay)", p.Skipped)
+			}
+		}
 		if executed {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", p.Partition, safe(owner), fmtOffset(p.Before), p.Target, fmtOffset(p.After), p.Replayed, p.Start, p.End, safe(p.AppliedBy), note)
 		} else {
@@ -297,8 +320,44 @@ func renderReplay(w io.Writer, output string, plan *operator.ReplayPlan, execute
 		}
 		fmt.Fprintln(w, "Windows already done are skipped when re-delivered (add --rerun to run them again).")
 	}
+	if len(plan.Skip) > 0 {
+		switch {
+		case executed:
+			n := 0
+			for _, p := range plan.Partitions {
+				n += p.Skipped
+			}
+			if n == len(plan.Skip) {
+				fmt.Fprintf(w, "%s moved past before they were settled %s settled as skipped (replay); they never run:\n", plural(len(plan.Skip), "window"), were(len(plan.Skip)))
+			} else {
+				fmt.Fprintf(w, "%d of the %s moved past before they were settled %s settled as skipped (replay) and never run; the others were settled meanwhile (a handler that finished within the grace is done; see kjobctl history):\n",
+					n, plural(len(plan.Skip), "window"), were(n))
+			}
+		case plan.Spec.SkipUnsettled:
+			fmt.Fprintf(w, "%s moved past are not settled: with --execute they are settled as skipped (replay) and never run (a running handler is cancelled after the workers' grace):\n", plural(len(plan.Skip), "window"))
+		default:
+			fmt.Fprintf(w, "%s moved past are not settled: they would never be delivered again. --execute refuses unless --skip-unsettled (they are then settled as skipped (replay) and never run):\n", plural(len(plan.Skip), "window"))
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  JOB\tWINDOW\tSTATE\tPARTITION\tOFFSET")
+		for i, s := range plan.Skip {
+			if i == maxListed {
+				fmt.Fprintf(tw, "  ... and %d more (-o json lists them all)\n", len(plan.Skip)-maxListed)
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\n", safe(s.Job), safe(s.ID), safe(s.State), s.Partition, s.Offset)
+		}
+		tw.Flush()
+	}
 	if executed && plan.Online {
 		fmt.Fprintln(w, "AFTER is the committed offset now; the running workers may have moved it past TARGET already.")
 	}
 	return nil
+}
+
+func were(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }

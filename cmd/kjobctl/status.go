@@ -216,7 +216,7 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 // skipped (skip, latest) or superseded (replace). Its reason follows it in
 // the table.
 func settledByOverlap(outcome string) bool {
-	return outcome == "skipped" || outcome == "superseded"
+	return outcome == "skipped" || outcome == "superseded" || outcome == "skipped (replay)" // dedupe.ReplaySkipLabel
 }
 
 // nextTimes formats a job's next fire times in its zone and in UTC, one

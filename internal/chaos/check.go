@@ -63,7 +63,15 @@
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
 //
-// and, for deployments sharing a Kafka cluster (issue 21):
+// for operators' replays forward:
+//
+//	(j) a window skipped by a replay (StatusSkippedReplay) is settled for
+//	    good, whatever its job's policy: it has no completion, no attempt
+//	    starts after the replay skipped it (History.ReplaySkips), and a
+//	    window reported skipped by a replay ends in that status. Rule (e)
+//	    counts it settled, not lost.
+//
+// and, for deployments sharing a Kafka cluster:
 //
 //	(n) no window is executed by a worker of another namespace: an
 //	    attempt whose worker's namespace is known (Attempt.Namespace) of a
@@ -284,6 +292,9 @@ type History struct {
 	// Skips are the windows workers reported settling as skipped or
 	// superseded.
 	Skips []Skip
+	// ReplaySkips are the windows reported settled as skipped by an
+	// operator's replay (rule (j)).
+	ReplaySkips []ReplaySkip
 	// States is the store's final state of every published window
 	// (StatusAbsent for one it has no record of) and of any other window
 	// the caller read.
@@ -298,7 +309,7 @@ type History struct {
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "i".
+	// Rule is "a" to "j".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -313,7 +324,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (i) in h, ordered by rule
+// Check returns every violation of rules (a) to (j) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -330,6 +341,7 @@ func Check(h History) ([]Violation, error) {
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
 	checkOverlap(h, add)
+	checkReplaySkips(h, add)
 	checkNamespaces(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
@@ -437,6 +449,9 @@ func complete(h History) error {
 		if n > 0 {
 			miss("no skip reported although the store has %d skipped or superseded windows: the workers' skips were not collected", n)
 		}
+	}
+	if m := replaySkipsMissing(h); m != "" {
+		miss("%s", m)
 	}
 	if h.FinalLag < 0 {
 		miss("final consumer-group lag unknown (could not be read)")
@@ -655,6 +670,9 @@ func checkSettled(h History, add addFunc) {
 		switch {
 		case st.Status == StatusAbsent:
 			add("e", r.Window, "published but never claimed")
+		case st.Status == StatusSkippedReplay:
+			// Settled by an operator's replay, with their consent: not
+			// lost, whatever the policy (rule (j) judges it).
 		case st.Status == StatusSkipped || st.Status == StatusSuperseded:
 			// Settled without running, if the job's policy does that;
 			// no invocation needed.

@@ -90,7 +90,7 @@ func (o *overlapRun) settling(w jobWindow) (at time.Time, by Attempt, settled, k
 	st := o.h.States[w.id]
 	dead := o.h.DeadLettered[w.id] || st.Status == StatusDeadLettered
 	switch {
-	case st.Status == StatusSkipped || st.Status == StatusSuperseded:
+	case st.Status == StatusSkipped || st.Status == StatusSuperseded || st.Status == StatusSkippedReplay:
 		return time.Time{}, Attempt{}, true, false
 	case st.Status != StatusDone && !dead:
 		return time.Time{}, Attempt{}, false, false

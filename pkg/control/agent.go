@@ -26,6 +26,16 @@ type Seeker interface {
 	Seek(ctx context.Context, partition int32, offset int64) error
 }
 
+// Skipper is the worker side of a replay forward that skips what it
+// moves past (SeekRequest.SkipUnsettled): *worker.Worker implements it.
+type Skipper interface {
+	// SeekSkipping moves an owned partition from offset from forward to
+	// offset, as Seek does, and settles the windows in between that are
+	// not settled as skipped by a replay, with reason; it returns how
+	// many it settled.
+	SeekSkipping(ctx context.Context, partition int32, from, offset int64, reason string) (int, error)
+}
+
 // AgentConfig configures an Agent. Brokers, Group, Topic, Member and Seeker
 // are required.
 type AgentConfig struct {
@@ -57,7 +67,18 @@ type AgentConfig struct {
 type Agent struct {
 	cfg AgentConfig
 	log *slog.Logger
+
+	// applied remembers, per request id, the ack of each partition it
+	// was applied to, for the last rememberRequests ids (order): a
+	// request re-sent by its requester (it re-sends until every
+	// partition is acknowledged) is acknowledged again from here, never
+	// applied twice. Only Run's goroutine touches them.
+	applied map[string]map[int32]SeekAck
+	order   []string
 }
+
+// rememberRequests is how many request ids an Agent remembers.
+const rememberRequests = 1024
 
 // configError is a *configerr.Error about field of AgentConfig.
 func configError(field string, value any, reason string) error {
@@ -94,7 +115,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger.With("worker", cfg.Member, "control_topic", cfg.ControlTopic)}, nil
+	return &Agent{cfg: cfg, log: cfg.Logger.With("worker", cfg.Member, "control_topic", cfg.ControlTopic), applied: map[string]map[int32]SeekAck{}}, nil
 }
 
 // EnsureTopic creates the control topic if it is missing (one partition,
@@ -174,12 +195,20 @@ func (a *Agent) apply(ctx context.Context, cl *kgo.Client, req *SeekRequest) {
 		if !owned[p] {
 			continue
 		}
+		if prev, ok := a.applied[req.ID][p]; ok {
+			// A re-sent request: applied once already (the requester had
+			// not seen the ack yet). Acknowledge it again, move nothing.
+			a.log.Info("seek request applied already; acknowledging it again without moving the partition", "request", req.ID, "partition", p, "offset", prev.Offset)
+			prev.Duplicate, prev.At = true, time.Now().UTC()
+			a.send(ctx, cl, &prev)
+			continue
+		}
 		ack := SeekAck{RequestID: req.ID, Group: req.Group, Topic: req.Topic, Partition: p, Offset: off, Member: a.cfg.Member}
-		err := a.cfg.Seeker.Seek(ctx, p, off)
+		err := a.seek(ctx, req, p, off, &ack)
 		ack.At = time.Now().UTC()
 		switch {
 		case err == nil:
-			a.log.Info("seek applied", "request", req.ID, "partition", p, "offset", off, "issued_by", req.IssuedBy)
+			a.log.Info("seek applied", "request", req.ID, "partition", p, "offset", off, "issued_by", req.IssuedBy, "skipped", ack.Skipped)
 		case ctx.Err() != nil:
 			return
 		default:
@@ -192,15 +221,60 @@ func (a *Agent) apply(ctx context.Context, cl *kgo.Client, req *SeekRequest) {
 			ack.Error = err.Error()
 			a.log.Warn("seek failed", "request", req.ID, "partition", p, "offset", off, "err", err)
 		}
-		rec, err := ack.Record(a.cfg.ControlTopic)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = cl.ProduceSync(pctx, rec).FirstErr()
-			cancel()
+		a.remember(ack)
+		a.send(ctx, cl, &ack)
+	}
+}
+
+// seek applies req to partition p: a plain seek, or with SkipUnsettled
+// and a move forward, one that settles what it skips (Skipper).
+func (a *Agent) seek(ctx context.Context, req *SeekRequest, p int32, off int64, ack *SeekAck) error {
+	from, forward := req.From[p]
+	if !req.SkipUnsettled || !forward || off <= from {
+		return a.cfg.Seeker.Seek(ctx, p, off)
+	}
+	sk, ok := a.cfg.Seeker.(Skipper)
+	if !ok {
+		return fmt.Errorf("control: this worker cannot settle the windows a replay skips (its Seeker is not a control.Skipper); nothing was moved")
+	}
+	n, err := sk.SeekSkipping(ctx, p, from, off, fmt.Sprintf("request %s by %s", req.ID, orUnknown(req.IssuedBy)))
+	ack.Skipped = n
+	return err
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unnamed operator"
+	}
+	return s
+}
+
+// remember records ack as the result of its request on its partition.
+func (a *Agent) remember(ack SeekAck) {
+	m, ok := a.applied[ack.RequestID]
+	if !ok {
+		if len(a.order) >= rememberRequests {
+			delete(a.applied, a.order[0])
+			a.order = a.order[1:]
 		}
-		if err != nil {
-			a.log.Warn("cannot write seek ack; the requester will re-send", "request", req.ID, "partition", p, "err", err)
-		}
+		a.order = append(a.order, ack.RequestID)
+		m = map[int32]SeekAck{}
+		a.applied[ack.RequestID] = m
+	}
+	m[ack.Partition] = ack
+}
+
+// send writes ack to the control topic; a failure is logged (the
+// requester re-sends, and the ack is repeated from memory).
+func (a *Agent) send(ctx context.Context, cl *kgo.Client, ack *SeekAck) {
+	rec, err := ack.Record(a.cfg.ControlTopic)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = cl.ProduceSync(pctx, rec).FirstErr()
+		cancel()
+	}
+	if err != nil {
+		a.log.Warn("cannot write seek ack; the requester will re-send", "request", ack.RequestID, "partition", ack.Partition, "err", err)
 	}
 }
 

@@ -14,9 +14,16 @@
 // it started, and the worker that owns a named partition moves its own
 // consumption there (partition.Consumer.Seek: finish the in-flight window,
 // drop fetched records, set the fetch position, commit the new offset) and
-// answers with a SeekAck. Targets are absolute offsets, so a request
-// delivered twice (the requester re-sends it for partitions nobody
-// acknowledged, e.g. during a rebalance) has the same effect as once.
+// answers with a SeekAck. The requester re-sends a request, under the same
+// id, to the partitions nobody acknowledged yet (an owner acknowledges only
+// once the seek is applied, up to its grace later; or a rebalance moved the
+// partition): an Agent applies a request id once per partition and
+// answers a copy with the same ack (SeekAck.Duplicate), so a replay seeks
+// once and cancels the windows running then once.
+//
+// With SeekRequest.SkipUnsettled, a partition moved forward has the
+// windows it skips over that are not settled settled as skipped by the
+// replay (Skipper, worker.Worker.SeekSkipping) rather than left unsettled.
 //
 // The package holds only what a worker process links: planning a replay,
 // and every other operator's action, lives in pkg/operator.

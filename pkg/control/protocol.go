@@ -42,6 +42,14 @@ type SeekRequest struct {
 	IssuedBy string `json:"issued_by,omitempty"`
 	// IssuedAt is when the request was written.
 	IssuedAt time.Time `json:"issued_at"`
+	// SkipUnsettled, for a partition moved forward (From below its
+	// target), settles the windows of the records skipped over that are
+	// not settled as skipped by the replay (see Skipper) instead of
+	// leaving them unsettled. The operator must have asked for it.
+	SkipUnsettled bool `json:"skip_unsettled,omitempty"`
+	// From maps partition to the committed offset the operator's plan
+	// saw: with SkipUnsettled, the start of the range skipped over.
+	From map[int32]int64 `json:"from,omitempty"`
 }
 
 // SeekAck reports that a worker applied (or failed to apply) a SeekRequest
@@ -63,6 +71,13 @@ type SeekAck struct {
 	Error string `json:"error,omitempty"`
 	// At is when the seek was applied.
 	At time.Time `json:"at"`
+	// Skipped counts the windows settled as skipped by the replay
+	// (SeekRequest.SkipUnsettled).
+	Skipped int `json:"skipped,omitempty"`
+	// Duplicate says the request id was applied to the partition already
+	// (the requester re-sent it): this ack repeats that one's result, and
+	// nothing was moved again.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 func encode(topic, kind, key string, v any) (*kgo.Record, error) {

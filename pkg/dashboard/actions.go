@@ -472,7 +472,9 @@ func statusOf(err error) int {
 		errors.Is(err, operator.ErrNoGroup), errors.Is(err, operator.ErrNoPartition):
 		return http.StatusNotFound
 	case errors.Is(err, pause.ErrAlreadyPaused), errors.Is(err, pause.ErrNotPaused), errors.Is(err, operator.ErrLeftOut),
-		errors.Is(err, operator.ErrRebalancing):
+		errors.Is(err, operator.ErrRebalancing), errors.Is(err, operator.ErrUnsettled):
+		// ErrUnsettled: a replay forward past unsettled windows; the
+		// dashboard offers no skip-unsettled, kjobctl replay does.
 		return http.StatusConflict
 	case errors.Is(err, operator.ErrInvalidSpec):
 		return http.StatusBadRequest

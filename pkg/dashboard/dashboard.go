@@ -385,6 +385,9 @@ func (d *Dashboard) recent(ctx context.Context) ([]Execution, error) {
 					}
 				default:
 					e.Outcome, e.Token, e.Attempts, e.Worker, e.LastError = s.Status, s.Token, s.Attempts, s.Holder, s.LastError
+					if dedupe.SkippedByReplay(s) {
+						e.Outcome = dedupe.ReplaySkipLabel
+					}
 					e.UpdatedAt = s.UpdatedAt.UTC()
 				}
 			}

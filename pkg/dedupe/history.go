@@ -99,10 +99,14 @@ const (
 	// RunSteppedDown: the worker gave the window up (partition revoked,
 	// Redis unreachable) before the attempt ended; the next owner runs it.
 	RunSteppedDown = "stepped-down"
+	// RunSkippedReplay: the window was settled without running because an
+	// operator's replay moved its partition's offsets past it (see
+	// SkipForReplay); status and history show it as "skipped (replay)".
+	RunSkippedReplay = "skipped-replay"
 )
 
 // runOutcomes maps an outcome to its code in the encoding (index + 1).
-var runOutcomes = []string{RunDone, RunFailed, RunDeadLettered, RunSkipped, RunSuperseded, RunFenced, RunAbandoned, RunSteppedDown}
+var runOutcomes = []string{RunDone, RunFailed, RunDeadLettered, RunSkipped, RunSuperseded, RunFenced, RunAbandoned, RunSteppedDown, RunSkippedReplay}
 
 // RunOutcomes returns every outcome a Run may have.
 func RunOutcomes() []string { return slices.Clone(runOutcomes) }

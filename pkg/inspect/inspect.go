@@ -677,6 +677,9 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		st, ok := states[ws.ID]
 		if ok {
 			ws.Outcome, ws.Token, ws.Attempts, ws.Holder, ws.LastError = st.Status, st.Token, st.Attempts, st.Holder, st.LastError
+			if dedupe.SkippedByReplay(st) {
+				ws.Outcome = dedupe.ReplaySkipLabel // a replay moved the offsets past it
+			}
 			continue
 		}
 		p, had := periods[js.Name]

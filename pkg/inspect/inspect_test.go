@@ -140,6 +140,16 @@ func TestSnapshot(t *testing.T) {
 	if s, _ = in.Snapshot(ctx); s.Jobs[0].Last.Outcome != "pending" {
 		t.Fatalf("window without a record: %+v", s.Jobs[0].Last)
 	}
+	// A window an operator's replay moved past, settled as skipped.
+	if res, err := store.SkipForReplay(ctx, []dedupe.Run{{WindowID: published[0].ID, Job: "a"}}, "request r1 by test", "test"); err != nil || len(res.Skipped) != 1 {
+		t.Fatalf("skip for replay: %+v, %v", res, err)
+	}
+	if s, _ = in.Snapshot(ctx); s.Jobs[0].Last.Outcome != "skipped (replay)" {
+		t.Fatalf("window skipped by a replay: %+v", s.Jobs[0].Last)
+	}
+	if err := store.Forget(ctx, published[0].ID); err != nil {
+		t.Fatal(err)
+	}
 	hist := periods{"a": {Since: t0, Until: t0.Add(10 * time.Second)}}
 	in3, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Pauses: pauses, PauseHistory: hist,
 		Now: func() time.Time { return t0.Add(20 * time.Second) }})

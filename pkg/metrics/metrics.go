@@ -81,7 +81,8 @@ type jobSeries struct {
 
 // outcomes are worker.Execution's outcomes, in outcomeIndex's order.
 var outcomes = [...]string{worker.OutcomeDone, worker.OutcomeFailed, worker.OutcomeSkippedDone, worker.OutcomeDeadLettered,
-	worker.OutcomeFenced, worker.OutcomeAbandoned, worker.OutcomeSkipped, worker.OutcomeSuperseded, worker.OutcomeSteppedDown}
+	worker.OutcomeFenced, worker.OutcomeAbandoned, worker.OutcomeSkipped, worker.OutcomeSuperseded, worker.OutcomeSteppedDown,
+	worker.OutcomeSkippedReplay}
 
 // outcomeIndex returns o's index in outcomes, or -1.
 func outcomeIndex(o string) int {
@@ -189,7 +190,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		}, []string{"kjob_job", "outcome"}),
 		executions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_executions_total",
-			Help: "Records settled or attempted by this worker, by job and outcome (done, failed, skipped-done, dead-lettered, fenced, abandoned).",
+			Help: "Records settled or attempted by this worker, by job and outcome (done, failed, skipped-done, dead-lettered, fenced, abandoned, skipped, superseded, stepped-down, skipped-replay: moved past by an operator's replay).",
 		}, []string{"kjob_job", "outcome"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kjob_dead_lettered_total",
@@ -303,6 +304,10 @@ func (m *Metrics) Executed(e worker.Execution) {
 	switch e.Outcome {
 	case worker.OutcomeSkippedDone, worker.OutcomeSkipped:
 		return
+	case worker.OutcomeSkippedReplay:
+		if e.Attempt == 0 { // never started: no duration, no lateness
+			return
+		}
 	case worker.OutcomeSuperseded:
 		if e.Finished.Equal(e.Started) { // dropped before it started
 			return

@@ -39,6 +39,10 @@ var (
 	// ErrInvalidSpec: the ReplaySpec itself is wrong (no group, an unknown
 	// mode, a job whose partition is not among Partitions).
 	ErrInvalidSpec = errors.New("invalid replay")
+	// ErrUnsettled: the replay moves offsets forward past windows that are
+	// not settled (ReplayPlan.Skip), and ReplaySpec.SkipUnsettled does not
+	// allow it: Execute refuses and changes nothing.
+	ErrUnsettled = errors.New("replay would skip unsettled windows")
 )
 
 // Mode selects how a replay computes its target offsets; the modes mirror
@@ -77,6 +81,14 @@ type ReplaySpec struct {
 	Job string `json:"job,omitempty"`
 	// Rerun clears the done markers of the replayed windows.
 	Rerun bool `json:"rerun"`
+	// SkipUnsettled allows a replay that moves a partition forward past
+	// windows that are not settled (ReplayPlan.Skip: never claimed,
+	// failed and waiting for a retry, or running): they are settled as
+	// skipped (dedupe.SkippedByReplay, shown as "skipped (replay)"), a
+	// running attempt is cancelled after the workers' grace, and none of
+	// them runs again. Without it Execute refuses such a plan
+	// (ErrUnsettled).
+	SkipUnsettled bool `json:"skip_unsettled,omitempty"`
 }
 
 // ReplayPartition is one partition's before/after.
@@ -104,6 +116,12 @@ type ReplayPartition struct {
 	// Replayed (about twice as large when each window was published in a
 	// transaction of its own).
 	ReplayedOffsets int64 `json:"replayed_offsets"`
+	// Unsettled counts the windows of ReplayPlan.Skip on this partition:
+	// not settled, between Before and a Target ahead of it.
+	Unsettled int `json:"unsettled"`
+	// Skipped counts, after Execute with SkipUnsettled, the windows
+	// settled as skipped by the replay on this partition.
+	Skipped int `json:"skipped"`
 	// After is the committed offset after Execute; -1 if not known.
 	After int64 `json:"after"`
 	// AppliedBy is the worker that applied the seek, or "kadm" for a
@@ -135,7 +153,36 @@ type ReplayPlan struct {
 	// OtherJobs lists, with Job, the other jobs whose windows are in the
 	// replayed range: they are re-delivered and skipped by dedupe.
 	OtherJobs []string `json:"other_jobs,omitempty"`
+	// Skip lists the windows a partition moved forward skips over that
+	// were not settled when the plan was made (every job's: moving a
+	// partition moves all of its jobs): never claimed (pending), failed
+	// and waiting for a retry, or running. Execute refuses a plan that
+	// lists any unless Spec.SkipUnsettled allows it; then they are settled
+	// as skipped (replay) and never run.
+	Skip []SkipWindow `json:"skip"`
 }
+
+// SkipWindow is a window that a replay forward moves past before it was
+// settled.
+type SkipWindow struct {
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Job       string `json:"job"`
+	ID        string `json:"id"`
+	// State is SkipPending, dedupe.StatusFailed, dedupe.StatusRunning, or
+	// SkipUnknown (no Store to read it).
+	State string `json:"state"`
+	// run holds what settling it records in the run history.
+	run dedupe.Run
+}
+
+// SkipWindow states that are not a dedupe status.
+const (
+	// SkipPending: the window has no record: it was never claimed.
+	SkipPending = "pending"
+	// SkipUnknown: the Replayer has no Store to read the window's state.
+	SkipUnknown = "unknown"
+)
 
 // RetryWindow is a failed or dead-lettered window a plain replay runs
 // again.
@@ -152,6 +199,9 @@ type WindowStore interface {
 	States(ctx context.Context, ids []string) (map[string]dedupe.State, error)
 	// ForgetAll deletes the records of ids.
 	ForgetAll(ctx context.Context, ids []string) error
+	// Settle applies settlements and records runs (a replay forward
+	// settles the windows it skips with it, dedupe.SkipForReplayWith).
+	Settle(ctx context.Context, ss []dedupe.Settlement, runs ...dedupe.Run) ([]dedupe.Result, error)
 }
 
 // ReplayerConfig configures a Replayer.
@@ -319,7 +369,7 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 	if g.members == 0 && len(g.committed) == 0 {
 		return nil, fmt.Errorf("replay: group %q: %w (no members, no committed offsets on %s)", spec.Group, ErrNoGroup, r.cfg.Topic)
 	}
-	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}, Retry: []RetryWindow{}}
+	plan := &ReplayPlan{Spec: spec, Group: spec.Group, Topic: r.cfg.Topic, Online: g.members > 0, State: g.state, Rerun: []string{}, Retry: []RetryWindow{}, Skip: []SkipWindow{}}
 	if plan.Online && g.state != "Stable" {
 		return nil, fmt.Errorf("replay: group %q: %w (state %s); run the command again in a few seconds", spec.Group, ErrRebalancing, g.state)
 	}
@@ -431,6 +481,14 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 				return nil, fmt.Errorf("replay: read the replayed windows: %w", err)
 			}
 		}
+		if want > cur {
+			skip, err := r.unsettled(ctx, p, cur, want)
+			if err != nil {
+				return nil, err
+			}
+			rp.Unsettled = len(skip)
+			plan.Skip = append(plan.Skip, skip...)
+		}
 		plan.Partitions = append(plan.Partitions, rp)
 	}
 	if err := checkPending(); err != nil {
@@ -450,6 +508,65 @@ func (r *Replayer) Plan(ctx context.Context, spec ReplaySpec) (*ReplayPlan, erro
 // stateBatch is how many window ids Plan looks up in one States call.
 const stateBatch = 5000
 
+// unsettled returns the windows of partition p at offsets [from, to),
+// which a replay forward moves past, that are not settled now (every
+// window, as SkipUnknown, without a Store).
+func (r *Replayer) unsettled(ctx context.Context, p int32, from, to int64) ([]SkipWindow, error) {
+	var ws []SkipWindow
+	seen := map[string]bool{}
+	err := kread.Each(ctx, r.opts(), r.cfg.Topic, p, from, to, func(rec *kgo.Record) error {
+		m, err := jobmsg.FromRecord(rec)
+		if err != nil || seen[m.ID] {
+			return nil // not a window: dead-lettered, nothing to settle
+		}
+		seen[m.ID] = true
+		ws = append(ws, SkipWindow{Partition: p, Offset: rec.Offset, Job: m.Job, ID: m.ID, State: SkipUnknown,
+			run: dedupe.Run{WindowID: m.ID, Job: m.Job, Trigger: string(m.Trigger), WindowStart: m.Window.Start}})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: read the windows skipped over: %w", err)
+	}
+	if r.cfg.Store == nil {
+		return ws, nil
+	}
+	out := ws[:0]
+	for i := 0; i < len(ws); i += stateBatch {
+		chunk := ws[i:min(len(ws), i+stateBatch)]
+		ids := make([]string, len(chunk))
+		for k, w := range chunk {
+			ids[k] = w.ID
+		}
+		sts, err := r.cfg.Store.States(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("replay: read the states of the windows skipped over: %w", err)
+		}
+		for _, w := range chunk {
+			st, ok := sts[w.ID]
+			switch {
+			case !ok:
+				w.State = SkipPending
+			case dedupe.Settled(st.Status):
+				continue
+			default:
+				w.State = st.Status
+			}
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// unsettledError is Execute's refusal of a plan that skips unsettled
+// windows without SkipUnsettled.
+func unsettledError(plan *ReplayPlan) error {
+	w := plan.Skip[0]
+	return &configerr.Error{Op: "replay", Field: "ReplaySpec.SkipUnsettled", Value: false,
+		Reason: fmt.Sprintf(": the target is ahead of the committed offset past %d windows that are not settled (first: %s, %s, on partition %d); "+
+			"they would never be delivered again. Set it to settle them as skipped (replay) and never run them, or replay to an offset at or before the committed one: %v",
+			len(plan.Skip), w.ID, w.State, w.Partition, ErrUnsettled),
+		Err: ErrUnsettled}
+}
 func (r *Replayer) opts() []kgo.Opt {
 	return append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...)}, r.cfg.ClientOpts...)
 }
@@ -461,6 +578,13 @@ func (r *Replayer) opts() []kgo.Opt {
 // a rebalance) or by a direct commit when it has none, and fills in After
 // and AppliedBy.
 func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
+	if len(plan.Skip) > 0 && !plan.Spec.SkipUnsettled {
+		return unsettledError(plan)
+	}
+	if len(plan.Skip) > 0 && r.cfg.Store == nil {
+		return &configerr.Error{Op: "replay", Field: "ReplaySpec.SkipUnsettled", Value: true,
+			Reason: "needs ReplayerConfig.Store to settle the windows it skips; set it (a *dedupe.Store)", Related: []string{"ReplayerConfig.Store"}}
+	}
 	if len(plan.Rerun) > 0 {
 		if err := r.cfg.Store.ForgetAll(ctx, plan.Rerun); err != nil {
 			return fmt.Errorf("replay: clear done markers: %w (nothing was replayed; some markers may be cleared already: run it again)", err)
@@ -502,13 +626,31 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 			watch.Close()
 		}
 	}()
-	var sent []string
+	// One request id for the whole replay: re-sending it (to partitions
+	// not acknowledged yet) never makes an owner apply it twice.
+	reqID := newID()
+	sent := []string{reqID}
+	skipped := map[int32]int{}
+	from := map[int32]int64{}
+	for _, p := range plan.Partitions {
+		if p.Target > p.Before && p.Before >= 0 {
+			from[p.Partition] = p.Before
+		} else if p.Before < 0 && p.Target > p.Start {
+			from[p.Partition] = p.Start
+		}
+	}
 	for len(remaining) > 0 {
 		g, err := r.describe(ctx, plan.Group)
 		if err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 		if g.members == 0 {
+			if plan.Spec.SkipUnsettled {
+				// No worker runs: settle what the commit moves past here.
+				if err := r.skipOffline(ctx, plan, remaining, skipped); err != nil {
+					return err
+				}
+			}
 			if err := r.commitDirect(ctx, plan.Group, remaining); err != nil {
 				return err
 			}
@@ -522,7 +664,10 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 				return err
 			}
 		}
-		req := &control.SeekRequest{ID: newID(), Group: plan.Group, Topic: r.cfg.Topic, Offsets: remaining, IssuedBy: r.cfg.IssuedBy, IssuedAt: r.cfg.Now().UTC()}
+		req := &control.SeekRequest{ID: reqID, Group: plan.Group, Topic: r.cfg.Topic, Offsets: remaining, IssuedBy: r.cfg.IssuedBy, IssuedAt: r.cfg.Now().UTC()}
+		if plan.Spec.SkipUnsettled {
+			req.SkipUnsettled, req.From = true, from
+		}
 		rec, err := req.Record(r.cfg.ControlTopic)
 		if err != nil {
 			return err
@@ -530,9 +675,8 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 		if err := r.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			return fmt.Errorf("replay: write seek request to %s: %w", r.cfg.ControlTopic, err)
 		}
-		sent = append(sent, req.ID)
 		wait := min(r.cfg.Resend, time.Until(deadline))
-		if err := r.collect(ctx, watch, sent, remaining, applied, wait); err != nil {
+		if err := r.collect(ctx, watch, sent, remaining, applied, skipped, wait); err != nil {
 			return err
 		}
 		if len(remaining) > 0 && time.Now().After(deadline) {
@@ -553,6 +697,7 @@ func (r *Replayer) Execute(ctx context.Context, plan *ReplayPlan) error {
 	for i := range plan.Partitions {
 		p := &plan.Partitions[i]
 		p.AppliedBy = applied[p.Partition]
+		p.Skipped = skipped[p.Partition]
 		if c, ok := g.committed[p.Partition]; ok {
 			p.After = c
 		}
@@ -577,6 +722,40 @@ func copyOffsets(m map[int32]int64) map[int32]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// skipOffline settles, for an empty group, the unsettled windows of the
+// partitions in offs that the direct commit moves past: those of the plan,
+// looked at again (they may have been settled since).
+func (r *Replayer) skipOffline(ctx context.Context, plan *ReplayPlan, offs map[int32]int64, skipped map[int32]int) error {
+	var runs []dedupe.Run
+	part := map[string]int32{}
+	for _, w := range plan.Skip {
+		if _, ok := offs[w.Partition]; ok {
+			run := w.run
+			if run.WindowID == "" { // a plan decoded from JSON
+				run = dedupe.Run{WindowID: w.ID, Job: w.Job}
+			}
+			runs = append(runs, run)
+			part[w.ID] = w.Partition
+		}
+	}
+	by := r.cfg.IssuedBy
+	if by == "" {
+		by = "kjobctl replay"
+	}
+	res, err := dedupe.SkipForReplayWith(ctx, r.cfg.Store.Settle, runs, dedupe.ReplaySkipReason("a direct commit of the empty group "+plan.Group+" by "+by), by)
+	for _, id := range res.Skipped {
+		skipped[part[id]]++
+	}
+	if err != nil {
+		return fmt.Errorf("replay: settle the windows skipped over: %w (nothing was committed; run it again)", err)
+	}
+	if len(res.Busy) > 0 {
+		return fmt.Errorf("replay: %d windows skipped over are held by a live claim although no worker is in group %s (first %s): "+
+			"a worker of another group runs them, or one just left; nothing was committed: run it again after the store's claim TTL", len(res.Busy), plan.Group, res.Busy[0])
+	}
+	return nil
 }
 
 func (r *Replayer) commitDirect(ctx context.Context, group string, offs map[int32]int64) error {
@@ -610,7 +789,7 @@ func (r *Replayer) startWatch(ctx context.Context) (*kgo.Client, error) {
 }
 
 // collect reads acks for any of the sent requests for up to wait.
-func (r *Replayer) collect(ctx context.Context, watch *kgo.Client, sent []string, remaining map[int32]int64, applied map[int32]string, wait time.Duration) error {
+func (r *Replayer) collect(ctx context.Context, watch *kgo.Client, sent []string, remaining map[int32]int64, applied map[int32]string, skipped map[int32]int, wait time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 	defer cancel()
 	for len(remaining) > 0 {
@@ -634,6 +813,7 @@ func (r *Replayer) collect(ctx context.Context, watch *kgo.Client, sent []string
 			if want, ok := remaining[a.Partition]; ok && want == a.Offset {
 				delete(remaining, a.Partition)
 				applied[a.Partition] = a.Member
+				skipped[a.Partition] = a.Skipped
 			}
 		})
 		if ackErr != nil {

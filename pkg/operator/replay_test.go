@@ -105,6 +105,7 @@ type run struct {
 	worker, id, outcome string
 	partition           int32
 	token               int64
+	attempt             int
 }
 
 func (l *ledger) add(r run) {
@@ -140,15 +141,25 @@ func (l *ledger) of(id, outcome string) []run {
 // startWorker runs a worker and its control agent until the test ends.
 func (e *env) startWorker(ctx context.Context, id string, l *ledger, wg *sync.WaitGroup) *worker.Worker {
 	e.t.Helper()
+	return e.startWorkerWith(ctx, id, l, wg, func(ctx context.Context, j *handler.Job) error { return nil }, nil)
+}
+
+// startWorkerWith is startWorker with handler h for "h" and, if not nil,
+// more OnExecuted hooks.
+func (e *env) startWorkerWith(ctx context.Context, id string, l *ledger, wg *sync.WaitGroup, h handler.HandlerFunc, also func(worker.Execution)) *worker.Worker {
+	e.t.Helper()
 	mux := handler.NewMux()
-	mux.HandleFunc("h", func(ctx context.Context, j *handler.Job) error { return nil })
+	mux.HandleFunc("h", h)
 	w, err := worker.New(worker.Config{
 		Brokers: e.brokers, Topic: topic, Group: group, Store: e.store, Handler: mux, WorkerID: id,
 		Grace: 2 * time.Second, ClaimExtendInterval: time.Second,
 		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnExecuted: func(x worker.Execution) {
-			l.add(run{worker: id, id: x.WindowID, outcome: x.Outcome, partition: x.Partition, token: x.Token})
+			l.add(run{worker: id, id: x.WindowID, outcome: x.Outcome, partition: x.Partition, token: x.Token, attempt: x.Attempt})
+			if also != nil {
+				also(x)
+			}
 		},
 	})
 	if err != nil {

@@ -76,6 +76,12 @@ func (l *loop) settleResult(wn *win, res result) {
 
 	default:
 		if l.stopped || l.ctx.Err() != nil {
+			if sk, ok := l.w.replaySkips.lookup(l.n, wn.rec.Offset); ok {
+				// An operator's replay moved the partition past it, and
+				// said to skip what it moves past: settled, never run again.
+				l.settleReplaySkipped(wn, sk, &res)
+				return
+			}
 			// Revoked past its grace, or lost, mid-attempt: give the window
 			// back so its next owner can claim it at once.
 			l.logger(wn).Warn("attempt interrupted: partition revoked or lost; releasing the window for its next owner", "err", res.err)

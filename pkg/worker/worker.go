@@ -400,6 +400,9 @@ type Worker struct {
 	// took or last extended it.
 	claims keepalive.Policy
 
+	// replaySkips: partitions being moved forward by SeekSkipping.
+	replaySkips replaySkips
+
 	// realClock: Config.Now is time.Now (it was not set), so a time the
 	// hot path reads for its timers serves as the clock's reading too.
 	realClock bool

@@ -50,7 +50,10 @@ function ago(t) {
   return ms < 1000 ? "just now" : fmtDur(-ms);
 }
 function utc(t) { return isSet(t) ? t.replace(".000Z", "Z") : "-"; }
-function outcome(o) { return el("span", o || "-", "outcome " + String(o || "").split(" ")[0]); }
+function outcome(o) {
+  if (o === "skipped-replay") o = "skipped (replay)"; // a run a replay moved past (dedupe.RunSkippedReplay)
+  return el("span", o || "-", "outcome " + String(o || "").split(" ")[0]);
+}
 
 function fillTable(id, rows) {
   const body = $(id).tBodies[0];
