@@ -40,6 +40,7 @@ const (
 	fBackoff
 	fMaxBackoff
 	fOverlap
+	fMaxConcurrent
 )
 
 // Field names of each object the fast decoder reads, for the
@@ -47,7 +48,7 @@ const (
 var (
 	topFields    = []string{"v", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
 	windowFields = []string{"start", "end"}
-	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
+	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap", "max_concurrent"}
 )
 
 type scanner struct {
@@ -122,6 +123,8 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 					return s.once(seen, fMaxBackoff) && s.duration(&p.MaxBackoff)
 				case "overlap":
 					return s.once(seen, fOverlap) && s.overlap(&p.Overlap)
+				case "max_concurrent":
+					return s.once(seen, fMaxConcurrent) && s.int(&p.MaxConcurrent)
 				}
 				return s.unknown(key, policyFields)
 			})
