@@ -440,6 +440,10 @@ func New(cfg Config) (*Worker, error) {
 // partitions this worker owns (abandoned ones not counted).
 func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
 
+// Concurrency returns how many windows the worker runs at once
+// (Config.Concurrency, defaulted).
+func (w *Worker) Concurrency() int { return w.cfg.Concurrency }
+
 // SlotsInUse returns how many of the Concurrency slots are taken now:
 // held by windows being claimed or running, or granted to a partition.
 func (w *Worker) SlotsInUse() int { return w.cfg.Concurrency - w.slots.Free() }
