@@ -62,8 +62,10 @@ type Window struct {
 
 // Overlap is a job's overlap policy: what the worker does with a window of
 // the job while an earlier window of the same job is still running or
-// waiting. Windows of different jobs never wait for each other; the policy
-// orders the windows of one job (the record key). The values follow
+// waiting. Windows of different jobs wait for each other only for a free
+// slot of the worker, which goes to the job holding the fewest (see
+// Policy.MaxConcurrent); the policy orders the windows of one job (the
+// record key). The values follow
 // Temporal's schedule overlap policies and Kubernetes' CronJob
 // concurrencyPolicy.
 type Overlap string
