@@ -58,6 +58,12 @@
 //	    of a window carries a token above the one that settled (done or
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
+//	(j) allow with a max_concurrent (Job.MaxConcurrent > 0): no worker
+//	    ever runs more than MaxConcurrent attempts of the job at once. An
+//	    attempt runs from its Start to its End on its Worker; one ending
+//	    as another starts has freed its slot. An attempt that never ended
+//	    (its worker died mid-request) is not counted: its slot died with
+//	    the worker.
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
@@ -125,6 +131,11 @@ type Job struct {
 	// Overlap is the job's overlap policy: "queue" (the default when
 	// empty), "skip", "latest", "replace" or "allow".
 	Overlap string
+	// MaxConcurrent is the schedules file's max_concurrent of an allow
+	// job: rule (j) checks that no worker ran more of its windows at
+	// once. 0: not checked (the worker's default bound depends on its
+	// concurrency).
+	MaxConcurrent int
 }
 
 // policy returns j's overlap policy, OverlapQueue when unset.
@@ -266,7 +277,7 @@ type History struct {
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "i".
+	// Rule is "a" to "j".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -281,7 +292,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (i) in h, ordered by rule
+// Check returns every violation of rules (a) to (j) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
