@@ -290,7 +290,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		_ = w.inner.Run(done)
 		return nil, err
 	}
-	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled))
+	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled), metrics.Slots(w.inner))
 	return w, nil
 }
 

@@ -102,6 +102,7 @@ const chaosSchedules = `jobs:
     timeout: 10s
     catchup: 1m
     overlap: allow
+    max_concurrent: 2
     retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
 `
 
@@ -113,7 +114,7 @@ var chaosJobs = []chaos.Job{
 	{Name: "skipper", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapSkip},
 	{Name: "newest", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapLatest},
 	{Name: "replacer", Every: 2 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapReplace},
-	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow},
+	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow, MaxConcurrent: 2},
 }
 
 // Fault kinds, as reported in the run's summary.

@@ -62,6 +62,12 @@
 //	    of a window carries a token above the one that settled (done or
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
+//	(k) allow with a max_concurrent (Job.MaxConcurrent > 0): no worker
+//	    ever runs more than MaxConcurrent attempts of the job at once. An
+//	    attempt runs from its Start to its End on its Worker; one ending
+//	    as another starts has freed its slot. An attempt that never ended
+//	    (its worker died mid-request) is not counted: its slot died with
+//	    the worker.
 //
 // for operators' replays forward:
 //
@@ -144,6 +150,11 @@ type Job struct {
 	// Overlap is the job's overlap policy: "queue" (the default when
 	// empty), "skip", "latest", "replace" or "allow".
 	Overlap string
+	// MaxConcurrent is the schedules file's max_concurrent of an allow
+	// job: rule (j) checks that no worker ran more of its windows at
+	// once. 0: not checked (the worker's default bound depends on its
+	// concurrency).
+	MaxConcurrent int
 }
 
 // policy returns j's overlap policy, OverlapQueue when unset.
@@ -309,7 +320,7 @@ type History struct {
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "j".
+	// Rule is a letter, "a" to "n".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string

@@ -425,6 +425,57 @@ func TestAllowRunsConcurrently(t *testing.T) {
 	expect(t, check(t, h), "f", wid("par", 2), "before the earlier window "+id+" was settled")
 }
 
+// Rule (j): an allow job with a max_concurrent never has more of its
+// windows running at once on one worker; the same overlap spread over two
+// workers, an end and a start at the same instant, and a job without
+// max_concurrent are legal.
+func TestMaxConcurrent(t *testing.T) {
+	// Windows 0-3 of an allow job, each running 0-1000 ms after t0+5s on
+	// worker w1: four at once.
+	overlapping := func(workers ...string) History {
+		h := cleanJob("par", OverlapAllow, 4)
+		h.Jobs[0].MaxConcurrent = 2
+		for i := range 4 {
+			a := attemptOf(t, &h, i)
+			a.Start, a.End, a.Worker = at(5000), at(6000), workers[i%len(workers)]
+		}
+		return h
+	}
+	h := overlapping("w1")
+	expect(t, check(t, h), "k", "", "while 2 other windows of job par ran there; max_concurrent is 2")
+
+	if v := check(t, overlapping("w1", "w2")); len(v) != 0 {
+		t.Errorf("two windows at once on each of two workers: %v", v)
+	}
+	h = overlapping("w1")
+	h.Jobs[0].MaxConcurrent = 0
+	if v := check(t, h); len(v) != 0 {
+		t.Errorf("no max_concurrent: %v", v)
+	}
+	h = overlapping("w1")
+	for i := 2; i < 4; i++ { // windows 2 and 3 start as 0 and 1 end
+		a := attemptOf(t, &h, i)
+		a.Start, a.End = at(6000), at(7000)
+	}
+	if v := check(t, h); len(v) != 0 {
+		t.Errorf("two at a time, the next two starting as the first two end: %v", v)
+	}
+	h = overlapping("w1")
+	for i := 2; i < 4; i++ { // windows 2 and 3 died with a worker: not counted
+		a := attemptOf(t, &h, i)
+		a.End, a.OK = time.Time{}, false
+	}
+	for i := 2; i < 4; i++ {
+		id := wid("par", i)
+		h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "par", Token: int64(20 + i), Worker: "w2", Start: at(8000), End: at(8500), OK: true})
+		h.Completions[i] = Completion{Window: id, Token: int64(20 + i), Worker: "w2"}
+		h.States[id] = State{Status: "done", Token: int64(20 + i)}
+	}
+	if v := check(t, h); len(v) != 0 {
+		t.Errorf("attempts cut off by a dead worker counted: %v", v)
+	}
+}
+
 // Legal histories under skip, latest and replace.
 func TestOverlapPoliciesLegal(t *testing.T) {
 	for _, tc := range []struct {

@@ -7,8 +7,8 @@ import (
 )
 
 // The overlap rules (f), (g) and (h): how the windows of one job may
-// overlap, by the job's policy; and rule (i), the order of a queue job's
-// fencing tokens.
+// overlap, by the job's policy; rule (i), the order of a queue job's
+// fencing tokens; and rule (k), an allow job's max_concurrent.
 
 // policies maps each job to its overlap policy (OverlapQueue if unset).
 func policies(h History) map[string]string {
@@ -129,6 +129,9 @@ func checkOverlap(h History, add addFunc) {
 			o.neverSettledByPolicy(p, ws, add)
 		case OverlapAllow:
 			o.neverSettledByPolicy(p, ws, add)
+			if j.MaxConcurrent > 0 {
+				checkMaxConcurrent(j, ws, add)
+			}
 		case OverlapSkip, OverlapLatest:
 			o.checkSettledByPolicy(p, "g", ws, add)
 		case OverlapReplace:
@@ -297,6 +300,52 @@ func (o *overlapRun) neverSettledByPolicy(policy string, ws []jobWindow, add add
 		}
 		for _, sk := range o.skips[w.id] {
 			add("g", w.id, "reported %s by %s (%s), but overlap policy %s runs every window", sk.Status, sk.Worker, sk.Reason, policy)
+		}
+	}
+}
+
+// checkMaxConcurrent is rule (k) for the windows of one allow job: per
+// worker, the attempts running at each start never exceed the job's
+// MaxConcurrent.
+func checkMaxConcurrent(j Job, ws []jobWindow, add addFunc) {
+	type event struct {
+		at    time.Time
+		start bool
+		a     Attempt
+	}
+	byWorker := map[string][]event{}
+	for _, w := range ws {
+		for _, a := range w.attempts {
+			if a.End.IsZero() {
+				continue // its worker died with it
+			}
+			byWorker[a.Worker] = append(byWorker[a.Worker], event{a.Start, true, a}, event{a.End, false, a})
+		}
+	}
+	workers := make([]string, 0, len(byWorker))
+	for w := range byWorker {
+		workers = append(workers, w)
+	}
+	sort.Strings(workers)
+	for _, worker := range workers {
+		evs := byWorker[worker]
+		sort.SliceStable(evs, func(x, y int) bool {
+			if !evs[x].at.Equal(evs[y].at) {
+				return evs[x].at.Before(evs[y].at)
+			}
+			return !evs[x].start && evs[y].start // an end frees its slot for a start at the same instant
+		})
+		running := 0
+		for _, e := range evs {
+			if !e.start {
+				running--
+				continue
+			}
+			running++
+			if running > j.MaxConcurrent {
+				add("k", e.a.Window, "worker %s started it (token %d) while %d other windows of job %s ran there; max_concurrent is %d",
+					worker, e.a.Token, running-1, j.Name, j.MaxConcurrent)
+			}
 		}
 	}
 }

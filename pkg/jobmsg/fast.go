@@ -41,6 +41,7 @@ const (
 	fMaxBackoff
 	fOverlap
 	fNamespace
+	fMaxConcurrent
 )
 
 // Field names of each object the fast decoder reads, for the
@@ -48,7 +49,7 @@ const (
 var (
 	topFields    = []string{"v", "namespace", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
 	windowFields = []string{"start", "end"}
-	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
+	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap", "max_concurrent"}
 )
 
 type scanner struct {
@@ -125,6 +126,8 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 					return s.once(seen, fMaxBackoff) && s.duration(&p.MaxBackoff)
 				case "overlap":
 					return s.once(seen, fOverlap) && s.overlap(&p.Overlap)
+				case "max_concurrent":
+					return s.once(seen, fMaxConcurrent) && s.int(&p.MaxConcurrent)
 				}
 				return s.unknown(key, policyFields)
 			})

@@ -42,6 +42,10 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		rep(`"namespace":"prod"`, `"namespace":"prod","n":1`), // unknown field next to it
 		rep(`"max_attempts":3`, `"max_attempts":1000000000`),  // fast, then beyond the bound
 		rep(`"timeout":"30s"`, `"timeout":"100000h"`),         // fast, then beyond the bound
+
+		rep(`"overlap":"queue"`, `"overlap":"allow","max_concurrent":4`),  // a job's limit
+		rep(`"overlap":"queue"`, `"overlap":"allow","max_concurrent":0`),  // the worker's default
+		rep(`"overlap":"queue"`, `"overlap":"allow","max_concurrent":-1`), // fast, then invalid
 	}
 	left = [][]byte{
 		[]byte(strings.Replace(v, `"job"`, `"JOB"`, 1)),
@@ -67,6 +71,11 @@ func fastSeeds(t testing.TB) (taken, left [][]byte) {
 		rep(`"overlap":"queue"`, `"Overlap":"skip"`),
 		rep(`"overlap":"queue"`, `"overlap":"skip","overlap":"allow"`),
 		rep(`"overlap":"queue"`, `"overlap":7`),
+		rep(`"overlap":"queue"`, `"max_concurrent":1e1`),
+		rep(`"overlap":"queue"`, `"max_concurrent":2.5`),
+		rep(`"overlap":"queue"`, `"max_concurrent":"2"`),
+		rep(`"overlap":"queue"`, `"max_concurrent":1,"max_concurrent":2`),
+		rep(`"overlap":"queue"`, `"Max_Concurrent":2`),
 		[]byte(v + "x"),
 		[]byte(v[:len(v)-1]),
 		[]byte(`{"v":1,"job":"a","k\u212a":1}`),

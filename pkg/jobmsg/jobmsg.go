@@ -64,8 +64,10 @@ type Window struct {
 
 // Overlap is a job's overlap policy: what the worker does with a window of
 // the job while an earlier window of the same job is still running or
-// waiting. Windows of different jobs never wait for each other; the policy
-// orders the windows of one job (the record key). The values follow
+// waiting. Windows of different jobs wait for each other only for a free
+// slot of the worker, which goes to the job holding the fewest (see
+// Policy.MaxConcurrent); the policy orders the windows of one job (the
+// record key). The values follow
 // Temporal's schedule overlap policies and Kubernetes' CronJob
 // concurrencyPolicy.
 type Overlap string
@@ -144,6 +146,10 @@ const (
 	// MaxBackoffLimit bounds Policy.Backoff and Policy.MaxBackoff
 	// (retries.backoff and retries.max_backoff).
 	MaxBackoffLimit = 24 * time.Hour
+	// MaxConcurrentLimit bounds Policy.MaxConcurrent (max_concurrent):
+	// a worker never runs more windows at once than its own concurrency
+	// anyway; the bound only refuses nonsense.
+	MaxConcurrentLimit = 10000
 )
 
 // Policy carries the job's execution settings from the schedules file to the
@@ -166,6 +172,13 @@ type Policy struct {
 	// five policies, never "". Validate accepts "" (as OverlapQueue) and
 	// rejects any other value outside the five.
 	Overlap Overlap `json:"overlap,omitempty"`
+	// MaxConcurrent bounds how many windows of the job one worker runs at
+	// once (the schedules file's max_concurrent; it matters for
+	// OverlapAllow, the only policy that runs a job's windows
+	// concurrently). It is written only when set: 0, and a record without
+	// it, means the worker's default for the policy. Validate accepts 0
+	// to MaxConcurrentLimit.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
 }
 
 // Message is one job window on the wire.
@@ -363,6 +376,10 @@ func (m *Message) Validate() error {
 		return invalid("policy.max_backoff", time.Duration(m.Policy.MaxBackoff).String(), beyond("MaxBackoffLimit", MaxBackoffLimit.String()))
 	case m.Policy.Overlap != "" && !m.Policy.Overlap.Valid():
 		return invalid("policy.overlap", string(m.Policy.Overlap), overlapHelp)
+	case m.Policy.MaxConcurrent < 0:
+		return invalid("policy.max_concurrent", strconv.Itoa(m.Policy.MaxConcurrent), "must not be negative (0 means the worker's default)")
+	case m.Policy.MaxConcurrent > MaxConcurrentLimit:
+		return invalid("policy.max_concurrent", strconv.Itoa(m.Policy.MaxConcurrent), beyond("MaxConcurrentLimit", strconv.Itoa(MaxConcurrentLimit)))
 	}
 	if job, ok := JobOfID(m.ID); !ok || job != m.Job {
 		return invalid("id", m.ID, fmt.Sprintf("must start with the job name and '@' (%q)", m.Job+"@"))

@@ -148,6 +148,10 @@ func TestDecodeErrors(t *testing.T) {
 			`jobmsg: policy.timeout: "100000h0m0s": must be at most 24h0m0s (jobmsg.MaxTimeout, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
 		{"attempts beyond MaxAttempts", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_attempts"] = 1000000000 }),
 			`jobmsg: policy.max_attempts: "1000000000": must be at most 100 (jobmsg.MaxAttempts, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
+		{"negative max_concurrent", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_concurrent"] = -1 }),
+			`jobmsg: policy.max_concurrent: "-1": must not be negative (0 means the worker's default)`, false},
+		{"max_concurrent beyond MaxConcurrentLimit", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_concurrent"] = 10001 }),
+			`jobmsg: policy.max_concurrent: "10001": must be at most 10000 (jobmsg.MaxConcurrentLimit, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
 		{"max_backoff beyond MaxBackoffLimit", edit(func(m map[string]any) { m["policy"].(map[string]any)["max_backoff"] = "24h0m1s" }),
 			`jobmsg: policy.max_backoff: "24h0m1s": must be at most 24h0m0s (jobmsg.MaxBackoffLimit, the most a worker accepts from a record and a schedules file allows); publish the window from a valid schedules file`, false},
 		{"backoff beyond MaxBackoffLimit", edit(func(m map[string]any) {

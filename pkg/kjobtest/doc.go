@@ -55,7 +55,7 @@
 //
 // A pipeline takes a second or two to start. Tests can share one: use a
 // different job name (Window.Job) per test, as windows of different jobs
-// never wait for each other. To start one in TestMain, which has no
+// wait for each other only for a free slot. To start one in TestMain, which has no
 // *testing.T, use a Standalone as the TB.
 //
 // # Redis

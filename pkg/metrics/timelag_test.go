@@ -76,7 +76,7 @@ func TestTimeLagGauges(t *testing.T) {
 		}
 		advance(5 * time.Second)
 		want := `
-# HELP kjob_oldest_unsettled_window_age_seconds Age of the oldest window of the partition that is published and due but not settled (done, dead-lettered, skipped or superseded): now minus its start (for a backfilled window: minus when it was published); 0 if none. A lower bound when kjob_time_lag_truncated is 1.
+# HELP kjob_oldest_unsettled_window_age_seconds Age of the oldest window of the partition that is published and due but not settled (done, dead-lettered, skipped or superseded): now minus its start (for a backfilled window: minus when it was published); 0 if none, NaN while it cannot be computed (kjob_time_lag_error 1) if the last read found none. A lower bound when kjob_time_lag_truncated is 1.
 # TYPE kjob_oldest_unsettled_window_age_seconds gauge
 kjob_oldest_unsettled_window_age_seconds{partition="0"} 35
 kjob_oldest_unsettled_window_age_seconds{partition="1"} 0
@@ -87,7 +87,7 @@ kjob_oldest_unsettled_window_age_seconds{partition="1"} 0
 		var jobs string
 		if jobLabel {
 			jobs = `
-# HELP kjob_job_oldest_unsettled_window_age_seconds Age of the job's oldest published, due and unsettled window; 0 if none.
+# HELP kjob_job_oldest_unsettled_window_age_seconds Age of the job's oldest published, due and unsettled window; 0 if none, NaN while it cannot be computed (kjob_time_lag_error 1) if the last read found none.
 # TYPE kjob_job_oldest_unsettled_window_age_seconds gauge
 kjob_job_oldest_unsettled_window_age_seconds{kjob_job="fast"} 0
 kjob_job_oldest_unsettled_window_age_seconds{kjob_job="slow"} 35
@@ -98,7 +98,7 @@ kjob_newest_settled_window_age_seconds{kjob_job="slow"} 3605
 `
 		} else {
 			jobs = `
-# HELP kjob_job_oldest_unsettled_window_age_seconds Age of the job's oldest published, due and unsettled window; 0 if none.
+# HELP kjob_job_oldest_unsettled_window_age_seconds Age of the job's oldest published, due and unsettled window; 0 if none, NaN while it cannot be computed (kjob_time_lag_error 1) if the last read found none.
 # TYPE kjob_job_oldest_unsettled_window_age_seconds gauge
 kjob_job_oldest_unsettled_window_age_seconds{kjob_job=""} 35
 # HELP kjob_newest_settled_window_age_seconds Age of the newest settled window of the job seen by this worker: now minus its start.

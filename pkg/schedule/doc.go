@@ -16,6 +16,7 @@
 //	    catchup: 10m                # publish windows missed in an outage up to this old; default 0 (only the producer's 10s misfire grace)
 //	    retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}  # defaults 3, 1s, 1m; at most 100, 24h, 24h
 //	    overlap: queue              # queue (default), skip, latest, replace or allow
+//	    max_concurrent: 4           # allow only: windows of the job one worker runs at once; default a quarter of its concurrency
 //	    enabled: true               # default true
 //
 // The upper bounds on timeout and retries are the constants
@@ -25,6 +26,10 @@
 // or waits (see jobmsg.Overlap): run them one at a time in order (queue),
 // skip the newer one (skip), keep only the newest waiting one (latest),
 // cancel the running one (replace), or run them concurrently (allow).
+// max_concurrent (allow only) bounds how many of them one worker runs at
+// once, so a job with a slow handler and many windows cannot take every
+// slot from the other jobs; without it a worker allows a quarter of its
+// concurrency (at least 1).
 //
 // Durations are Go duration strings ("90s", "1h30m"). Unknown keys, a key
 // given twice, duplicate job names and an empty list are errors. Anchors,

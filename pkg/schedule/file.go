@@ -343,7 +343,7 @@ var (
 )
 
 var (
-	jobKeys   = []string{"name", "schedule", "timezone", "handler", "payload", "timeout", "catchup", "retries", "overlap", "enabled"}
+	jobKeys   = []string{"name", "schedule", "timezone", "handler", "payload", "timeout", "catchup", "retries", "overlap", "max_concurrent", "enabled"}
 	retryKeys = []string{"max_attempts", "backoff", "max_backoff"}
 )
 
@@ -513,6 +513,16 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 			j.Overlap = o
 		} else {
 			p.fail(v, at("overlap"), s, overlapHelp)
+		}
+	}
+	if s, v, ok := scalar("max_concurrent"); ok {
+		switch n, err := strconv.Atoi(s); {
+		case err != nil || n < 1 || n > jobmsg.MaxConcurrentLimit:
+			p.fail(v, at("max_concurrent"), s, fmt.Sprintf("want a whole number from 1 to %d: how many windows of the job one worker runs at once (leave it out for the worker's default)", jobmsg.MaxConcurrentLimit))
+		case j.Overlap != jobmsg.OverlapAllow:
+			p.fail(v, at("max_concurrent"), s, fmt.Sprintf("applies only to overlap: allow (overlap %s runs one window of the job at a time); set overlap: allow or remove max_concurrent", j.Overlap))
+		default:
+			j.MaxConcurrent = n
 		}
 	}
 	if s, v, ok := scalar("enabled"); ok {

@@ -83,6 +83,34 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+// max_concurrent is read for an allow job (written before or after
+// overlap) and carried in every window's policy; left out it is 0, the
+// worker's default.
+func TestParseMaxConcurrent(t *testing.T) {
+	src := `jobs:
+  - name: fan-out
+    schedule: "@every 1s"
+    handler: log
+    max_concurrent: 4
+    overlap: allow
+  - name: par
+    schedule: "@every 1s"
+    handler: log
+    overlap: allow
+`
+	f, err := Parse("c.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Jobs[0], f.Jobs[1]
+	if a.MaxConcurrent != 4 || a.Policy().MaxConcurrent != 4 || a.Policy().Overlap != jobmsg.OverlapAllow {
+		t.Errorf("fan-out: MaxConcurrent %d, policy %+v; want 4", a.MaxConcurrent, a.Policy())
+	}
+	if b.MaxConcurrent != 0 || b.Policy().MaxConcurrent != 0 {
+		t.Errorf("par: MaxConcurrent %d, policy %+v; want 0 (the worker's default)", b.MaxConcurrent, b.Policy())
+	}
+}
+
 func TestParseAnchorsAndMergeKeys(t *testing.T) {
 	src := `x-defaults: &defaults
   handler: http
@@ -238,6 +266,19 @@ func TestParseErrors(t *testing.T) {
 		{"overlap in capitals", job("    overlap: Queue\n"), `f.yaml:5: jobs[0].overlap: "Queue": ` + overlapHelp},
 		{"empty overlap", job("    overlap: \"\"\n"), `f.yaml:5: jobs[0].overlap: ` + overlapHelp},
 		{"overlap a list", job("    overlap: [skip]\n"), `f.yaml:5: jobs[0].overlap: want a single value, not a list`},
+		// max_concurrent
+		{"max_concurrent without allow", job("    max_concurrent: 4\n"),
+			`f.yaml:5: jobs[0].max_concurrent: "4": applies only to overlap: allow (overlap queue runs one window of the job at a time); set overlap: allow or remove max_concurrent`},
+		{"max_concurrent with skip", job("    overlap: skip\n    max_concurrent: 2\n"),
+			`f.yaml:6: jobs[0].max_concurrent: "2": applies only to overlap: allow (overlap skip runs one window of the job at a time); set overlap: allow or remove max_concurrent`},
+		{"zero max_concurrent", job("    overlap: allow\n    max_concurrent: 0\n"),
+			`f.yaml:6: jobs[0].max_concurrent: "0": want a whole number from 1 to 10000: how many windows of the job one worker runs at once (leave it out for the worker's default)`},
+		{"max_concurrent not a number", job("    overlap: allow\n    max_concurrent: many\n"),
+			`f.yaml:6: jobs[0].max_concurrent: "many": want a whole number from 1 to 10000: how many windows of the job one worker runs at once (leave it out for the worker's default)`},
+		{"max_concurrent beyond the bound", job("    overlap: allow\n    max_concurrent: 10001\n"),
+			`f.yaml:6: jobs[0].max_concurrent: "10001": want a whole number from 1 to 10000: how many windows of the job one worker runs at once (leave it out for the worker's default)`},
+		{"max_concurrent a list", job("    overlap: allow\n    max_concurrent: [2]\n"),
+			`f.yaml:6: jobs[0].max_concurrent: want a single value, not a list`},
 		{"unknown overlap through an anchor", "x-d: &d {overlap: sometimes}\njobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    <<: *d\n",
 			`f.yaml:1: jobs[0].overlap: "sometimes": ` + overlapHelp},
 
@@ -248,7 +289,7 @@ func TestParseErrors(t *testing.T) {
 
 		// keys
 		{"unknown key", job("    cron: x\n"),
-			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, overlap, enabled`},
+			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, overlap, max_concurrent, enabled`},
 		{"key given twice", job("    handler: http\n"), `f.yaml:5: jobs[0].handler: key given twice (first at line 4); remove one`},
 		{"merge of a scalar", job("    <<: 3\n"), `f.yaml:5: jobs[0].<<: "3": a merge key takes a mapping or a list of mappings, such as <<: *defaults`},
 	}

@@ -51,6 +51,11 @@ type Job struct {
 	// Overlap is the job's overlap policy: how its windows may overlap
 	// (default jobmsg.OverlapQueue: one at a time, in window order).
 	Overlap jobmsg.Overlap
+	// MaxConcurrent bounds how many windows of the job one worker runs at
+	// once; only with Overlap jobmsg.OverlapAllow (from 1 to
+	// jobmsg.MaxConcurrentLimit). 0 (the default) leaves it to the
+	// worker: a quarter of its concurrency (see pkg/worker).
+	MaxConcurrent int
 	// Enabled reports whether the producer publishes the job (default true).
 	Enabled bool
 	// File is the schedules file the job came from.
@@ -75,7 +80,7 @@ type RetryPolicy struct {
 }
 
 // Policy returns the execution policy every window of the job carries to
-// the workers: timeout, retries and overlap. The producer and kjobctl (for
+// the workers: timeout, retries, overlap and max_concurrent. The producer and kjobctl (for
 // trigger, backfill and catch-up) both build a window's policy with it, so
 // a window means the same whoever published it. A Job that did not come
 // from Parse and has no Overlap gets jobmsg.OverlapQueue.
@@ -90,6 +95,8 @@ func (j *Job) Policy() jobmsg.Policy {
 		Backoff:     jobmsg.Duration(j.Retries.Backoff),
 		MaxBackoff:  jobmsg.Duration(j.Retries.MaxBackoff),
 		Overlap:     o,
+
+		MaxConcurrent: j.MaxConcurrent,
 	}
 }
 

@@ -266,7 +266,7 @@ func (l *loop) attemptEnded(a *attempt, res result) {
 	a.wn.att = nil
 	clean := res.err == nil && !res.fenced && !res.unproven && !res.abandoned && !res.superseded
 	if !clean || l.chainNext(a.wn) == nil {
-		l.putSlot(1)
+		l.putSlot(a.wn)
 	}
 	l.settleResult(a.wn, res)
 }

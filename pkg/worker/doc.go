@@ -18,7 +18,10 @@
 // (internal/lanes): windows of different jobs run concurrently, up to
 // Config.Concurrency across the partitions the worker owns, and the
 // windows of one job follow its overlap policy (queue, the default, runs
-// them one at a time in window order). A record's offset is committed
+// them one at a time in window order). A free slot goes to the job
+// holding the fewest, and an allow job holds at most its max_concurrent
+// (jobmsg.Policy.MaxConcurrent; by default Concurrency/AllowShare), so
+// neither a backlog nor a slow job takes every slot. A record's offset is committed
 // only once it and every record before it is settled: done, skipped
 // because the window is already done, settled by its overlap policy
 // (skipped, superseded), or written to the dead-letter topic.

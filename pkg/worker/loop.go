@@ -74,8 +74,9 @@ type loop struct {
 
 	lanes     *lanes.Lanes
 	slots     *lanes.Waiter
-	slotsHeld int    // slots taken and not released
-	ready     []*win // active windows waiting for a slot, in turn
+	slotsHeld int         // slots taken and not released
+	ready     *lanes.Fair // active windows waiting for a slot: who gets the next one
+	waiting   int         // ready.Waiting() as last added to Worker.waitingSlot
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -152,6 +153,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		n:         o.Partition(),
 		log:       w.log.With("partition", o.Partition()),
 		lanes:     lanes.New(),
+		ready:     lanes.NewFair(),
 		slots:     w.slots.Waiter(),
 		running:   map[*attempt]struct{}{},
 		deadlines: map[int64]*deadline{},
@@ -174,6 +176,7 @@ func (l *loop) run() {
 		}
 		l.slots.Close()
 		l.slots.Release(l.slotsHeld)
+		l.w.waitingSlot.Add(int64(-l.waiting))
 	}()
 	tick := time.NewTicker(l.w.cfg.ClaimExtendInterval)
 	defer tick.Stop()
@@ -214,6 +217,10 @@ func (l *loop) run() {
 		l.arrive()
 		l.dispatch()
 		l.kick()
+		if n := l.ready.Waiting(); n != l.waiting {
+			l.w.waitingSlot.Add(int64(n - l.waiting))
+			l.waiting = n
+		}
 	}
 }
 
@@ -261,13 +268,12 @@ func (l *loop) halt() {
 		l.slots.Want(0)
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
-	for _, wn := range l.ready {
-		wn.state = stDone
+	for _, it := range l.ready.Clear() {
+		it.Data.(*win).state = stDone
 	}
-	l.ready = nil
 	for _, wn := range l.claimQ {
 		wn.state = stDone
-		l.putSlot(1)
+		l.putSlot(wn)
 	}
 	l.claimQ = nil
 	for t := range l.timers {
@@ -316,10 +322,10 @@ func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time)
 	claimed := ok && c.WindowID != ""
 	switch {
 	case !claimed:
-		l.putSlot(1)
+		l.putSlot(n)
 	case n.unchain || l.halted:
 		// Dropped from its lane meanwhile, or the partition is going.
-		l.putSlot(1)
+		l.putSlot(n)
 		if c.Outcome == dedupe.Claimed {
 			l.unclaim(c)
 		}
@@ -341,7 +347,7 @@ func (l *loop) giveBack(wn *win) {
 	c := wn.claim
 	wn.chained = false
 	wn.state = stNew
-	l.putSlot(1)
+	l.putSlot(wn)
 	if c.Outcome == dedupe.Claimed {
 		l.unclaim(c)
 	}
@@ -507,7 +513,7 @@ func (l *loop) arrive() {
 		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
-	l.slots.Want(len(l.ready))
+	l.slots.Want(l.ready.Startable())
 }
 
 // apply carries out a lanes decision.
@@ -551,13 +557,8 @@ func (l *loop) supersede(wn, by *win) {
 	case stRunning:
 		wn.att.supersede()
 	case stReady:
-		for i, r := range l.ready {
-			if r == wn {
-				l.ready = append(l.ready[:i], l.ready[i+1:]...)
-				break
-			}
-		}
-		l.slots.Want(len(l.ready))
+		l.ready.Remove(&wn.item)
+		l.slots.Want(l.ready.Startable())
 		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
 	case stWaiting:
 		l.stopWait(wn)
@@ -590,35 +591,50 @@ func (l *loop) toReady(wn *win) {
 		return
 	}
 	wn.state = stReady
-	l.ready = append(l.ready, wn)
-	l.slots.Want(len(l.ready))
+	l.ready.Push(&wn.item, l.w.maxConcurrent(wn.msg))
+	l.slots.Want(l.ready.Startable())
 }
 
-// granted moves windows that got a slot from ready to the claim queue.
+// granted moves windows that got a slot from ready to the claim queue, in
+// the order the fair queue gives them (lanes.Fair: each job within its
+// max_concurrent, the job holding the fewest slots first).
 func (l *loop) granted(n int) {
 	l.slotsHeld += n
-	k := min(n, len(l.ready))
-	for _, wn := range l.ready[:k] {
+	for ; n > 0; n-- {
+		it := l.ready.Pop()
+		if it == nil {
+			break
+		}
+		wn := it.Data.(*win)
 		wn.state = stClaiming
 		l.claimQ = append(l.claimQ, wn)
 	}
-	l.ready = l.ready[k:]
-	if n > k {
-		l.putSlot(n - k)
+	if n > 0 {
+		l.slotsHeld -= n
+		l.slots.Release(n)
 	}
-	l.slots.Want(len(l.ready))
+	l.slots.Want(l.ready.Startable())
 }
 
-func (l *loop) putSlot(n int) {
-	l.slotsHeld -= n
-	l.slots.Release(n)
+// putSlot gives back the slots the windows wns held (each its job's, in
+// the fair queue's count).
+func (l *loop) putSlot(wns ...*win) {
+	startable := l.ready.Startable()
+	for _, wn := range wns {
+		l.ready.Release(wn.item.Key)
+	}
+	l.slotsHeld -= len(wns)
+	l.slots.Release(len(wns))
+	if n := l.ready.Startable(); n != startable && !l.halted {
+		l.slots.Want(n) // windows of a job that was at its max_concurrent
+	}
 }
 
 // claimed handles a claim call's answer for batch.
 func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err error) {
 	l.claiming--
 	if err != nil {
-		l.putSlot(len(batch))
+		l.putSlot(batch...)
 		if l.ctx.Err() != nil || l.halted {
 			for _, wn := range batch {
 				wn.state = stDone
@@ -645,7 +661,7 @@ func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
 	wn.claim = c
 	switch {
 	case l.halted:
-		l.putSlot(1)
+		l.putSlot(wn)
 		wn.state = stDone
 		if c.Outcome == dedupe.Claimed {
 			// Claimed for a window that will not start here: give it
@@ -654,21 +670,21 @@ func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
 			l.unclaim(c)
 		}
 	case c.Outcome == dedupe.Claimed && wn.superseded != "":
-		l.putSlot(1)
+		l.putSlot(wn)
 		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
 	case c.Outcome == dedupe.Claimed:
 		if age, old := l.w.beyondHorizon(wn.rec, wn.msg); old {
-			l.putSlot(1)
+			l.putSlot(wn)
 			l.tooOld(wn, age)
 			return
 		}
 		l.start(wn, proven)
 	case c.Outcome == dedupe.AlreadyDone:
-		l.putSlot(1)
+		l.putSlot(wn)
 		l.report(wn, OutcomeSkippedDone, nil, nil)
 		l.finish(wn)
 	default: // Busy: another claim is live (or ours, whose reply was lost)
-		l.putSlot(1)
+		l.putSlot(wn)
 		l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
 	}
 }
@@ -707,7 +723,7 @@ func (l *loop) finish(wn *win) {
 	l.o.Settle(wn.rec)
 	if wn.item.Active() {
 		l.apply(l.lanes.Finish(&wn.item))
-		l.slots.Want(len(l.ready))
+		l.slots.Want(l.ready.Startable())
 	}
 }
 

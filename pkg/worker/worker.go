@@ -89,6 +89,12 @@ const (
 	DefaultGrace = 10 * time.Second
 	// DefaultConcurrency is Config.Concurrency when it is zero.
 	DefaultConcurrency = 100
+	// AllowShare sets the default limit of a job whose overlap policy is
+	// allow and whose windows carry no max_concurrent: it may hold
+	// Concurrency/AllowShare slots at once (at least 1), a quarter of the
+	// worker, so that a slow job with many windows leaves the other jobs
+	// three quarters of the slots.
+	AllowShare = 4
 )
 
 // Execution outcomes reported in Execution.Outcome.
@@ -196,7 +202,13 @@ type Config struct {
 	// concurrently; windows of one job follow its overlap policy (the
 	// default, queue, runs them one at a time in window order). A free
 	// slot goes to the partitions in turn, so a backlog on one partition
-	// does not starve the others. 1 runs one window at a time. Default 100.
+	// does not starve the others; within a partition it goes to the job
+	// holding the fewest slots, so a backlog of one job does not starve
+	// the others. A job whose overlap policy is allow holds at most its
+	// max_concurrent slots (from the schedules file), or Concurrency /
+	// AllowShare (at least 1) when it sets none: its other windows wait,
+	// and the other jobs get the remaining slots. 1 runs one window at a
+	// time. Default 100.
 	Concurrency int
 	// StallAfter is how long settling a partition's oldest unsettled
 	// record may keep failing (its dead letter refused or not produced,
@@ -392,7 +404,9 @@ type Worker struct {
 	running   atomic.Int64 // handler goroutines still running (incl. abandoned)
 	inFlight  atomic.Int64 // attempts running (not abandoned)
 
-	unlabelled atomic.Int64 // windows run whose record carries no namespace
+	unlabelled  atomic.Int64 // windows run whose record carries no namespace
+	waitingSlot atomic.Int64 // windows of the owned partitions waiting for a slot
+	allowLimit  int          // the slots an allow job without max_concurrent may hold
 
 	// claims is how a running handler's claim is kept proven: ClaimTTL
 	// and ClaimExtendInterval. A claim proves the window ours for
@@ -428,6 +442,8 @@ func New(cfg Config) (*Worker, error) {
 		slots:  lanes.NewSlots(cfg.Concurrency),
 		claims: claims,
 
+		allowLimit: max(1, cfg.Concurrency/AllowShare),
+
 		realClock: realClock,
 	}
 	c, err := partition.New(partition.Config{
@@ -453,6 +469,32 @@ func New(cfg Config) (*Worker, error) {
 // InFlight returns how many handler attempts are running now, across the
 // partitions this worker owns (abandoned ones not counted).
 func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
+
+// Concurrency returns how many windows the worker runs at once
+// (Config.Concurrency, defaulted).
+func (w *Worker) Concurrency() int { return w.cfg.Concurrency }
+
+// SlotsInUse returns how many of the Concurrency slots are taken now:
+// held by windows being claimed or running, or granted to a partition.
+func (w *Worker) SlotsInUse() int { return w.cfg.Concurrency - w.slots.Free() }
+
+// WaitingForSlot returns how many windows of the partitions this worker
+// owns are due to start (their lanes let them) but wait for a slot: all
+// slots are taken, or their job holds its max_concurrent.
+func (w *Worker) WaitingForSlot() int { return int(w.waitingSlot.Load()) }
+
+// maxConcurrent returns how many slots the job of msg may hold at once (0:
+// no limit of its own): its max_concurrent, else for allow the worker's
+// default. The other policies run one window of a job at a time.
+func (w *Worker) maxConcurrent(msg *jobmsg.Message) int {
+	if n := msg.Policy.MaxConcurrent; n > 0 {
+		return n
+	}
+	if msg.Policy.Overlap == jobmsg.OverlapAllow {
+		return w.allowLimit
+	}
+	return 0
+}
 
 // Joined reports whether the worker is a member of its consumer group now,
 // with or without partitions (a readiness signal).

@@ -3,7 +3,9 @@
 // window waits in its job's lane only behind windows of the same job, as
 // the job's overlap policy says, never behind another job's. Across the
 // partitions a worker owns, Slots bounds how many windows run at once and
-// hands free slots to the partitions in turn.
+// hands free slots to the partitions in turn; inside a partition, Fair
+// hands them to the jobs, each within its max_concurrent, the job holding
+// the fewest first.
 //
 // The package holds no I/O and no goroutines: the worker's partition loop
 // calls it and carries out its decisions (start a window, settle one as
