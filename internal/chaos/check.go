@@ -151,7 +151,7 @@ type Job struct {
 	// empty), "skip", "latest", "replace" or "allow".
 	Overlap string
 	// MaxConcurrent is the schedules file's max_concurrent of an allow
-	// job: rule (j) checks that no worker ran more of its windows at
+	// job: rule (k) checks that no worker ran more of its windows at
 	// once. 0: not checked (the worker's default bound depends on its
 	// concurrency).
 	MaxConcurrent int
@@ -335,7 +335,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (j) in h, ordered by rule
+// Check returns every violation of rules (a) to (n) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
