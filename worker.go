@@ -26,6 +26,7 @@ import (
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/signing"
+	"github.com/kjob/kjob/pkg/storeepoch"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -55,6 +56,7 @@ type WorkerConfig struct {
 	// ControlTopic carries operators' replays (kjobctl replay). Default
 	// Topic + ".control".
 	ControlTopic string
+
 	// ReplicationFactor of the dead-letter and control topics when Run
 	// creates them. Default 1.
 	ReplicationFactor int16
@@ -135,6 +137,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.ControlTopic == "" {
 		c.ControlTopic = d.ControlTopic()
 	}
+
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
 	}
@@ -190,6 +193,7 @@ type Worker struct {
 	store *dedupe.Store
 	inner *worker.Worker
 	agent *control.Agent
+	epoch *storeepoch.Guard
 }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
@@ -285,7 +289,18 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		_ = w.inner.Run(done)
 		return nil, err
 	}
-	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled))
+	// The store epoch keeps fencing tokens above every earlier one across
+	// a Redis that loses its data (pkg/storeepoch); until its first check
+	// the store claims nothing.
+	w.epoch, err = storeepoch.New(storeepoch.Config{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Topic: names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}.EpochTopic(), Namespace: cfg.Namespace,
+		ReplicationFactor: cfg.ReplicationFactor, Store: store, ID: cfg.ID, Logger: log})
+	if err != nil {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = w.inner.Run(done)
+		return nil, err
+	}
+	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled), metrics.StoreEpoch(w.epoch.Status))
 	return w, nil
 }
 
@@ -352,7 +367,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker starting", "brokers", strings.Join(c.Brokers, ","), "topic", c.Topic, "group", c.Group, "handlers", w.mux.Names())
 	var wg sync.WaitGroup
 	hctx, hcancel := context.WithCancel(ctx)
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		_ = w.epoch.Run(hctx)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := w.agent.Run(hctx); err != nil {
@@ -373,13 +392,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// ready is /readyz once running: Redis answers, the worker is a member of
-// its group, and no partition is stalled.
+// ready is /readyz once running: Redis answers, the store epoch is proven
+// (Redis has not lost data, or the loss is resolved), the worker is a
+// member of its group, and no partition is stalled.
 func (w *Worker) ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := w.cfg.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
+	}
+	if err := w.epoch.Ready(); err != nil {
+		return err
 	}
 	if !w.inner.Joined() {
 		return fmt.Errorf("kafka: not (yet) a member of consumer group %q", w.cfg.Group)
