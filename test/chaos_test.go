@@ -145,6 +145,8 @@ type chaosRun struct {
 	// verdict is the run's summary line (seed, figures, checker verdict),
 	// printed again as the test's last output when it fails.
 	verdict string
+	// storeLosses are the Redis restarts, for rule (j).
+	storeLosses []chaos.StoreLoss
 }
 
 // chaosFault is one kind of fault a profile injects: inject returns
@@ -585,6 +587,7 @@ func (r *chaosRun) restartBroker() bool {
 func (r *chaosRun) restartRedis() bool {
 	down := time.Now()
 	r.c.redis.Restart()
+	r.storeLosses = append(r.storeLosses, chaos.StoreLoss{Down: down, Up: time.Now()})
 	r.fault(faultRedis, "SIGKILL and restart (AOF) in %v", time.Since(down).Round(time.Millisecond))
 	return true
 }
@@ -620,7 +623,7 @@ var (
 func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 	t := r.t
 	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{},
-		Partitions: chaosPartitions}
+		Partitions: chaosPartitions, StoreLosses: r.storeLosses}
 	read := testenv.ReadTopic(t, []string{r.c.broker}, "kjob.windows")
 	h.TopicEnds, h.TopicReadTo = read.Ends, read.ReadTo
 	for _, rec := range read.Records {

@@ -59,6 +59,13 @@
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
 //
+// and across the idempotency store's losses (History.StoreLosses):
+//
+//	(j) a job's fencing tokens never go back across a store loss: every
+//	    attempt of a job that started after the store came back carries a
+//	    token above every token of the job's attempts that started before
+//	    it went down (the store epoch, pkg/storeepoch), zombies included.
+//
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
 // unknown final lag, a job whose overlap policy is not one of the five, a
@@ -262,11 +269,14 @@ type History struct {
 	// FinalLag is the consumer group's total lag after faults stopped and
 	// the run drained; negative if it could not be read.
 	FinalLag int64
+	// StoreLosses are the times the store was down and may have lost
+	// data (rule (j)); none if it never was.
+	StoreLosses []StoreLoss
 }
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is "a" to "i".
+	// Rule is "a" to "j".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -281,7 +291,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (i) in h, ordered by rule
+// Check returns every violation of rules (a) to (j) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -298,6 +308,7 @@ func Check(h History) ([]Violation, error) {
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
 	checkOverlap(h, add)
+	checkStoreLosses(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
