@@ -382,6 +382,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		lag.Run(hctx)
 	}()
+	// Claims wait for the store epoch's first proof; waiting for it here
+	// (a few milliseconds when Kafka and Redis answer) keeps the consumer
+	// from reporting the store unavailable at every start. Past the wait
+	// the consumer starts anyway, and its claims wait.
+	select {
+	case <-w.epoch.FirstProven():
+	case <-ctx.Done():
+	case <-time.After(firstEpochWait):
+		w.log.Warn("store epoch not proven yet; starting the consumer, whose claims wait for it", "err", w.epoch.Ready())
+	}
 	err = w.inner.Run(ctx)
 	hcancel()
 	wg.Wait()
@@ -391,6 +401,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// firstEpochWait bounds how long Run waits for the store epoch's first
+// proof before it starts the consumer.
+const firstEpochWait = 10 * time.Second
 
 // ready is /readyz once running: Redis answers, the store epoch is proven
 // (Redis has not lost data, or the loss is resolved), the worker is a

@@ -113,6 +113,9 @@ type Guard struct {
 	ensured bool
 	noRunID bool // INFO refused: logged once
 
+	firstOnce sync.Once
+	first     chan struct{} // closed at the first proof
+
 	cl *kgo.Client
 }
 
@@ -148,7 +151,7 @@ func New(cfg Config) (*Guard, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Store.Unprove()
-	return &Guard{cfg: cfg, log: cfg.Logger, st: Status{Err: errors.New("store epoch not checked yet")}}, nil
+	return &Guard{cfg: cfg, log: cfg.Logger, st: Status{Err: errors.New("store epoch not checked yet")}, first: make(chan struct{})}, nil
 }
 
 // Status returns what the Guard knows now.
@@ -157,6 +160,10 @@ func (g *Guard) Status() Status {
 	defer g.mu.Unlock()
 	return g.st
 }
+
+// FirstProven is closed once the Guard has proven an epoch for the first
+// time: the store claims from then on (while it stays proven).
+func (g *Guard) FirstProven() <-chan struct{} { return g.first }
 
 // Ready returns nil while the epoch is proven, otherwise why not: the
 // worker is not ready (/readyz) while it cannot claim.
@@ -235,7 +242,8 @@ func (g *Guard) check(ctx context.Context) error {
 	g.mu.Lock()
 	st := g.st
 	g.mu.Unlock()
-	if st.Proven && ok && m.Epoch == st.Epoch && (runID == "" || m.RunID == runID) {
+	_, claims := store.Epoch() // false after a claim script found the marker changed
+	if st.Proven && claims && ok && m.Epoch == st.Epoch && (runID == "" || m.RunID == runID) {
 		return nil
 	}
 
@@ -308,6 +316,7 @@ func (g *Guard) check(ctx context.Context) error {
 	wasWiped := g.st.Wiped
 	g.st.Epoch, g.st.Proven, g.st.Wiped, g.st.Err = target, true, false, nil
 	g.mu.Unlock()
+	g.firstOnce.Do(func() { close(g.first) })
 	switch {
 	case wasWiped:
 		g.log.Error("store epoch proven after redis lost its data: claims resume, every new fencing token exceeds the earlier ones",
