@@ -109,8 +109,10 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 				if _, single := rdb.(*redis.Client); !single {
 					return nil // a cluster has no one run_id: not asked
 				}
-				_, err := st.RunID(ctx)
-				return err
+				if _, err := st.RunID(ctx); err != nil && isPermissionError(err) {
+					return err
+				}
+				return nil // a server without run_id (a proxy, a fake): only wipes are detected
 			}, Degraded: "a Redis restart or failover that loses its last writes does not bump the store epoch; only a wiped Redis is detected (docs/guarantees.md)"},
 			RedisUse{What: "the extend script", Run: func(ctx context.Context) error {
 				if err := w.batch(ctx, w.st.ExtendBatch, 0); err != nil {

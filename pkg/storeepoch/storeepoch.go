@@ -58,6 +58,12 @@ import (
 // DefaultInterval is Config.Interval when it is zero.
 const DefaultInterval = time.Second
 
+// markerGrace is how long a check that finds an epoch in Kafka but no
+// marker waits before it calls the store wiped: another worker may be
+// between writing an epoch to Kafka and to the marker (at a fresh start,
+// when two workers start together).
+const markerGrace = 250 * time.Millisecond
+
 // Config configures a Guard. Brokers, Topic, Namespace and Store are
 // required.
 type Config struct {
@@ -262,6 +268,17 @@ func (g *Guard) check(ctx context.Context) error {
 	k, kok, err := g.readKafka(ctx)
 	if err != nil {
 		return g.unproven(fmt.Errorf("read the store epoch from kafka topic %s: %w", g.cfg.Topic, err))
+	}
+	if !ok && kok {
+		// Kafka holds an epoch and the marker is missing: a wipe, or a
+		// writer between its two steps (Kafka, then the marker). Look
+		// again once such a writer would have finished.
+		if err := clock.Sleep(ctx, markerGrace); err != nil {
+			return g.unproven(err)
+		}
+		if m, ok, err = store.ReadMarker(ctx); err != nil {
+			return g.unproven(err)
+		}
 	}
 	var target int64
 	cause := ""
