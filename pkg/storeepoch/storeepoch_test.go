@@ -109,10 +109,14 @@ func TestRacingBumpsAgreeOnOneEpoch(t *testing.T) {
 		t.Logf("round %d: epoch %d -> %d, tokens now %d", round, e0, e, high)
 		e0 = e
 	}
+	// Each wipe is counted by the worker that bumped the epoch (the other
+	// one found the marker raised already and took its epoch).
+	var wipes int64
 	for _, g := range gs {
-		if st := g.Status(); st.Wipes < 1 {
-			t.Errorf("status %+v: want the wipes counted", st)
-		}
+		wipes += g.Status().Wipes
+	}
+	if wipes < 3 {
+		t.Errorf("%d wipes counted by the guards, want at least one per round (3)", wipes)
 	}
 }
 
