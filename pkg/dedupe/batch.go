@@ -42,9 +42,7 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 		if len(groups) == 0 {
 			return out, nil
 		}
-		if fa[1] != "" { // the server refused cross-slot calls: no marker check
-			fa[1] = ""
-		}
+		fa[1] = "" // the server refused cross-slot calls: no marker check
 	}
 	args := []any{owner, s.claimMS, s.holdMS, fa[0], fa[1], fa[2]}
 	cmds, err := s.pipeline(ctx, claimBatchScript, groups, func(*batchGroup) []any { return args })

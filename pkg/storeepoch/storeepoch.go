@@ -336,7 +336,7 @@ func (g *Guard) check(ctx context.Context) error {
 	g.firstOnce.Do(func() { close(g.first) })
 	switch {
 	case wasWiped:
-		g.log.Error("store epoch proven after redis lost its data: claims resume, every new fencing token exceeds the earlier ones",
+		g.log.Warn("store epoch proven after redis lost its data: claims resume, every new fencing token exceeds the earlier ones",
 			"cause", "wiped", "epoch", target, "floor", dedupe.EpochFloor(target), "marker", got.ID)
 	case target != st.Epoch || !st.Proven:
 		g.log.Info("store epoch proven", "epoch", target, "floor", dedupe.EpochFloor(target), "marker", got.ID, "cause", cause)
