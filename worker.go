@@ -26,6 +26,7 @@ import (
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/names"
 	"github.com/kjob/kjob/pkg/signing"
+	"github.com/kjob/kjob/pkg/storeepoch"
 	"github.com/kjob/kjob/pkg/worker"
 )
 
@@ -59,6 +60,7 @@ type WorkerConfig struct {
 	// ControlTopic carries operators' replays (kjobctl replay). Default
 	// Topic + ".control".
 	ControlTopic string
+
 	// ReplicationFactor of the dead-letter and control topics when Run
 	// creates them. Default 1.
 	ReplicationFactor int16
@@ -139,6 +141,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.ControlTopic == "" {
 		c.ControlTopic = d.ControlTopic()
 	}
+
 	if c.ReplicationFactor == 0 {
 		c.ReplicationFactor = 1
 	}
@@ -194,6 +197,7 @@ type Worker struct {
 	store *dedupe.Store
 	inner *worker.Worker
 	agent *control.Agent
+	epoch *storeepoch.Guard
 }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
@@ -290,7 +294,18 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		_ = w.inner.Run(done)
 		return nil, err
 	}
-	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled), metrics.Slots(w.inner))
+	// The store epoch keeps fencing tokens above every earlier one across
+	// a Redis that loses its data (pkg/storeepoch); until its first check
+	// the store claims nothing.
+	w.epoch, err = storeepoch.New(storeepoch.Config{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Topic: names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}.EpochTopic(), Namespace: cfg.Namespace,
+		ReplicationFactor: cfg.ReplicationFactor, Store: store, ID: cfg.ID, Logger: log})
+	if err != nil {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = w.inner.Run(done)
+		return nil, err
+	}
+	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled), metrics.Slots(w.inner), metrics.StoreEpoch(w.epoch.Status))
 	return w, nil
 }
 
@@ -359,7 +374,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker starting", "brokers", strings.Join(c.Brokers, ","), "topic", c.Topic, "group", c.Group, "handlers", w.mux.Names())
 	var wg sync.WaitGroup
 	hctx, hcancel := context.WithCancel(ctx)
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		_ = w.epoch.Run(hctx)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := w.agent.Run(hctx); err != nil {
@@ -370,6 +389,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		lag.Run(hctx)
 	}()
+	// Claims wait for the store epoch's first proof; waiting for it here
+	// (a few milliseconds when Kafka and Redis answer) keeps the consumer
+	// from reporting the store unavailable at every start. Past the wait
+	// the consumer starts anyway, and its claims wait.
+	select {
+	case <-w.epoch.FirstProven():
+	case <-ctx.Done():
+	case <-time.After(firstEpochWait):
+		w.log.Warn("store epoch not proven yet; starting the consumer, whose claims wait for it", "err", w.epoch.Ready())
+	}
 	err = w.inner.Run(ctx)
 	hcancel()
 	wg.Wait()
@@ -380,13 +409,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// ready is /readyz once running: Redis answers, the worker is a member of
-// its group, and no partition is stalled.
+// firstEpochWait bounds how long Run waits for the store epoch's first
+// proof before it starts the consumer.
+const firstEpochWait = 10 * time.Second
+
+// ready is /readyz once running: Redis answers, the store epoch is proven
+// (Redis has not lost data, or the loss is resolved), the worker is a
+// member of its group, and no partition is stalled.
 func (w *Worker) ready() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := w.cfg.Redis.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
+	}
+	if err := w.epoch.Ready(); err != nil {
+		return err
 	}
 	if !w.inner.Joined() {
 		return fmt.Errorf("kafka: not (yet) a member of consumer group %q", w.cfg.Group)

@@ -149,6 +149,8 @@ type chaosRun struct {
 	// redisDown are the times redis-server (the producers' lease store)
 	// was down, for the checker's rule (a).
 	redisDown []chaos.Interval
+	// storeLosses are the Redis restarts, for rule (l).
+	storeLosses []chaos.StoreLoss
 }
 
 // chaosFault is one kind of fault a profile injects: inject returns
@@ -590,6 +592,7 @@ func (r *chaosRun) restartRedis() bool {
 	down := time.Now()
 	r.c.redis.Restart()
 	r.redisDown = append(r.redisDown, chaos.Interval{From: down, To: time.Now()})
+	r.storeLosses = append(r.storeLosses, chaos.StoreLoss{Down: down, Up: time.Now()})
 	r.fault(faultRedis, "SIGKILL and restart (AOF) in %v", time.Since(down).Round(time.Millisecond))
 	return true
 }
@@ -625,7 +628,7 @@ var (
 func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 	t := r.t
 	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{},
-		Partitions: chaosPartitions, LeaseStoreOutages: r.redisDown}
+		Partitions: chaosPartitions, LeaseStoreOutages: r.redisDown, StoreLosses: r.storeLosses}
 	read := testenv.ReadTopic(t, []string{r.c.broker}, "kjob.windows")
 	h.TopicEnds, h.TopicReadTo = read.Ends, read.ReadTo
 	for _, rec := range read.Records {

@@ -79,10 +79,17 @@
 //
 // and, for deployments sharing a Kafka cluster:
 //
-//	(n) no window is executed by a worker of another namespace: an
+//	(m) no window is executed by a worker of another namespace: an
 //	    attempt whose worker's namespace is known (Attempt.Namespace) of a
 //	    window whose record names its namespace (Record.Namespace) has the
 //	    same namespace. Either left empty is not judged.
+//
+// and across the idempotency store's losses (History.StoreLosses):
+//
+//	(l) a job's fencing tokens never go back across a store loss: every
+//	    attempt of a job that started after the store came back carries a
+//	    token above every token of the job's attempts that started before
+//	    it went down (the store epoch, pkg/storeepoch), zombies included.
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
@@ -203,7 +210,7 @@ type Record struct {
 	ProducerID int64
 	// ProducerEpoch is the fencing epoch of the transactional producer.
 	ProducerEpoch int16
-	// Namespace is the namespace the record carries (rule (n)); empty if
+	// Namespace is the namespace the record carries (rule (m)); empty if
 	// unknown.
 	Namespace string
 }
@@ -222,7 +229,7 @@ type Attempt struct {
 	// OK reports whether the handler's request was answered (the handler
 	// could succeed); false for an invocation cut off.
 	OK bool
-	// Namespace is the namespace of the worker that ran it (rule (n));
+	// Namespace is the namespace of the worker that ran it (rule (m));
 	// empty if unknown.
 	Namespace string
 }
@@ -316,11 +323,14 @@ type History struct {
 	// LeaseStoreOutages are the times the producers' lease store (Redis)
 	// was down, as the run injected them (rule (a)); none if empty.
 	LeaseStoreOutages []Interval
+	// StoreLosses are the times the store was down and may have lost
+	// data (rule (l)); none if it never was.
+	StoreLosses []StoreLoss
 }
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is a letter, "a" to "n".
+	// Rule is a letter, "a" to "m".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -335,7 +345,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (n) in h, ordered by rule
+// Check returns every violation of rules (a) to (m) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -354,6 +364,7 @@ func Check(h History) ([]Violation, error) {
 	checkOverlap(h, add)
 	checkReplaySkips(h, add)
 	checkNamespaces(h, add)
+	checkStoreLosses(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule

@@ -1,6 +1,6 @@
 package chaos
 
-// checkNamespaces applies rule (n): a window is executed only by workers
+// checkNamespaces applies rule (m): a window is executed only by workers
 // of the namespace its record carries.
 func checkNamespaces(h History, add addFunc) {
 	of := map[string]string{} // window -> the namespaces its records carry
@@ -14,6 +14,6 @@ func checkNamespaces(h History, add addFunc) {
 		if !ok || a.Namespace == "" || a.Namespace == ns {
 			continue
 		}
-		add("n", a.Window, "executed with token %d by worker %s of namespace %q, but the window belongs to namespace %q", a.Token, a.Worker, a.Namespace, ns)
+		add("m", a.Window, "executed with token %d by worker %s of namespace %q, but the window belongs to namespace %q", a.Token, a.Worker, a.Namespace, ns)
 	}
 }

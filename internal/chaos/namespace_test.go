@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Rule (n) on hand-made histories: windows run by their own namespace's
+// Rule (m) on hand-made histories: windows run by their own namespace's
 // workers (or with namespaces unknown) pass; one run by a worker of
 // another namespace is a violation naming both.
 func TestRuleNamespace(t *testing.T) {
@@ -35,8 +35,8 @@ func TestRuleNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs) != 1 || vs[0].Rule != "n" || vs[0].Window != wid("tick", 1) ||
+	if len(vs) != 1 || vs[0].Rule != "m" || vs[0].Window != wid("tick", 1) ||
 		!strings.Contains(vs[0].Detail, `worker worker-b of namespace "b"`) || !strings.Contains(vs[0].Detail, `namespace "a"`) {
-		t.Fatalf("violations %v, want one of rule (n) for %s naming both namespaces", vs, wid("tick", 1))
+		t.Fatalf("violations %v, want one of rule (m) for %s naming both namespaces", vs, wid("tick", 1))
 	}
 }

@@ -43,6 +43,7 @@ var Layers = []Layer{
 		"pkg/dedupe", "pkg/lease", "pkg/lease/kubelease", "pkg/partition", "pkg/topic",
 		"pkg/pause", "pkg/signing", "pkg/access", "pkg/handler", "pkg/handler/builtin",
 		"internal/kread", "internal/devredis", "internal/testenv", "internal/backoff", "internal/keepalive",
+		"pkg/storeepoch",
 	}},
 	{"producer, worker and what runs inside them", []string{
 		"pkg/producer", "pkg/worker", "pkg/worker/internal/...", "pkg/control", "internal/preflight",

@@ -33,7 +33,7 @@ import (
 // the audit stream, window states, the run history and the producer lease.
 var (
 	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hkeys"}
-	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore", "hkeys", "hdel"}
+	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore", "hkeys", "hdel", "info"}
 	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "hkeys", "multi", "exec", "zrevrangebyscore", "xadd", "xrevrange"}
 )
 
@@ -105,6 +105,15 @@ func WorkerRedisRole(rdb redis.UniversalClient, user, namespace, id string) (Red
 		rdb: rdb, probe: probeKeys{key: d.JobKey(AccessCheckJob, "probe")},
 		Uses: append(commonUses(rdb),
 			RedisUse{What: "the claim script", Run: w.claim},
+			RedisUse{What: "the server's run_id (INFO server), which the store epoch checks", Run: func(ctx context.Context) error {
+				if _, single := rdb.(*redis.Client); !single {
+					return nil // a cluster has no one run_id: not asked
+				}
+				if _, err := st.RunID(ctx); err != nil && isPermissionError(err) {
+					return err
+				}
+				return nil // a server without run_id (a proxy, a fake): only wipes are detected
+			}, Degraded: "a Redis restart or failover that loses its last writes does not bump the store epoch; only a wiped Redis is detected (docs/guarantees.md)"},
 			RedisUse{What: "the extend script", Run: func(ctx context.Context) error {
 				if err := w.batch(ctx, w.st.ExtendBatch, 0); err != nil {
 					return err
@@ -409,6 +418,8 @@ func (r RedisRole) probeCommand(ctx context.Context, c string) error {
 		err = r.rdb.HMGet(ctx, key, "f").Err()
 	case "hkeys":
 		err = r.rdb.HKeys(ctx, key).Err()
+	case "info":
+		err = r.rdb.Info(ctx, "server").Err()
 	case "hdel":
 		err = r.rdb.HDel(ctx, key, "f").Err() // the probe key holds nothing
 	case "del":

@@ -89,7 +89,7 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "deploy", "SECURITY.md"))
 	// The role works without these: go-redis falls back from HELLO to
 	// AUTH, and standbys poll the lease without release announcements.
-	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello"}, "operator": {"hello"}}
+	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello", "info"}, "operator": {"hello"}}
 	for _, role := range []string{"producer", "worker", "operator"} {
 		user := "kjob-" + role
 		for _, cmd := range testenv.RedisACLCommands(users[user]) {

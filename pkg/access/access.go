@@ -30,6 +30,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kjob/kjob/pkg/names"
 )
 
 // Resource types, spelled as kafka-acls spells them.
@@ -83,9 +85,12 @@ func Producer(topic, stateTopic, txnID string) []Permission {
 // Worker returns the grants a worker needs: it consumes the windows topic
 // in group, commits offsets, creates and writes the dead-letter topic, and
 // reads operators' replay requests from the control topic and writes its
-// acknowledgements there (pkg/control). As for Producer, Create is needed
-// only while a topic does not exist.
+// acknowledgements there (pkg/control), and reads, writes and checks the
+// compaction of the store epoch's topic (names.Deployment.EpochTopic of
+// topic; pkg/storeepoch). As for Producer, Create is needed only while a
+// topic does not exist.
 func Worker(topic, dlqTopic, controlTopic, group string) []Permission {
+	epoch := names.Deployment{Topic: topic}.EpochTopic()
 	return []Permission{
 		{Topic, topic, Read},
 		{Group, group, Read},
@@ -94,6 +99,10 @@ func Worker(topic, dlqTopic, controlTopic, group string) []Permission {
 		{Topic, controlTopic, Create},
 		{Topic, controlTopic, Read},
 		{Topic, controlTopic, Write},
+		{Topic, epoch, Create},
+		{Topic, epoch, Read},
+		{Topic, epoch, Write},
+		{Topic, epoch, DescribeConfigs},
 	}
 }
 

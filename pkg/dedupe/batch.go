@@ -30,18 +30,24 @@ func (s *Store) ClaimBatch(ctx context.Context, ids []string, owner string) ([]C
 		return nil, fmt.Errorf("claim batch: %w", err)
 	}
 	out := make([]Claim, len(ids))
-	if len(groups) > 1 && s.crossJob(ctx) {
-		if groups, err = s.claimAcross(ctx, out, ids, owner, groups); err != nil {
-			return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
+	single := (len(groups) > 1 || s.fence.Load() != nil) && s.crossJob(ctx)
+	fa, err := s.fenceArgs(single)
+	if err != nil {
+		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
+	}
+	if len(groups) > 1 && single {
+		if groups, err = s.claimAcross(ctx, out, ids, owner, groups, fa); err != nil {
+			return nil, fmt.Errorf("claim batch of %d: %w", len(ids), s.fenceError(err))
 		}
 		if len(groups) == 0 {
 			return out, nil
 		}
+		fa[1] = "" // the server refused cross-slot calls: no marker check
 	}
-	args := []any{owner, s.claimMS, s.holdMS}
+	args := []any{owner, s.claimMS, s.holdMS, fa[0], fa[1], fa[2]}
 	cmds, err := s.pipeline(ctx, claimBatchScript, groups, func(*batchGroup) []any { return args })
 	if err != nil {
-		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), err)
+		return nil, fmt.Errorf("claim batch of %d: %w", len(ids), s.fenceError(err))
 	}
 	for g, cmd := range cmds {
 		if err := parseClaims(out, ids, groups[g].idx, owner, cmd.Val()); err != nil {
@@ -213,7 +219,17 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid
 		return nil, fmt.Errorf("%s: %w", invalid, err)
 	}
 	res := make([]Result, len(ss))
-	args := func(g *batchGroup) []any { return s.settleArgs(ss, g) }
+	// Chained claims take tokens: above the epoch's floor, and only while
+	// the epoch is proven (an unproven store leaves every Next unclaimed).
+	fence := [3]any{"0", "", ""}
+	if next != nil && s.fence.Load() != nil {
+		fa, err := s.fenceArgs(s.crossJob(ctx))
+		if err != nil {
+			fa = [3]any{"0", "", fenceRefuse}
+		}
+		fence = fa
+	}
+	args := func(g *batchGroup) []any { return s.settleArgs(ss, g, fence) }
 	results := func(call *batchGroup, cmd *redis.Cmd) error { return settleResults(ss, call.idx, cmd, res) }
 	if len(groups) > 1 && s.crossJob(ctx) {
 		if groups, err = s.across(ctx, settleScript, groups, args, results, history...); err != nil {
@@ -237,9 +253,9 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid
 }
 
 // settleArgs returns the arguments of a settleScript call over g.
-func (s *Store) settleArgs(ss []Settlement, g *batchGroup) []any {
-	args := make([]any, 0, 3+2*len(g.idx))
-	args = append(args, s.claimMS, s.holdMS, s.retainMS)
+func (s *Store) settleArgs(ss []Settlement, g *batchGroup, fence [3]any) []any {
+	args := make([]any, 0, 6+2*len(g.idx))
+	args = append(args, s.claimMS, s.holdMS, s.retainMS, fence[0], fence[1], fence[2])
 	for _, i := range g.idx {
 		st := ss[i]
 		spec := make([]byte, 1, 21)
@@ -581,10 +597,10 @@ func merge(run []*batchGroup) *batchGroup {
 // claimAcross claims the windows of groups (of several jobs) with
 // claimJobsScript, filling out, and returns the groups left to claim one
 // job per call (see across).
-func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owner string, groups []*batchGroup) ([]*batchGroup, error) {
+func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owner string, groups []*batchGroup, fa [3]any) ([]*batchGroup, error) {
 	args := func(m *batchGroup) []any {
-		args := make([]any, 0, 3+len(m.groups))
-		args = append(args, owner, s.claimMS, s.holdMS)
+		args := make([]any, 0, 6+len(m.groups))
+		args = append(args, owner, s.claimMS, s.holdMS, fa[0], fa[1], fa[2])
 		for _, g := range m.groups {
 			args = append(args, len(g.idx))
 		}

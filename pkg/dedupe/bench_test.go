@@ -55,8 +55,23 @@ func reportServer(b *testing.B, rdb *redis.Client, before serverStats, windows i
 }
 
 func BenchmarkClaimComplete(b *testing.B) {
+	b.Run("epoch=none", func(b *testing.B) { benchClaimOneAtATime(b, false) })
+	// With a proven store epoch (as a worker runs): tokens above its
+	// floor, and on a single server the marker read in every claim script.
+	b.Run("epoch=proven", func(b *testing.B) { benchClaimOneAtATime(b, true) })
+}
+
+func benchClaimOneAtATime(b *testing.B, epoch bool) {
 	s, _, rdb := newStore(b, Config{})
 	ctx := context.Background()
+	if epoch {
+		if _, err := s.Mark(ctx, 1, "bench", ""); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.SetEpoch(1); err != nil {
+			b.Fatal(err)
+		}
+	}
 	n := 0
 	before := readServerStats(b, rdb)
 	for b.Loop() {

@@ -153,6 +153,9 @@ type Store struct {
 	names     names.Deployment
 	keyPrefix string // "kjob:{<ns>:", names.Deployment.JobKeyPrefix
 
+	markerKey string                // the store epoch's marker (epoch.go)
+	fence     atomic.Pointer[fence] // nil: no store epoch (epoch.go)
+
 	scripts    atomic.Int32 // scriptsUnknown, scriptsPerJob or scriptsCrossJob (see crossJob)
 	helloAfter atomic.Int64 // unix ns before which crossJob does not ask the server again
 }
@@ -175,6 +178,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		holdMS:    strconv.FormatInt((cfg.Retention + cfg.ClaimTTL).Milliseconds(), 10),
 		names:     names.Deployment{Namespace: cfg.Namespace},
 		keyPrefix: names.Deployment{Namespace: cfg.Namespace}.JobKeyPrefix(),
+		markerKey: names.Deployment{Namespace: cfg.Namespace}.StoreEpochKey(),
 	}, nil
 }
 
@@ -291,9 +295,13 @@ func (s *Store) Claim(ctx context.Context, id, owner string) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
-	v, err := claimBatchScript.Run(ctx, s.rdb, []string{tokenKey(w, tag), w}, owner, s.claimMS, s.holdMS).Result()
+	fa, err := s.fenceArgs(s.fence.Load() != nil && s.crossJob(ctx))
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	v, err := claimBatchScript.Run(ctx, s.rdb, []string{tokenKey(w, tag), w}, owner, s.claimMS, s.holdMS, fa[0], fa[1], fa[2]).Result()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, s.fenceError(err))
 	}
 	var c [1]Claim
 	if err := parseClaims(c[:], []string{id}, []int{0}, owner, v); err != nil {

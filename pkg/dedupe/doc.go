@@ -39,7 +39,8 @@
 // gone and a new Claim runs it again.
 //
 // Redis is the source of truth for "done": run it with persistence (AOF) in
-// production. A Redis that loses its data forgets which windows ran.
+// production. A Redis that loses its data forgets which windows ran; its
+// fencing tokens still do not go back (see Store epoch below).
 //
 // # Fencing tokens
 //
@@ -49,10 +50,20 @@
 // remember the highest token it has accepted and reject writes carrying a
 // lower one, which stops a zombie attempt that lost its claim from
 // overwriting the work of a newer one. Tokens of different jobs are
-// unrelated (each job's counter starts at 1). A batch claim takes the
+// unrelated (each job's counter starts at 1, or at its epoch's floor). A batch claim takes the
 // tokens of one job's claimed windows with one INCRBY and hands them out in
 // the order of the batch, so they are exactly what one INCR per window
 // would have given.
+//
+// # Store epoch
+//
+// The counters live in Redis, so a Redis that loses its data would start
+// them again at 1. A store given an epoch (SetEpoch; pkg/storeepoch keeps
+// it in Kafka and proves it) takes every token above the epoch's floor,
+// epoch << EpochShift, raising a job's counter to it first; while the
+// epoch is not proven (Unprove, or, on a single server, a claim script
+// that finds the epoch marker kjob:{<ns>:_epoch} no longer holding it)
+// every claim fails with ErrStoreUnproven. See epoch.go.
 //
 // # Key layout
 //
@@ -74,6 +85,8 @@
 //	                          (a completion within the claim keeps the
 //	                          claim's TTL, which exceeds Retention)
 //	kjob:{<ns>:<job>}:token   counter of fencing tokens; no TTL
+//	kjob:{<ns>:_epoch}        hash: the store epoch's marker (epoch, id,
+//	                          run_id); no TTL
 //	kjob:{<ns>:<job>}:runs    sorted set: the job's run history (AppendRuns,
 //	                          Runs; see history.go), one member per batch of
 //	                          runs settled together, scored by its newest

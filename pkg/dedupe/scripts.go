@@ -36,9 +36,52 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_s = string.format('%d', now)
 `
 
+// fenceLua reads the store epoch's arguments, ARGV[4..6] of every script
+// that claims (see epoch.go): the token floor (the epoch << EpochShift,
+// "0" for a store without an epoch), the epoch marker's key ("" when the
+// script may not read it: a Redis Cluster, where it lives in another slot)
+// and the epoch the caller proved (fenceRefuse: none). It defines
+// fence_ok(), whether the marker still holds that epoch (true without a
+// marker key, false with fenceRefuse), and
+// take_tokens(tk, n), which takes n tokens from the counter tk and returns
+// the last, raising the counter to the floor first if it is below: so
+// after an epoch bump every new token exceeds every token of the earlier
+// epochs, even if the counter was lost. Floors stay below 2^53, so Lua's
+// numbers (doubles) hold them exactly.
+const fenceLua = `
+local floor, fence_key, fence_epoch = tonumber(ARGV[4]) or 0, ARGV[5] or '', ARGV[6] or ''
+local fence_checked = nil
+local function fence_ok()
+  if fence_epoch == '-' then return false end
+  if fence_key == '' then return true end
+  if fence_checked == nil then
+    fence_checked = redis.call('HMGET', fence_key, 'epoch')[1] == fence_epoch
+  end
+  return fence_checked
+end
+local function take_tokens(tk, n)
+  local tok = redis.call('INCRBY', tk, n)
+  if tok - n < floor then
+    tok = redis.call('INCRBY', tk, string.format('%d', floor - (tok - n)))
+  end
+  return tok
+end
+`
+
+// fenceRefuse is the epoch argument of fenceLua that makes fence_ok()
+// fail: a store whose epoch is not proven.
+const fenceRefuse = "-"
+
+// fenceRefusal is the error a claim script answers, before it writes
+// anything, when fence_ok() fails: the store lost (or moved past) the
+// epoch the caller proved.
+const fenceRefusal = `'KJOBUNPROVEN the epoch marker does not hold epoch ' .. fence_epoch`
+
 // claimBatchScript claims windows of one job. KEYS[1] is the job's token
 // counter, KEYS[2..] the window hashes in order; ARGV owner, claim TTL ms,
-// hold ms (Retention + ClaimTTL).
+// hold ms (Retention + ClaimTTL), then the store epoch's floor, marker key
+// and epoch (fenceLua). A store whose marker does not hold the epoch
+// claims nothing and answers an error (fenceRefusal).
 //
 // Each window is decided in order: done or dead gives AlreadyDone, a live
 // claim Busy, anything else (no record, failed, an expired claim) is
@@ -52,19 +95,22 @@ local now_s = string.format('%d', now)
 // (an integer) of a claimed window, whose token is the next one from
 // first token on, or "outcome|token|attempts|claim ms left|holder" for any
 // other.
-var claimBatchScript = redis.NewScript(luaNow + claimGroupLua + `
+var claimBatchScript = redis.NewScript(luaNow + fenceLua + claimGroupLua + `
+if not fence_ok() then return redis.error_reply(` + fenceRefusal + `) end
 return claim_group(KEYS[1], 2, #KEYS)
 `)
 
 // claimJobsScript claims windows of several jobs in one call, for a server
 // that is not a Redis Cluster node (see Store.crossJob): KEYS are, for
 // each job in turn, its token counter then its window hashes; ARGV owner,
-// claim TTL ms, hold ms, then the number of windows of each job. Each job's
+// claim TTL ms, hold ms, the store epoch's three (fenceLua), then the
+// number of windows of each job. Each job's
 // windows are decided exactly as by claimBatchScript, and the reply is the
 // concatenation of the replies claimBatchScript would give for each job.
-var claimJobsScript = redis.NewScript(luaNow + claimGroupLua + `
+var claimJobsScript = redis.NewScript(luaNow + fenceLua + claimGroupLua + `
+if not fence_ok() then return redis.error_reply(` + fenceRefusal + `) end
 local reply, k = {}, 1
-for g = 4, #ARGV do
+for g = 7, #ARGV do
   local n = tonumber(ARGV[g])
   local out = claim_group(KEYS[k], k + 1, k + n)
   for j = 1, n + 1 do reply[#reply + 1] = out[j] end
@@ -93,7 +139,7 @@ local function claim_one(kw, tk, owner, until_s, hold_ms)
   end
   -- INCRBY, not INCR: it is the command the worker's ACL grants
   -- (deploy/SECURITY.md; TestRedisACLsCoverScripts).
-  local tok = redis.call('INCRBY', tk, 1)
+  local tok = take_tokens(tk, 1)
   redis.call('HSET', kw, 'status', 'running', 'token', string.format('%d', tok), 'attempts', string.format('%d', attempts + 1),
     'holder', owner, 'updated_ms', now_s, 'claim_until_ms', until_s)
   redis.call('PEXPIRE', kw, hold_ms)
@@ -140,7 +186,7 @@ local function claim_group(tk, from, to)
   end
   local tokens = {}
   if #todo > 0 then
-    local tok = redis.call('INCRBY', tk, #todo) - #todo
+    local tok = take_tokens(tk, #todo) - #todo
     out[1] = tok + 1
     for _, o in ipairs(todo) do
       tok = tok + 1
@@ -167,7 +213,8 @@ end
 // a batch: every state change after a claim (extend, complete, release,
 // dead letter, unclaim) and the settlements without a run that overlap
 // policies make (skip, supersede). KEYS are the window hashes; ARGV claim
-// TTL ms, hold ms, retention ms, then per window its op and token as one
+// TTL ms, hold ms, retention ms, the store epoch's three (fenceLua; they
+// bear on chained claims only), then per window its op and token as one
 // string ("c42": op 'c', token 42; token 0 for none), followed by a reason
 // for the ops that take one (r, d, s, p). The reply is one string with the
 // result digit of each window, in order: resOK, resDone (the window is
@@ -179,7 +226,8 @@ end
 // in KEYS is followed by the next window's hash and its job's token
 // counter, and its spec in ARGV by the owner. When the completion
 // succeeds, the next window is claimed for the owner in the same script,
-// exactly as claim_one decides it; otherwise it is left alone. The reply
+// exactly as claim_one decides it; otherwise (or when fence_ok() fails: the
+// store lost the caller's epoch) it is left alone. The reply
 // is then a table: the string of result digits, followed by two values per
 // chained complete in order: claim_one's two results (the token and
 // attempt of a claimed window, or 0 and "outcome|token|attempts|claim ms
@@ -203,9 +251,9 @@ end
 // released); without one (token 0), they need no live claim: a window
 // whose claim expired, or that was released or never claimed, is settled,
 // while a live claim (someone runs it) answers resBusy.
-var settleScript = redis.NewScript(luaNow + claimOneLua + `
+var settleScript = redis.NewScript(luaNow + fenceLua + claimOneLua + `
 local claim_ms, hold_ms, retain_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local out, nexts, until_s, a, k, i = {}, nil, nil, 4, 1, 0
+local out, nexts, until_s, a, k, i = {}, nil, nil, 7, 1, 0
 while k <= #KEYS do
   i = i + 1
   local kw = KEYS[k]
@@ -277,7 +325,7 @@ while k <= #KEYS do
     k = k + 2
     a = a + 1
     nexts = nexts or {''}
-    if r == '0' then
+    if r == '0' and fence_ok() then
       until_s = until_s or string.format('%d', now + claim_ms)
       local tok, c = claim_one(kn, tk, owner, until_s, hold_ms)
       nexts[#nexts + 1] = tok

@@ -14,6 +14,7 @@
 //	dead-letter topic Topic + ".dlq"
 //	control topic     Topic + ".control"     operators' seek requests (pkg/control)
 //	consumer group    "kjob-workers-<ns>" ("kjob-workers" for the namespace "kjob")
+//	epoch topic       Topic + ".epoch"       the store epoch (pkg/storeepoch, compacted)
 //	transactional id  "kjob-producer-" + Namespace
 //
 // The default namespace, DefaultNamespace ("kjob"), keeps the names kjob
@@ -42,6 +43,7 @@
 //	kjob:{<ns>:<job>}:...           one job's idempotency records, fencing
 //	                                tokens and run history (pkg/dedupe)
 //	kjob:{<ns>:_stalls}             stalled partitions (pkg/dedupe)
+//	kjob:{<ns>:_epoch}              the store epoch's marker (pkg/dedupe)
 //
 // The producer's Redis user needs the per-namespace keys, the worker's the
 // per-job ones, the operators' both (ACL key patterns ProducerACLKeys,
@@ -72,6 +74,7 @@ const (
 	stateSuffix   = ".state"
 	dlqSuffix     = ".dlq"
 	controlSuffix = ".control"
+	epochSuffix   = ".epoch"
 )
 
 // Deployment is one kjob deployment, named by its namespace (which
@@ -141,6 +144,11 @@ func (d Deployment) DeadLetterTopic() string { return d.WindowsTopic() + dlqSuff
 // windows topic + ".control".
 func (d Deployment) ControlTopic() string { return d.WindowsTopic() + controlSuffix }
 
+// EpochTopic returns the store epoch's topic, compacted, where workers
+// keep the epoch that floors the fencing tokens across a Redis that loses
+// its data (pkg/storeepoch): the windows topic + ".epoch".
+func (d Deployment) EpochTopic() string { return d.WindowsTopic() + epochSuffix }
+
 // TransactionalID returns the producer's transactional id,
 // "kjob-producer-<namespace>": the same for every producer replica of the
 // deployment, different from any other deployment's.
@@ -194,6 +202,11 @@ func (d Deployment) JobKey(job, name string) string { return d.JobTag(job) + ":"
 // inside the workers' key pattern, under a hash tag no job can have (job
 // names have no '_').
 func (d Deployment) StallsKey() string { return d.JobTag("_stalls") }
+
+// StoreEpochKey returns the hash of the store epoch's marker,
+// "kjob:{<ns>:_epoch}": inside the workers' key pattern, under a hash tag
+// no job can have (see StallsKey).
+func (d Deployment) StoreEpochKey() string { return d.JobTag("_epoch") }
 
 // ProducerACLKeys returns the Redis ACL key pattern of the producer's
 // user: the deployment's own keys, "~kjob:{<ns>}:*".

@@ -44,6 +44,7 @@ const (
 	stateTopic   = "kjob.windows.state"
 	dlqTopic     = "kjob.windows.dlq"
 	controlTopic = "kjob.windows.control"
+	epochTopic   = "kjob.windows.epoch"
 	group        = "kjob-workers"
 	txnID        = "kjob-producer-kjob"
 )
@@ -587,7 +588,7 @@ func errString(err error) string {
 func TestMissingGrantIsNamed(t *testing.T) {
 	certs := testenv.NewCerts(t)
 	doc := documentedACLs(t)
-	topicsOf := map[string][]string{"producer": {windows, stateTopic}, "worker": {windows, dlqTopic, controlTopic}}
+	topicsOf := map[string][]string{"producer": {windows, stateTopic}, "worker": {windows, dlqTopic, controlTopic, epochTopic}}
 	for _, role := range []string{"producer", "worker"} {
 		for i, drop := range doc[role] {
 			t.Run(role+"/"+drop.String(), func(t *testing.T) {
