@@ -360,10 +360,11 @@ func (g *Guard) ensure(ctx context.Context) error {
 	if done {
 		return nil
 	}
-	err := topic.Ensure(ctx, kadm.NewClient(g.cl), topic.Spec{Name: g.cfg.Topic, Partitions: 1, ReplicationFactor: g.cfg.ReplicationFactor, Compacted: true})
+	advice, err := topic.EnsureWithAdvice(ctx, kadm.NewClient(g.cl), topic.Spec{Name: g.cfg.Topic, Partitions: 1, ReplicationFactor: g.cfg.ReplicationFactor, Compacted: true})
 	if err != nil {
 		return err
 	}
+	topic.LogAdvice(g.log, advice)
 	g.mu.Lock()
 	g.ensured = true
 	g.mu.Unlock()
