@@ -116,6 +116,9 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 			return fmt.Errorf(`trigger: --payload %q: want a JSON object such as {"url":"http://127.0.0.1:8080/hook"}: %w`, payload, errUsage)
 		}
+		if why := schedule.PayloadTooLarge(len(b)); why != "" {
+			return fmt.Errorf("trigger: --payload %s (the schedules file's limit): %w", why, errUsage)
+		}
 		p = json.RawMessage(b)
 	}
 	if err := o.setup(); err != nil {

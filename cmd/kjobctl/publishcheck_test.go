@@ -86,3 +86,25 @@ func TestPublishNeverCreatesATopic(t *testing.T) {
 		t.Errorf("trigger on kjob.windows: exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
+
+// trigger --payload has the schedules file's limit (schedule.MaxPayloadBytes),
+// refused with the file's words, before anything is dialled. Before, a
+// 100 KB payload was published.
+func TestTriggerPayloadLimit(t *testing.T) {
+	publishEnv(t, "127.0.0.1:1")
+	big := `{"data":"` + strings.Repeat("x", 100<<10) + `"}`
+	code, _, stderr := runCmd(t, "trigger", "a", "--payload", big)
+	want := fmt.Sprintf("kjobctl: trigger: --payload is %d bytes as JSON, more than the limit of 65536; pass a reference to the data instead (the schedules file's limit): usage\n", len(big))
+	if code != exitUsage || stderr != want {
+		t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+	}
+	// The schedules file says the same of the same payload.
+	file := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(file, []byte("jobs:\n  - name: a\n    schedule: \"@every 1m\"\n    handler: log\n    payload: "+big+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, "schedule", "check", file)
+	if code != exitError || !strings.Contains(stderr, fmt.Sprintf("jobs[0].payload: is %d bytes as JSON, more than the limit of 65536; pass a reference to the data instead", len(big))) {
+		t.Errorf("schedule check: exit %d, stderr %q", code, stderr)
+	}
+}

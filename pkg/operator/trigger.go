@@ -20,8 +20,13 @@ import (
 // schedule.Job.Record as every window is, and waits for Kafka to
 // acknowledge it. cl must partition by key as the producer does
 // (names.Partitioner: murmur2) and sign when the workers require
-// signatures. The window runs whether the job is paused or disabled.
+// signatures. The window runs whether the job is paused or disabled. A
+// payload larger than schedule.MaxPayloadBytes is refused, as the
+// schedules file refuses it.
 func Trigger(ctx context.Context, cl *kgo.Client, topic string, j *schedule.Job, payload json.RawMessage, now time.Time) (*jobmsg.Message, *kgo.Record, error) {
+	if why := schedule.PayloadTooLarge(len(payload)); why != "" {
+		return nil, nil, fmt.Errorf("trigger %s: payload %s", j.Name, why)
+	}
 	nonce := make([]byte, 4)
 	_, _ = rand.Read(nonce)
 	m, rec, err := j.Record(topic, schedule.Publication{Start: now, Trigger: jobmsg.TriggerManual, Nonce: hex.EncodeToString(nonce), PublishedAt: now, Payload: payload})
