@@ -781,7 +781,7 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
 			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID}
 		if err != nil {
-			r.Error = err.Error()
+			r.Error = handler.Cut(err.Error(), dedupe.MaxRunErrorBytes)
 		}
 		if len(l.runs) == 0 {
 			l.runsSince = time.Now()

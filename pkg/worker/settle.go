@@ -134,7 +134,7 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		if !errors.Is(cause, handler.ErrPermanent) {
 			why = fmt.Sprintf("attempt %d of %d failed", c.Attempt, wn.msg.Policy.MaxAttempts)
 		}
-		log.Error("dead-lettering window: "+why, "err", cause)
+		log.Error("dead-lettering window: "+why, handler.ErrorAttrs(cause)...)
 		var report error
 		if !reported {
 			report = cause
@@ -143,7 +143,7 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		return
 	}
 	wait := retryDelay(wn.msg.Policy, c.Attempt)
-	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)
+	log.Warn("attempt failed; retrying after backoff", append(handler.ErrorAttrs(cause), "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)...)
 	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
 		switch {
 		case err == nil:
