@@ -662,6 +662,10 @@ func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
 			l.tooOld(wn, age)
 			return
 		}
+		if l.exhausted(wn) {
+			l.putSlot(1)
+			return
+		}
 		l.start(wn, proven)
 	case c.Outcome == dedupe.AlreadyDone:
 		l.putSlot(1)

@@ -184,6 +184,29 @@ func (l *loop) tooOld(wn *win, age time.Duration) {
 	l.deadLetter(wn, reason, wn.claim.Attempt, wn.claim.Token, fmt.Errorf("%w: %s", ErrBeyondHorizon, reason))
 }
 
+// ErrAttemptsExhausted is the error (Execution.Err) of a window
+// dead-lettered instead of run because its earlier attempts, interrupted
+// ones included, used up its max_attempts.
+var ErrAttemptsExhausted = errors.New("worker: max_attempts used up")
+
+// exhausted dead-letters wn, claimed, instead of running it when its
+// claim's attempt number is past the job's max_attempts: every attempt
+// counts, also one interrupted by a revoke, a lost partition or a worker
+// that stopped mid-attempt (its claim was released or expired), so a
+// window whose attempts keep being interrupted ends dead-lettered rather
+// than running for ever.
+func (l *loop) exhausted(wn *win) bool {
+	c, limit := wn.claim, wn.msg.Policy.MaxAttempts
+	if limit <= 0 || c.Attempt <= limit {
+		return false
+	}
+	reason := fmt.Sprintf("max_attempts (%d) used up: this would be attempt %d; the earlier attempts were interrupted (partition revoked or lost, or a worker stopped mid-attempt), and each counts",
+		limit, c.Attempt)
+	l.logger(wn).Error("dead-lettering window instead of running it: " + reason)
+	l.deadLetter(wn, reason, c.Attempt-1, c.Token, fmt.Errorf("%w: %s", ErrAttemptsExhausted, reason))
+	return true
+}
+
 // deadLetter writes wn's dead letter, then (with a token) settles the
 // window as dead in the store, and finishes it. report, if not nil, is
 // reported as the dead-lettered outcome's error once the letter is
