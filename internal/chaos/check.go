@@ -58,6 +58,14 @@
 //	    of a window carries a token above the one that settled (done or
 //	    dead-lettered) each earlier window of the job, since a window is
 //	    claimed only once the one before it is settled.
+
+// and, for a job whose max_attempts is given (Job.MaxAttempts):
+//
+//	(j) a window's handler is invoked at most max_attempts times, counted
+//	    by distinct fencing tokens in the ledger: every attempt counts,
+//	    also one cut off (a worker killed, a partition revoked or lost),
+//	    so a window whose attempts keep being interrupted ends
+//	    dead-lettered instead of running again and again.
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
@@ -125,6 +133,9 @@ type Job struct {
 	// Overlap is the job's overlap policy: "queue" (the default when
 	// empty), "skip", "latest", "replace" or "allow".
 	Overlap string
+	// MaxAttempts is the job's max_attempts, for rule (j); 0 leaves the
+	// rule out for the job.
+	MaxAttempts int
 }
 
 // policy returns j's overlap policy, OverlapQueue when unset.
@@ -298,6 +309,7 @@ func Check(h History) ([]Violation, error) {
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
 	checkOverlap(h, add)
+	checkMaxAttempts(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
@@ -415,6 +427,28 @@ func complete(h History) error {
 }
 
 type addFunc func(rule, window, format string, args ...any)
+
+// checkMaxAttempts is rule (j).
+func checkMaxAttempts(h History, add addFunc) {
+	limit := map[string]int{}
+	for _, j := range h.Jobs {
+		limit[j.Name] = j.MaxAttempts
+	}
+	tokens := map[string]map[int64]bool{}
+	job := map[string]string{}
+	for _, a := range h.Attempts {
+		if tokens[a.Window] == nil {
+			tokens[a.Window] = map[int64]bool{}
+		}
+		tokens[a.Window][a.Token] = true
+		job[a.Window] = a.Job
+	}
+	for id, toks := range tokens {
+		if n := limit[job[id]]; n > 0 && len(toks) > n {
+			add("j", id, "handler invoked with %d tokens, more than the job's max_attempts %d: an interrupted attempt was not counted", len(toks), n)
+		}
+	}
+}
 
 // checkPublished is rule (a).
 func checkPublished(h History, add addFunc) {
