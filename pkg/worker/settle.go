@@ -192,7 +192,8 @@ var ErrAttemptsExhausted = errors.New("worker: max_attempts used up")
 // exhausted dead-letters wn, claimed, instead of running it when its
 // claim's attempt number is past the job's max_attempts: every attempt
 // counts, also one interrupted by a revoke, a lost partition or a worker
-// that stopped mid-attempt (its claim was released or expired), so a
+// that stopped mid-attempt (its claim was released or expired), and one
+// stepped down because Redis did not answer (the store counts claims), so a
 // window whose attempts keep being interrupted ends dead-lettered rather
 // than running for ever.
 func (l *loop) exhausted(wn *win) bool {
@@ -200,7 +201,7 @@ func (l *loop) exhausted(wn *win) bool {
 	if limit <= 0 || c.Attempt <= limit {
 		return false
 	}
-	reason := fmt.Sprintf("max_attempts (%d) used up: this would be attempt %d; the earlier attempts were interrupted (partition revoked or lost, or a worker stopped mid-attempt), and each counts",
+	reason := fmt.Sprintf("max_attempts (%d) used up: this would be attempt %d; the earlier attempts were interrupted (partition revoked or lost, a worker stopped mid-attempt, or a claim that could not be proven while Redis did not answer), and each counts",
 		limit, c.Attempt)
 	l.logger(wn).Error("dead-lettering window instead of running it: " + reason)
 	l.deadLetter(wn, reason, c.Attempt-1, c.Token, fmt.Errorf("%w: %s", ErrAttemptsExhausted, reason))
