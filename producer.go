@@ -14,7 +14,6 @@ import (
 	"github.com/kjob/kjob/internal/preflight"
 	"github.com/kjob/kjob/internal/service"
 	"github.com/kjob/kjob/pkg/access"
-	"github.com/kjob/kjob/pkg/configerr"
 	"github.com/kjob/kjob/pkg/lease"
 	"github.com/kjob/kjob/pkg/metrics"
 	"github.com/kjob/kjob/pkg/names"
@@ -162,11 +161,11 @@ type Producer struct {
 // the package below names it ("producer: TransactionTimeout" is
 // ProducerConfig.TransactionTimeout, "lease: Config.TTL" LeaseTTL).
 func NewProducer(cfg ProducerConfig) (*Producer, error) {
-	if len(cfg.Brokers) == 0 {
-		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Brokers", Reason: "is empty; list the Kafka seed brokers, e.g. 127.0.0.1:9092"}
+	if err := checkBrokers("ProducerConfig.Brokers", cfg.Brokers); err != nil {
+		return nil, err
 	}
-	if cfg.Redis == nil {
-		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Redis", Reason: "is nil; pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})"}
+	if err := checkRedis("ProducerConfig.Redis", cfg.Redis); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	log := cfg.Logger
@@ -246,7 +245,7 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 // after a graceful shutdown, when every goroutine and client it started
 // is gone, or the error that stopped it (wrapping topic.ErrMismatch when
 // an existing topic has other settings). A Producer runs once.
-func (p *Producer) Run(ctx context.Context) error {
+func (p *Producer) Run(ctx context.Context) (err error) {
 	if err := p.once(); err != nil {
 		return err
 	}
@@ -254,6 +253,13 @@ func (p *Producer) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := p.cfg
+	// A closed Redis client ends Run with an error instead of retries.
+	rw := watchRedis(ctx, stop, "ProducerConfig.Redis", c.Redis)
+	defer func() {
+		if werr := rw.Stop(); werr != nil {
+			err = werr
+		}
+	}()
 	need := checks{apis: preflight.ProducerAPIs}
 	if !c.SkipKafkaAccessCheck {
 		need.kafka = access.Producer(c.Topic, c.StateTopic, c.TransactionalID)

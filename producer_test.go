@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -108,6 +109,9 @@ func TestNewProducerRefusesMissingFields(t *testing.T) {
 	}{
 		{kjob.ProducerConfig{Redis: rdb}, "kjob: ProducerConfig.Brokers is empty"},
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}}, "kjob: ProducerConfig.Redis is nil"},
+		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: (*redis.Client)(nil)}, `kjob: ProducerConfig.Redis = "(*redis.Client)(nil)" is a nil pointer`},
+		{kjob.ProducerConfig{Brokers: []string{""}, Redis: rdb}, `kjob: ProducerConfig.Brokers[0] = "" is empty`},
+		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:0"}, Redis: rdb}, `kjob: ProducerConfig.Brokers[0] = "127.0.0.1:0" has port "0", not a number from 1 to 65535`},
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb}, "producer: Jobs is empty"},
 	} {
 		if _, err := kjob.NewProducer(tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.want) {

@@ -204,11 +204,11 @@ type Worker struct {
 // Run does. An invalid field is a *configerr.Error naming it (as the
 // package below names it: "worker: Config.Grace" is WorkerConfig.Grace).
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
-	if len(cfg.Brokers) == 0 {
-		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Brokers", Reason: "is empty; list the Kafka seed brokers, e.g. 127.0.0.1:9092"}
+	if err := checkBrokers("WorkerConfig.Brokers", cfg.Brokers); err != nil {
+		return nil, err
 	}
-	if cfg.Redis == nil {
-		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Redis", Reason: "is nil; pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})"}
+	if err := checkRedis("WorkerConfig.Redis", cfg.Redis); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	allow, err := builtin.ParseAllowList(strings.Join(cfg.HTTPAllowHosts, ","))
@@ -333,7 +333,7 @@ func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 // then runs the worker until ctx is done: windows, replays, lag metrics.
 // It returns nil after a graceful shutdown, when every goroutine it
 // started has exited, or the error that stopped it. A Worker runs once.
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) (err error) {
 	if err := w.once(); err != nil {
 		return err
 	}
@@ -341,6 +341,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := w.cfg
+	// A closed Redis client ends Run with an error instead of retries.
+	rw := watchRedis(ctx, stop, "WorkerConfig.Redis", c.Redis)
+	defer func() {
+		if werr := rw.Stop(); werr != nil {
+			err = werr
+		}
+	}()
 	need := checks{apis: preflight.WorkerAPIs}
 	if !c.SkipKafkaAccessCheck {
 		need.kafka = access.Worker(c.Topic, c.DeadLetterTopic, c.ControlTopic, c.Group)

@@ -1,14 +1,20 @@
 package kjob_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/pkg/schedule"
 )
 
 // NewWorker refuses a config it cannot run with a *configerr.Error naming
@@ -25,6 +31,11 @@ func TestNewWorkerRefuses(t *testing.T) {
 	}{
 		{kjob.WorkerConfig{Redis: rdb}, "WorkerConfig.Brokers", "is empty"},
 		{kjob.WorkerConfig{Brokers: brokers}, "WorkerConfig.Redis", "is nil"},
+		{kjob.WorkerConfig{Brokers: brokers, Redis: (*redis.Client)(nil)}, "WorkerConfig.Redis", `= "(*redis.Client)(nil)" is a nil pointer`},
+		{kjob.WorkerConfig{Brokers: []string{""}, Redis: rdb}, "WorkerConfig.Brokers[0]", `= "" is empty; want host:port`},
+		{kjob.WorkerConfig{Brokers: []string{"127.0.0.1:9092", "127.0.0.1:0"}, Redis: rdb}, "WorkerConfig.Brokers[1]", `= "127.0.0.1:0" has port "0", not a number from 1 to 65535`},
+		{kjob.WorkerConfig{Brokers: []string{"kafka-1"}, Redis: rdb}, "WorkerConfig.Brokers[0]", `= "kafka-1" is not host:port`},
+		{kjob.WorkerConfig{Brokers: []string{":9092"}, Redis: rdb}, "WorkerConfig.Brokers[0]", `has no host`},
 		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, HTTPAllowHosts: []string{"http://x/"}}, "WorkerConfig.HTTPAllowHosts", "without scheme or port"},
 		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Namespace: "a b"}, "Config.Namespace", "contains ' '"},
 		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Grace: -1}, "Config.Grace", "is negative"},
@@ -35,6 +46,64 @@ func TestNewWorkerRefuses(t *testing.T) {
 		ce := configerr.As(err)
 		if w != nil || ce == nil || ce.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewWorker(%+v) = %v, %v; want a *configerr.Error on %s containing %q", tc.cfg, w, err, tc.field, tc.want)
+		}
+	}
+}
+
+// Run with a Redis client that was closed returns an error naming the
+// field (errors.Is redis.ErrClosed), for a worker and a producer, and one
+// closed while Run runs stops it the same way. Before, Run retried the
+// closed client for ever.
+func TestRunStopsOnClosedRedis(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	file, err := schedule.Parse("schedules.yaml", []byte("jobs:\n  - name: tick\n    schedule: \"@every 1s\"\n    handler: log\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testenv.NewLogBuffer(t), nil))
+	r := testenv.NewRedis(t)
+	for _, tc := range []struct {
+		name, field string
+		run         func(rdb redis.UniversalClient) (func(context.Context) error, error)
+	}{
+		{"worker", "WorkerConfig.Redis", func(rdb redis.UniversalClient) (func(context.Context) error, error) {
+			w, err := kjob.NewWorker(kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			return w.Run, nil
+		}},
+		{"producer", "ProducerConfig.Redis", func(rdb redis.UniversalClient) (func(context.Context) error, error) {
+			p, err := kjob.NewProducer(kjob.ProducerConfig{Brokers: brokers, Redis: rdb, Jobs: file.Jobs, Logger: logger})
+			if err != nil {
+				return nil, err
+			}
+			return p.Run, nil
+		}},
+	} {
+		for _, when := range []string{"before Run", "after Run started"} {
+			rdb := r.Client()
+			run, err := tc.run(rdb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "before Run" {
+				rdb.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			done := make(chan error, 1)
+			go func() { done <- run(ctx) }()
+			if when == "after Run started" {
+				// Closed once Run started and Redis answered it.
+				testenv.Eventually(t, 30*time.Second, func() bool { return rdb.Get(ctx, "kjob:probe").Err() == redis.Nil }, "redis not answering")
+				rdb.Close()
+			}
+			err = testenv.Recv(t, done, 30*time.Second, tc.name+" Run after its Redis client was closed "+when)
+			cancel()
+			ce := configerr.As(err)
+			if !errors.Is(err, redis.ErrClosed) || ce == nil || ce.Field != tc.field || !strings.Contains(err.Error(), "is closed") {
+				t.Errorf("%s, client closed %s: Run = %v; want a *configerr.Error on %s that is redis.ErrClosed", tc.name, when, err, tc.field)
+			}
 		}
 	}
 }

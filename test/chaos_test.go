@@ -107,14 +107,14 @@ const chaosSchedules = `jobs:
 `
 
 var chaosJobs = []chaos.Job{
-	{Name: "steady", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
-	{Name: "sleepy", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
-	{Name: "slow", Every: 5 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
-	{Name: "flaky", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue},
-	{Name: "skipper", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapSkip},
-	{Name: "newest", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapLatest},
-	{Name: "replacer", Every: 2 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapReplace},
-	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow, MaxConcurrent: 2},
+	{Name: "steady", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue, MaxAttempts: 50},
+	{Name: "sleepy", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue, MaxAttempts: 50},
+	{Name: "slow", Every: 5 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue, MaxAttempts: 50},
+	{Name: "flaky", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapQueue, MaxAttempts: 50},
+	{Name: "skipper", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapSkip, MaxAttempts: 50},
+	{Name: "newest", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapLatest, MaxAttempts: 50},
+	{Name: "replacer", Every: 2 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapReplace, MaxAttempts: 50},
+	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow, MaxConcurrent: 2, MaxAttempts: 50},
 }
 
 // Fault kinds, as reported in the run's summary.

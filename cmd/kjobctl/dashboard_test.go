@@ -119,3 +119,29 @@ func TestDashboardActions(t *testing.T) {
 		t.Fatal("the dashboard did not stop within 30s of its context ending")
 	}
 }
+
+// A read-only dashboard (no login) listening beyond loopback warns at
+// start-up; on loopback it does not. Before, 0.0.0.0 started silently.
+func TestReadOnlyDashboardBeyondLoopbackWarns(t *testing.T) {
+	e := newOpsEnv(t)
+	for _, tc := range []struct {
+		listen string
+		warn   bool
+	}{{"127.0.0.1:0", false}, {"0.0.0.0:0", true}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errb syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"dashboard", "--listen", tc.listen}, e.flags...), &out, &errb)
+		}()
+		testenv.Eventually(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "kjob dashboard: http://") }, "the dashboard did not start: %s%s", &out, &errb)
+		cancel()
+		if code := testenv.Recv(t, done, 30*time.Second, "the dashboard's exit"); code != exitOK {
+			t.Errorf("--listen %s: exit %d: %s", tc.listen, code, &errb)
+		}
+		const warning = "the read-only dashboard listens beyond loopback and has no login"
+		if got := strings.Contains(errb.String(), warning); got != tc.warn {
+			t.Errorf("--listen %s: warning %v, want %v; stderr:\n%s", tc.listen, got, tc.warn, &errb)
+		}
+	}
+}

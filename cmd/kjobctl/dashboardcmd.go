@@ -126,8 +126,13 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("dashboard: --listen %q: %w (pick a free address, e.g. 127.0.0.1:8081)", listen, err)
 	}
-	if actions && !isLoopback(ln.Addr()) {
+	switch {
+	case actions && !isLoopback(ln.Addr()):
 		log.Warn("the dashboard's actions are on and it listens beyond loopback: credentials travel in the clear unless a TLS proxy is in front", "listen", ln.Addr().String())
+	case !isLoopback(ln.Addr()):
+		// Read-only has no login: whoever reaches the address reads it.
+		log.Warn("the read-only dashboard listens beyond loopback and has no login: anyone who can reach this address sees the jobs, workers and their hosts, windows, errors and dead letters; "+
+			"listen on 127.0.0.1 (--listen 127.0.0.1:8081), or put an authenticating proxy in front", "listen", ln.Addr().String())
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -9,7 +9,7 @@
 //
 // Exit codes (the table exitCodes, which "kjobctl --help" prints, is the one
 // place they are decided): 0 ok, 1 error, 2 usage, 3 not found, 4 dry run,
-// 5 refused by the current state.
+// 5 refused by the current state, 6 (status) no worker running.
 package main
 
 import (
@@ -134,6 +134,8 @@ var exitCodes = []exitRule{
 	{exitDryRun, "dry run: the plan was printed and nothing changed (add --execute)", func(err error) bool { return errors.Is(err, errDryRun) }},
 	{exitConflict, "refused by the current state: already paused, not paused, group rebalancing, chosen dead letters left out of a redrive",
 		func(err error) bool { return errors.Is(err, errConflict) }},
+	{exitNoWorker, "status only: no worker is running (the workers' group has no member), so no window runs",
+		func(err error) bool { return errors.Is(err, errNoWorker) }},
 	{exitError, "error: Kafka, Redis or the workers not answering, a status part that could not be read, an invalid schedules file (also for schedule check)",
 		func(error) bool { return true }},
 }
@@ -149,6 +151,8 @@ const (
 	exitDryRun = 4
 	// exitConflict: refused by the current state.
 	exitConflict = 5
+	// exitNoWorker: status read everything, and no worker is running.
+	exitNoWorker = 6
 )
 
 // exitCode is err's exit code, from exitCodes.

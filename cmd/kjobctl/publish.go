@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
@@ -30,16 +32,53 @@ func (o *opts) publisher() (*kgo.Client, error) { return o.producerClient(o.sign
 // bad signature is not laundered by an operator's key.
 func (o *opts) redriver() (*kgo.Client, error) { return o.producerClient(nil) }
 
+// producerClient never lets the broker create a topic it produces to: a
+// misspelt --topic on a broker with auto.create.topics.enable would create
+// a stray one-partition topic. checkTopic refuses a missing one instead.
 func (o *opts) producerClient(sign func(*kgo.Record) error) (*kgo.Client, error) {
 	opts := append(o.kgoOpts(),
 		kgo.RecordPartitioner(names.Partitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.AllowAutoTopicCreation(),
 	)
 	if sign != nil {
 		opts = append(opts, kgo.WithHooks(signHook(sign)))
 	}
 	return kgo.NewClient(opts...)
+}
+
+// probeTimeout bounds checkTopic's one metadata request: a broker that
+// does not answer within it is reported as unreachable, rather than the
+// command waiting its whole --timeout for a produce that cannot start.
+const probeTimeout = 10 * time.Second
+
+// errUnreachable marks a Kafka that did not answer checkTopic.
+var errUnreachable = errors.New("cannot reach Kafka")
+
+// checkTopic asks the brokers for topic's metadata once, before anything is
+// produced to it, so that a broker that is down fails the command at once
+// (a produce would retry until --timeout and say only "context deadline
+// exceeded"), and a topic that does not exist is an error naming it (a
+// not-found one, exit 3), never created.
+func (o *opts) checkTopic(ctx context.Context, cl *kgo.Client, flag, topic string) error {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	md, err := kadm.NewClient(cl).Metadata(pctx, topic)
+	if err != nil {
+		if pctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %s: %w", probeTimeout, err)
+		}
+		return fmt.Errorf("%w at %s (--brokers/KJOB_BROKERS): %w; check that the brokers are running and reachable from here, "+
+			"and that the address and the TLS/SASL settings (KJOB_KAFKA_*) are the deployment's", errUnreachable, o.brokers, err)
+	}
+	td, ok := md.Topics[topic]
+	switch {
+	case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("topic %s does not exist on %s: %w; check %s (a typo?) against the deployment's (the producer and workers create it when they start); kjobctl never creates it",
+			topic, o.brokers, operator.ErrNoTopic, flag)
+	case td.Err != nil:
+		return fmt.Errorf("topic %s on %s: %w", topic, o.brokers, td.Err)
+	}
+	return nil
 }
 
 // signHook signs every window record kjobctl creates (trigger, backfill,
@@ -77,6 +116,9 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 			return fmt.Errorf(`trigger: --payload %q: want a JSON object such as {"url":"http://127.0.0.1:8080/hook"}: %w`, payload, errUsage)
 		}
+		if why := schedule.PayloadTooLarge(len(b)); why != "" {
+			return fmt.Errorf("trigger: --payload %s (the schedules file's limit): %w", why, errUsage)
+		}
 		p = json.RawMessage(b)
 	}
 	if err := o.setup(); err != nil {
@@ -107,6 +149,9 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer cl.Close()
+	if err := o.checkTopic(cctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
+		return fmt.Errorf("trigger: %w", err)
+	}
 	m, rec, err := operator.Trigger(cctx, cl, o.deployment(), j, p, nowFunc())
 	if err != nil {
 		return fmt.Errorf("trigger: %w", err)
@@ -364,6 +409,9 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 		return err
 	}
 	defer cl.Close()
+	if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
+		return err
+	}
 	var bar *progressBar
 	if len(todo) >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
 		bar = newProgressBar(w.stderr, len(todo))

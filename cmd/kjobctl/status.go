@@ -29,6 +29,9 @@ A part that cannot be read (Kafka or Redis down) is shown as "unknown
 it still prints what it could read, with the errors in leader_error,
 group_error, jobs_error, dead_letters_error and stalls_error).
 
+With no worker running (the group has no member, or does not exist yet)
+status exits 6 after printing everything: no window runs meanwhile.
+
 A partition a worker reports it cannot move (its oldest record cannot be
 settled: a dead letter the broker does not take, Redis not answering) is
 listed under "Stalled partitions", and status then exits 1 too.
@@ -77,8 +80,14 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(snap.Stalls) > 0 {
 		return fmt.Errorf("status: %d partition(s) cannot move (see Stalled partitions)", len(snap.Stalls))
 	}
+	if g := snap.Group; g == nil || len(g.Members) == 0 {
+		return fmt.Errorf("status: no worker is running in group %s, so no window runs: start the workers, or check --group/KJOB_GROUP against theirs: %w", o.group, errNoWorker)
+	}
 	return nil
 }
+
+// errNoWorker is status's error when the workers' group has no member.
+var errNoWorker = errors.New("no worker")
 
 // partialErr is status's error when parts of the snapshot are unknown.
 func partialErr(s *inspect.Snapshot) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kjob/kjob/internal/testenv"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/inspect"
 )
@@ -71,7 +73,8 @@ func TestStatusKubernetesLease(t *testing.T) {
 		return cl, "kjob", nil
 	}
 	code, out, stderr := e.kjobctl("status", "--lease-backend", "kubernetes", "--kubeconfig", "/tmp/kc")
-	if code != exitOK || !strings.Contains(out, "Producer leader: none (no producer holds the kubernetes Lease <kubeconfig namespace>/kjob-producer-ops)\n") || gotKubeconfig != "/tmp/kc" {
+	// No worker runs here: status exits 6 after printing it all.
+	if code != exitNoWorker || !strings.Contains(out, "Producer leader: none (no producer holds the kubernetes Lease <kubeconfig namespace>/kjob-producer-ops)\n") || gotKubeconfig != "/tmp/kc" {
 		t.Fatalf("status without a Lease: exit %d (kubeconfig %q)\n%s%s", code, gotKubeconfig, out, stderr)
 	}
 	acquired := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
@@ -87,12 +90,12 @@ func TestStatusKubernetesLease(t *testing.T) {
 	t.Setenv("KJOB_LEASE_BACKEND", "kubernetes")
 	code, out, stderr = e.kjobctl("status")
 	want := "Producer leader: producer-2 (lease epoch 4, since " + acquired.Format(time.RFC3339) + ")\n"
-	if code != exitOK || !strings.HasPrefix(out, want) {
+	if code != exitNoWorker || !strings.HasPrefix(out, want) {
 		t.Fatalf("status: exit %d, want first line %q\n%s%s", code, want, out, stderr)
 	}
 	code, out, _ = e.kjobctl("status", "-o", "json")
 	var s inspect.Snapshot
-	if code != exitOK || json.Unmarshal([]byte(out), &s) != nil || s.Leader == nil || s.Leader.Holder != "producer-2" || s.Leader.Epoch != 4 ||
+	if code != exitNoWorker || json.Unmarshal([]byte(out), &s) != nil || s.Leader == nil || s.Leader.Holder != "producer-2" || s.Leader.Epoch != 4 ||
 		s.Leader.Source != "kubernetes Lease kjob/kjob-producer-ops" || s.Leader.Expired {
 		t.Fatalf("status -o json: exit %d\n%s", code, out)
 	}
@@ -102,7 +105,7 @@ func TestStatusKubernetesLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = e.kjobctl("status", "--lease-namespace", "prod", "--lease-name", "my-lease")
-	if code != exitOK || !strings.HasPrefix(out, want) {
+	if code != exitNoWorker || !strings.HasPrefix(out, want) {
 		t.Fatalf("status --lease-namespace prod --lease-name my-lease: exit %d\n%s", code, out)
 	}
 	// The API server unreachable: the leader is unknown, status exits 1.
@@ -147,4 +150,23 @@ func TestStatusShowsStalledPartitions(t *testing.T) {
 	if code != exitError || json.Unmarshal([]byte(out), &s) != nil || len(s.Stalls) != 1 || s.Stalls[0].Worker != "worker-7" {
 		t.Fatalf("status -o json: exit %d\n%s", code, out)
 	}
+}
+
+// With no worker running, status prints everything and exits 6, saying so;
+// once a worker is in the group it exits 0. Before, it exited 0 with no
+// worker, so a script or probe could not tell that no window runs.
+func TestStatusWithoutWorkerExits6(t *testing.T) {
+	e := newOpsEnv(t)
+	code, out, stderr := e.kjobctl("status", "--timeout", "10s")
+	want := "kjobctl: status: no worker is running in group kjob-workers, so no window runs: start the workers, or check --group/KJOB_GROUP against theirs: no worker\n"
+	if code != exitNoWorker || stderr != want || !strings.Contains(out, "Group kjob-workers: ") {
+		t.Fatalf("status without a worker: exit %d, stderr %q (want exit 6 and %q)\n%s", code, stderr, want, out)
+	}
+	var mu sync.Mutex
+	failing := false
+	e.startWorker(&failing, &mu)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		code, _, _ := e.kjobctl("status", "--timeout", "10s")
+		return code == exitOK
+	}, "status does not exit 0 with a worker running")
 }

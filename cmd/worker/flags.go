@@ -7,6 +7,7 @@ import (
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/pkg/dedupe"
 	"github.com/kjob/kjob/pkg/handler/builtin"
+	"github.com/kjob/kjob/pkg/worker"
 )
 
 // check refuses settings that would break the guarantee, before anything
@@ -15,6 +16,10 @@ import (
 func check(f *cli.Flags, c kjob.WorkerConfig) error {
 	extend := c.ClaimExtendInterval
 	switch {
+	case c.Grace <= 0:
+		// The library reads 0 as its default; on the command line 0 reads
+		// as "no grace", so it is refused rather than silently made 10s.
+		return f.Errorf("grace", "must be positive: in-flight handlers get this long to finish on shutdown or revoke before they are abandoned and their windows run again elsewhere; set a duration such as %v (the default)", worker.DefaultGrace)
 	case c.ClaimTTL < dedupe.MinClaimTTL:
 		return f.Errorf("claim-ttl", "below the minimum %v: set at least %v (a few seconds in production)", dedupe.MinClaimTTL, dedupe.MinClaimTTL)
 	case extend < 0:

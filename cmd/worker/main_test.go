@@ -40,8 +40,11 @@ func TestRunRefusesBadSettings(t *testing.T) {
 			"--heartbeat/KJOB_HEARTBEAT=6s: must be below --session-timeout/KJOB_SESSION_TIMEOUT=6s: set about a third of the session timeout (2s)"},
 		{"library error: namespace", nil, []string{"--namespace", "a b"},
 			`--namespace/KJOB_NAMESPACE=a b: dedupe: Config.Namespace = "a b" contains ' '; use only letters, digits, '_', '.', '-'`},
-		{"library error: grace", nil, []string{"--kafka-check-acls=false", "--redis-check-acls=false", "--http-addr", "", "--grace", "-1s"},
-			"--grace/KJOB_GRACE=-1s: worker: Config.Grace = -1s is negative; set a positive duration, or 0 for the default 10s"},
+		{"grace negative", nil, []string{"--grace", "-1s"},
+			"--grace/KJOB_GRACE=-1s: must be positive: in-flight handlers get this long to finish on shutdown or revoke before they are abandoned and their windows run again elsewhere; set a duration such as 10s (the default)"},
+		// Before, 0 was silently the default 10s.
+		{"grace zero", map[string]string{"KJOB_GRACE": "0"}, nil,
+			"--grace/KJOB_GRACE=0s: must be positive: in-flight handlers get this long to finish on shutdown or revoke before they are abandoned and their windows run again elsewhere; set a duration such as 10s (the default)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {

@@ -91,6 +91,14 @@
 //	    token above every token of the job's attempts that started before
 //	    it went down (the store epoch, pkg/storeepoch), zombies included.
 //
+// and, for a job whose max_attempts is given (Job.MaxAttempts):
+//
+//	(n) a window's handler is invoked at most max_attempts times, counted
+//	    by distinct fencing tokens in the ledger: every attempt counts,
+//	    also one cut off (a worker killed, a partition revoked or lost),
+//	    so a window whose attempts keep being interrupted ends
+//	    dead-lettered instead of running again and again.
+//
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
 // unknown final lag, a job whose overlap policy is not one of the five, a
@@ -162,6 +170,9 @@ type Job struct {
 	// once. 0: not checked (the worker's default bound depends on its
 	// concurrency).
 	MaxConcurrent int
+	// MaxAttempts is the job's max_attempts, for rule (n); 0 leaves the
+	// rule out for the job.
+	MaxAttempts int
 }
 
 // policy returns j's overlap policy, OverlapQueue when unset.
@@ -365,6 +376,7 @@ func Check(h History) ([]Violation, error) {
 	checkReplaySkips(h, add)
 	checkNamespaces(h, add)
 	checkStoreLosses(h, add)
+	checkMaxAttempts(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
@@ -485,6 +497,28 @@ func complete(h History) error {
 }
 
 type addFunc func(rule, window, format string, args ...any)
+
+// checkMaxAttempts is rule (n).
+func checkMaxAttempts(h History, add addFunc) {
+	limit := map[string]int{}
+	for _, j := range h.Jobs {
+		limit[j.Name] = j.MaxAttempts
+	}
+	tokens := map[string]map[int64]bool{}
+	job := map[string]string{}
+	for _, a := range h.Attempts {
+		if tokens[a.Window] == nil {
+			tokens[a.Window] = map[int64]bool{}
+		}
+		tokens[a.Window][a.Token] = true
+		job[a.Window] = a.Job
+	}
+	for id, toks := range tokens {
+		if n := limit[job[id]]; n > 0 && len(toks) > n {
+			add("n", id, "handler invoked with %d tokens, more than the job's max_attempts %d: an interrupted attempt was not counted", len(toks), n)
+		}
+	}
+}
 
 // checkPublished is rule (a).
 func checkPublished(h History, add addFunc) {

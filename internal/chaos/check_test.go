@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -425,7 +426,7 @@ func TestAllowRunsConcurrently(t *testing.T) {
 	expect(t, check(t, h), "f", wid("par", 2), "before the earlier window "+id+" was settled")
 }
 
-// Rule (j): an allow job with a max_concurrent never has more of its
+// Rule (k): an allow job with a max_concurrent never has more of its
 // windows running at once on one worker; the same overlap spread over two
 // workers, an end and a start at the same instant, and a job without
 // max_concurrent are legal.
@@ -710,4 +711,34 @@ func TestIncompleteOverlapHistoryIsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Rule (n): every attempt counts towards max_attempts, interrupted ones
+// too. Three attempts cut off and the window dead-lettered is legal with
+// max_attempts 3; a fourth attempt (the window run once more after its
+// attempts were used up by interruptions) breaks the rule.
+func TestInterruptedAttemptsCountTowardsMaxAttempts(t *testing.T) {
+	h := clean(3)
+	h.Jobs[0].MaxAttempts = 3
+	id := wid("tick", 1)
+	// Window 1's first attempt (token 2) was cut off; two more were too,
+	// and it was dead-lettered with the last one's token.
+	h.Attempts[1].End, h.Attempts[1].OK = time.Time{}, false
+	h.Attempts = append(h.Attempts,
+		Attempt{Window: id, Job: "tick", Token: 10, Worker: "w2", Start: t0.Add(1200 * time.Millisecond)},
+		Attempt{Window: id, Job: "tick", Token: 11, Worker: "w3", Start: t0.Add(1400 * time.Millisecond)})
+	h.Completions = slices.DeleteFunc(h.Completions, func(c Completion) bool { return c.Window == id })
+	h.States[id] = State{Status: StatusDeadLettered, Token: 11}
+	h.DeadLettered = map[string]bool{id: true}
+	claimedAfter(&h, 1, 11)
+	if v := check(t, h); len(v) != 0 {
+		t.Fatalf("three interrupted attempts then dead-lettered: violations %v", v)
+	}
+	// A fourth attempt that ran and completed: one too many.
+	h.Attempts = append(h.Attempts, Attempt{Window: id, Job: "tick", Token: 12, Worker: "w1", Start: t0.Add(1600 * time.Millisecond), End: t0.Add(1700 * time.Millisecond), OK: true})
+	h.Completions = append(h.Completions, Completion{Window: id, Token: 12, Worker: "w1"})
+	h.States[id] = State{Status: StatusDone, Token: 12}
+	h.DeadLettered = nil
+	claimedAfter(&h, 1, 12)
+	expect(t, check(t, h), "n", id, "handler invoked with 4 tokens, more than the job's max_attempts 3")
 }

@@ -137,10 +137,25 @@ type session struct {
 // authenticate checks the request's credentials and returns its user, or
 // answers 401 and returns false.
 func (d *Dashboard) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var retry time.Duration
 	for _, a := range d.actions.a.Auth {
+		if users, ok := a.(*Users); ok {
+			u, ok, wait := users.authenticate(r)
+			if ok {
+				return u, true
+			}
+			retry = max(retry, wait)
+			continue
+		}
 		if u, ok := a.Authenticate(r); ok {
 			return u, true
 		}
+	}
+	if retry > 0 {
+		secs := int((retry + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		d.refuse(w, r, "", http.StatusTooManyRequests, fmt.Sprintf("too many failed logins from this address: retry in %ds", secs))
+		return "", false
 	}
 	for _, a := range d.actions.a.Auth {
 		w.Header().Add("WWW-Authenticate", a.Challenge())

@@ -113,6 +113,8 @@ type Users struct {
 	// remembered (as its SHA-256) for verifiedFor.
 	mu       sync.Mutex
 	verified map[[sha256.Size]byte]time.Time
+	// throttle bounds the bcrypt checks of failed logins (throttle.go).
+	throttle *loginThrottle
 }
 
 // verifiedFor is how long a checked password is taken without bcrypt.
@@ -123,7 +125,7 @@ const verifiedFor = time.Minute
 // '#' are skipped. Hashes other than bcrypt ($2a$, $2b$, $2y$) are
 // refused.
 func LoadUsers(path string) (*Users, error) {
-	u := &Users{hashes: map[string][]byte{}, verified: map[[sha256.Size]byte]time.Time{}}
+	u := &Users{hashes: map[string][]byte{}, verified: map[[sha256.Size]byte]time.Time{}, throttle: newLoginThrottle()}
 	err := eachLine(path, func(n int, line string) error {
 		user, hash, ok := strings.Cut(line, ":")
 		if !ok || user == "" {
@@ -147,18 +149,20 @@ func LoadUsers(path string) (*Users, error) {
 	return u, nil
 }
 
-// Authenticate implements Authenticator.
+// Authenticate implements Authenticator. A client throttled for failed
+// logins (throttle.go) is refused without a check; the dashboard answers
+// it 429 with Retry-After.
 func (u *Users) Authenticate(r *http.Request) (string, bool) {
+	user, ok, _ := u.authenticate(r)
+	return user, ok
+}
+
+// authenticate is Authenticate, and when the password was not checked
+// because the client is throttled, how long it should wait.
+func (u *Users) authenticate(r *http.Request) (string, bool, time.Duration) {
 	user, pass, ok := r.BasicAuth()
 	if !ok {
-		return "", false
-	}
-	hash, known := u.hashes[user]
-	if !known {
-		// Spend as long as for a known user, so timing does not tell
-		// which users exist.
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
-		return "", false
+		return "", false, 0
 	}
 	key := sha256.Sum256([]byte(user + "\x00" + pass))
 	now := time.Now()
@@ -166,10 +170,22 @@ func (u *Users) Authenticate(r *http.Request) (string, bool) {
 	until, seen := u.verified[key]
 	u.mu.Unlock()
 	if seen && now.Before(until) {
-		return user, true
+		return user, true, 0
+	}
+	if d := u.throttle.wait(r); d > 0 {
+		return "", false, d
+	}
+	hash, known := u.hashes[user]
+	if !known {
+		// Spend as long as for a known user, so timing does not tell
+		// which users exist.
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pass))
+		u.throttle.failed(r)
+		return "", false, 0
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(pass)) != nil {
-		return "", false
+		u.throttle.failed(r)
+		return "", false, 0
 	}
 	u.mu.Lock()
 	for k, t := range u.verified {
@@ -179,7 +195,7 @@ func (u *Users) Authenticate(r *http.Request) (string, bool) {
 	}
 	u.verified[key] = now.Add(verifiedFor)
 	u.mu.Unlock()
-	return user, true
+	return user, true, 0
 }
 
 // Challenge implements Authenticator.

@@ -259,7 +259,8 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
 // Recover turns a panic in the handler into a *PanicError, so one bad job
-// fails its attempt instead of crashing the worker.
+// fails its attempt instead of crashing the worker, and bounds the text of
+// the error it returns (Bound), which the worker logs and stores.
 func Recover() Middleware {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, job *Job) (err error) {
@@ -267,6 +268,7 @@ func Recover() Middleware {
 				if v := recover(); v != nil {
 					err = &PanicError{Value: v, Stack: debug.Stack()}
 				}
+				err = Bound(err)
 			}()
 			return next.HandleJob(ctx, job)
 		})
@@ -291,7 +293,8 @@ func Timeout(d time.Duration) Middleware {
 }
 
 // Logging logs the start and end of every attempt with its duration and
-// outcome, using the stable keys window, job, attempt, token.
+// outcome, using the stable keys window, job, attempt, token; an error's
+// text is bounded (ErrorAttrs).
 func Logging(log *slog.Logger) Middleware {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, job *Job) error {
@@ -299,7 +302,7 @@ func Logging(log *slog.Logger) Middleware {
 			log.DebugContext(ctx, "handler start", "job", job)
 			err := next.HandleJob(ctx, job)
 			if err != nil {
-				log.WarnContext(ctx, "handler failed", "job", job, "duration", time.Since(start), "err", err)
+				log.WarnContext(ctx, "handler failed", append([]any{"job", job, "duration", time.Since(start)}, ErrorAttrs(err)...)...)
 			} else {
 				log.InfoContext(ctx, "handler done", "job", job, "duration", time.Since(start))
 			}

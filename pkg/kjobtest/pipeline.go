@@ -146,10 +146,15 @@ type Attempt struct {
 	// FencingToken is the claim's token (handler.Job.FencingToken).
 	FencingToken int64
 	// Err is what the handler returned (a *handler.PanicError if it
-	// panicked).
+	// panicked), or for an abandoned call the worker's reason.
 	Err error
-	// Started and Finished bound the call.
+	// Started and Finished bound the call; Finished is zero while the
+	// handler has not returned (still running, or abandoned).
 	Started, Finished time.Time
+	// Abandoned: the handler ignored its cancelled context and the worker
+	// gave up on it after the grace (worker.OutcomeAbandoned). The call
+	// counts as an attempt, as it does for the window's max_attempts.
+	Abandoned bool
 }
 
 // Result is how a window was settled.
@@ -458,7 +463,14 @@ func (p *Pipeline) progress(id string) string {
 	defer p.mu.Unlock()
 	var parts []string
 	for _, a := range p.attempts[id] {
-		parts = append(parts, fmt.Sprintf("attempt %d (token %d) returned %v", a.Attempt, a.FencingToken, a.Err))
+		switch {
+		case a.Abandoned:
+			parts = append(parts, fmt.Sprintf("attempt %d (token %d) abandoned: %v", a.Attempt, a.FencingToken, a.Err))
+		case a.Finished.IsZero():
+			parts = append(parts, fmt.Sprintf("attempt %d (token %d) running", a.Attempt, a.FencingToken))
+		default:
+			parts = append(parts, fmt.Sprintf("attempt %d (token %d) returned %v", a.Attempt, a.FencingToken, a.Err))
+		}
 	}
 	for _, e := range p.execs[id] {
 		parts = append(parts, fmt.Sprintf("worker reported %s at %d/%d", e.Outcome, e.Partition, e.Offset))
@@ -507,11 +519,19 @@ func (p *Pipeline) Close() {
 func (p *Pipeline) recorder(h handler.Handler) handler.Handler {
 	h = handler.Recover()(h)
 	return handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
-		a := Attempt{Attempt: j.Attempt(), FencingToken: j.FencingToken(), Started: time.Now()}
-		err := h.HandleJob(ctx, j)
-		a.Err, a.Finished = err, time.Now()
+		// Recorded as it starts, so that a call that never returns (an
+		// abandoned one) is counted too.
 		p.mu.Lock()
-		p.attempts[j.ID()] = append(p.attempts[j.ID()], a)
+		i := len(p.attempts[j.ID()])
+		p.attempts[j.ID()] = append(p.attempts[j.ID()], Attempt{Attempt: j.Attempt(), FencingToken: j.FencingToken(), Started: time.Now()})
+		p.mu.Unlock()
+		err := h.HandleJob(ctx, j)
+		p.mu.Lock()
+		a := &p.attempts[j.ID()][i]
+		if !a.Abandoned {
+			a.Err = err
+		}
+		a.Finished = time.Now()
 		p.mu.Unlock()
 		p.notify()
 		return err
@@ -522,6 +542,13 @@ func (p *Pipeline) recorder(h handler.Handler) handler.Handler {
 func (p *Pipeline) executed(e worker.Execution) {
 	p.mu.Lock()
 	p.execs[e.WindowID] = append(p.execs[e.WindowID], e)
+	if e.Outcome == worker.OutcomeAbandoned {
+		for i := range p.attempts[e.WindowID] {
+			if a := &p.attempts[e.WindowID][i]; a.FencingToken == e.Token && a.Finished.IsZero() {
+				a.Abandoned, a.Err = true, e.Err
+			}
+		}
+	}
 	p.mu.Unlock()
 	p.notify()
 }

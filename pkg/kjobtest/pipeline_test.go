@@ -367,3 +367,25 @@ func TestStartPipelineOptions(t *testing.T) {
 		})
 	}
 }
+
+// A handler that ignores its cancelled context is abandoned after the
+// grace, and each abandoned call is counted in Result.Attempts (marked
+// Abandoned), as it counts towards max_attempts. Before, Attempts was
+// empty for a window whose every call was abandoned.
+func TestAbandonedCallsAreAttempts(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release) // the abandoned calls return once the test is over
+	mux := handler.NewMux()
+	mux.HandleFunc("stuck", func(context.Context, *handler.Job) error { <-release; return nil })
+	p := kjobtest.StartPipeline(t, mux, kjobtest.PipelineOptions{Grace: 200 * time.Millisecond})
+	id := p.Publish(t, kjobtest.Window{Job: "stuck", Timeout: 200 * time.Millisecond, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
+	res := p.Wait(t, id)
+	if res.Outcome != worker.OutcomeDeadLettered || len(res.Attempts) != 2 {
+		t.Fatalf("outcome %s after %d attempts (%+v); want dead-lettered after 2 abandoned attempts", res.Outcome, len(res.Attempts), res.Attempts)
+	}
+	for i, a := range res.Attempts {
+		if !a.Abandoned || a.Attempt != i+1 || !a.Finished.IsZero() || a.Err == nil {
+			t.Errorf("attempt %d: %+v; want abandoned, attempt %d, not finished, with the worker's reason", i+1, a, i+1)
+		}
+	}
+}

@@ -21,8 +21,13 @@ import (
 // apart) and payload (nil: the job's own), built by schedule.Job.Record as
 // every window is, and waits for Kafka to acknowledge it. cl must partition by key as the producer does
 // (names.Partitioner: murmur2) and sign when the workers require
-// signatures. The window runs whether the job is paused or disabled.
+// signatures. The window runs whether the job is paused or disabled. A
+// payload larger than schedule.MaxPayloadBytes is refused, as the
+// schedules file refuses it.
 func Trigger(ctx context.Context, cl *kgo.Client, d names.Deployment, j *schedule.Job, payload json.RawMessage, now time.Time) (*jobmsg.Message, *kgo.Record, error) {
+	if why := schedule.PayloadTooLarge(len(payload)); why != "" {
+		return nil, nil, fmt.Errorf("trigger %s: payload %s", j.Name, why)
+	}
 	nonce := make([]byte, 4)
 	_, _ = rand.Read(nonce)
 	d = d.WithDefaults()

@@ -714,8 +714,8 @@ func (p *fileParser) payload(n *yaml.Node, at string) (json.RawMessage, bool) {
 		}
 		return nil, false
 	}
-	if b.Len() > MaxPayloadBytes {
-		p.fail(n, at, "", fmt.Sprintf("is %d bytes as JSON, more than the limit of %d; pass a reference to the data instead", b.Len(), MaxPayloadBytes))
+	if why := PayloadTooLarge(b.Len()); why != "" {
+		p.fail(n, at, "", why)
 		return nil, false
 	}
 	return json.RawMessage(b.Bytes()), true

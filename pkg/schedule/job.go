@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/kjob/kjob/pkg/jobmsg"
@@ -18,6 +19,17 @@ const (
 // MaxPayloadBytes bounds a job's payload once converted to JSON, so that a
 // window record stays well below the wire format's size limit.
 const MaxPayloadBytes = 64 << 10
+
+// PayloadTooLarge is why a payload of n bytes as JSON is refused, or ""
+// when n is within MaxPayloadBytes. The schedules file and a payload given
+// to one window (kjobctl trigger --payload) are refused with the same
+// words.
+func PayloadTooLarge(n int) string {
+	if n <= MaxPayloadBytes {
+		return ""
+	}
+	return fmt.Sprintf("is %d bytes as JSON, more than the limit of %d; pass a reference to the data instead", n, MaxPayloadBytes)
+}
 
 // Job is one validated job from a schedules file.
 type Job struct {

@@ -678,6 +678,10 @@ func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
 			l.tooOld(wn, age)
 			return
 		}
+		if l.exhausted(wn) {
+			l.putSlot(wn)
+			return
+		}
 		l.start(wn, proven)
 	case c.Outcome == dedupe.AlreadyDone:
 		l.putSlot(wn)
@@ -804,7 +808,7 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
 			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID}
 		if err != nil {
-			r.Error = err.Error()
+			r.Error = handler.Cut(err.Error(), dedupe.MaxRunErrorBytes)
 		}
 		if len(l.runs) == 0 {
 			l.runsSince = time.Now()

@@ -140,7 +140,7 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		if !errors.Is(cause, handler.ErrPermanent) {
 			why = fmt.Sprintf("attempt %d of %d failed", c.Attempt, wn.msg.Policy.MaxAttempts)
 		}
-		log.Error("dead-lettering window: "+why, "err", cause)
+		log.Error("dead-lettering window: "+why, handler.ErrorAttrs(cause)...)
 		var report error
 		if !reported {
 			report = cause
@@ -149,7 +149,7 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		return
 	}
 	wait := retryDelay(wn.msg.Policy, c.Attempt)
-	log.Warn("attempt failed; retrying after backoff", "err", cause, "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)
+	log.Warn("attempt failed; retrying after backoff", append(handler.ErrorAttrs(cause), "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)...)
 	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
 		switch {
 		case err == nil:
@@ -188,6 +188,30 @@ func (l *loop) tooOld(wn *win, age time.Duration) {
 		days(age), days(retention))
 	l.logger(wn).Error("dead-lettering a window older than the replay horizon instead of running it", "age", age.Round(time.Second), "retention", retention)
 	l.deadLetter(wn, reason, wn.claim.Attempt, wn.claim.Token, fmt.Errorf("%w: %s", ErrBeyondHorizon, reason))
+}
+
+// ErrAttemptsExhausted is the error (Execution.Err) of a window
+// dead-lettered instead of run because its earlier attempts, interrupted
+// ones included, used up its max_attempts.
+var ErrAttemptsExhausted = errors.New("worker: max_attempts used up")
+
+// exhausted dead-letters wn, claimed, instead of running it when its
+// claim's attempt number is past the job's max_attempts: every attempt
+// counts, also one interrupted by a revoke, a lost partition or a worker
+// that stopped mid-attempt (its claim was released or expired), and one
+// stepped down because Redis did not answer (the store counts claims), so a
+// window whose attempts keep being interrupted ends dead-lettered rather
+// than running for ever.
+func (l *loop) exhausted(wn *win) bool {
+	c, limit := wn.claim, wn.msg.Policy.MaxAttempts
+	if limit <= 0 || c.Attempt <= limit {
+		return false
+	}
+	reason := fmt.Sprintf("max_attempts (%d) used up: this would be attempt %d; the earlier attempts were interrupted (partition revoked or lost, a worker stopped mid-attempt, or a claim that could not be proven while Redis did not answer), and each counts",
+		limit, c.Attempt)
+	l.logger(wn).Error("dead-lettering window instead of running it: " + reason)
+	l.deadLetter(wn, reason, c.Attempt-1, c.Token, fmt.Errorf("%w: %s", ErrAttemptsExhausted, reason))
+	return true
 }
 
 // deadLetter writes wn's dead letter, then (with a token) settles the
