@@ -191,7 +191,7 @@ func Names() []string {
 	var d describer
 	New(&d)
 	NewLag(&d, nil, "", "", time.Second, nil, WithTimeLag(nil, true))
-	d.MustRegister(RedisPool(nil), Stalls(nil), Slots(nil))
+	d.MustRegister(RedisPool(nil), Stalls(nil), Slots(nil), StoreEpoch(nil))
 	return d.names()
 }
 
