@@ -26,7 +26,16 @@ import (
 	"github.com/kjob/kjob/pkg/schedule"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that no goroutine outlives the tests. The embedded
+// broker's own run loop is let off when it is caught resuming a request
+// that TestStopsWhileTheBrokerDoesNotAnswer held (kfake's slept control):
+// once in about ten loaded CI runs it was still waiting there for the
+// broker's control lock when the check ran, after every test had passed.
+// That goroutine is the test broker's, not kjob's; every kjob goroutine
+// is still checked.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).continueSleptControl"))
+}
 
 // alwaysLeader leads at once and until ctx ends: leadership is not what
 // these tests are about (pkg/lease has its own).
