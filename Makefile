@@ -52,10 +52,10 @@ test-containers:
 
 ## fuzz: run each fuzz target briefly
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzUnmarshal -fuzztime=30s ./pkg/jobmsg
-	$(GO) test -run='^$$' -fuzz=FuzzFastMatchesReference -fuzztime=30s ./pkg/jobmsg
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./pkg/schedule
-	$(GO) test -run='^$$' -fuzz=FuzzChunkedParse -fuzztime=30s ./pkg/schedule
+	$(GO) test -run='^$$' -fuzz=FuzzUnmarshal -fuzztime=30s ./internal/store/jobmsg
+	$(GO) test -run='^$$' -fuzz=FuzzFastMatchesReference -fuzztime=30s ./internal/store/jobmsg
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./schedule
+	$(GO) test -run='^$$' -fuzz=FuzzChunkedParse -fuzztime=30s ./schedule
 
 ## bench: hot-path benchmarks, then the workloads of docs/performance.md
 ## (no-op and I/O bursts, head-of-line, 10,000 windows in flight, lateness,
@@ -64,7 +64,7 @@ fuzz:
 ## workload's slow handler included.
 BENCH_DURATION ?= 60s
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/... ./schedule/...
 	rm -f bin/bench-table.tsv
 	mkdir -p bin
 	KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-table.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \

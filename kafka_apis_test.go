@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // brokerWithout starts a broker that does not implement the given

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // The two-deployment reproduction of issue 21: deployments a and b share

@@ -11,16 +11,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/preflight"
-	"github.com/kjob/kjob/internal/service"
-	"github.com/kjob/kjob/pkg/access"
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/metrics"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/pause"
-	"github.com/kjob/kjob/pkg/producer"
-	"github.com/kjob/kjob/pkg/schedule"
-	"github.com/kjob/kjob/pkg/signing"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/preflight"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/obs/metrics"
+	"github.com/kjob/kjob/internal/obs/service"
+	"github.com/kjob/kjob/internal/store/access"
+	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/schedule"
 )
 
 // ProducerConfig configures a Producer. The zero value of every field but
@@ -76,8 +76,8 @@ type ProducerConfig struct {
 	Jobs []*schedule.Job
 
 	// Elector, if set, builds the leader election in place of the default
-	// Redis lease (pkg/lease on Redis, at the deployment's lease key), e.g.
-	// a Kubernetes Lease (pkg/lease/kubelease). Pass onChange to the
+	// Redis lease (internal/store/lease on Redis, at the deployment's lease key), e.g.
+	// a Kubernetes Lease (kubelease). Pass onChange to the
 	// elector's OnChange hook: it keeps the producer's lease metrics.
 	// NewProducer calls it once; an error it returns is NewProducer's.
 	Elector func(onChange func(lease.Event)) (producer.Elector, error)
@@ -91,7 +91,7 @@ type ProducerConfig struct {
 	// if that is shorter.
 	LeaseRenew time.Duration
 
-	// Signer, if set, signs every window record (pkg/signing), for
+	// Signer, if set, signs every window record (internal/store/signing), for
 	// workers that require signatures.
 	Signer *signing.Signer
 	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
@@ -113,7 +113,7 @@ type ProducerConfig struct {
 	Logger *slog.Logger
 }
 
-// withDefaults fills the zero fields. pkg/producer's defaults apply to
+// withDefaults fills the zero fields. internal/exec/producer's defaults apply to
 // what it leaves zero.
 func (c ProducerConfig) withDefaults() ProducerConfig {
 	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()

@@ -16,9 +16,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // A Producer assembled from a ProducerConfig with only the required fields

@@ -17,13 +17,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/operator"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // TestRedisWipeTokensNeverGoBack is issue 21's reproduction: a worker runs

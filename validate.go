@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/internal/base/configerr"
 )
 
 // checkBrokers refuses an empty list and any entry that is not host:port

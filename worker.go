@@ -14,20 +14,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/preflight"
-	"github.com/kjob/kjob/internal/service"
-	"github.com/kjob/kjob/pkg/access"
-	"github.com/kjob/kjob/pkg/configerr"
-	"github.com/kjob/kjob/pkg/control"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/handler/builtin"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/metrics"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/signing"
-	"github.com/kjob/kjob/pkg/storeepoch"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/base/configerr"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/control"
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/exec/handler/builtin"
+	"github.com/kjob/kjob/internal/exec/preflight"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/obs/metrics"
+	"github.com/kjob/kjob/internal/obs/service"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/store/access"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/internal/store/storeepoch"
 )
 
 // WorkerConfig configures a Worker. The zero value of every field but
@@ -99,7 +99,7 @@ type WorkerConfig struct {
 	// 1s.
 	HeartbeatInterval time.Duration
 
-	// Verifier checks records' signatures (pkg/signing). Nil, or one that
+	// Verifier checks records' signatures (internal/store/signing). Nil, or one that
 	// does not require signatures, accepts unsigned records: NewWorker
 	// warns then, as anyone who can write to the windows topic can run
 	// any handler with any payload (deploy/SECURITY.md).
@@ -247,7 +247,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 // assembleWorker builds the worker's parts on its store and observability.
 func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, allow *builtin.AllowList, obs *service.Observability) (*Worker, error) {
 	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: handler.NewMux(), allow: allow}
-	// pkg/worker wraps the whole mux in handler.Recover: a second one here
+	// internal/exec/worker wraps the whole mux in handler.Recover: a second one here
 	// would only deepen every handler's stack (see Mux.HandleJob).
 	builtin.Register(w.mux, w.log, &http.Client{}, allow)
 	m := obs.Metrics
@@ -295,7 +295,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		return nil, err
 	}
 	// The store epoch keeps fencing tokens above every earlier one across
-	// a Redis that loses its data (pkg/storeepoch); until its first check
+	// a Redis that loses its data (internal/store/storeepoch); until its first check
 	// the store claims nothing.
 	w.epoch, err = storeepoch.New(storeepoch.Config{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Topic: names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}.EpochTopic(), Namespace: cfg.Namespace,
 		ReplicationFactor: cfg.ReplicationFactor, Store: store, ID: cfg.ID, Logger: log})

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/configerr"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/configerr"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // NewWorker refuses a config it cannot run with a *configerr.Error naming

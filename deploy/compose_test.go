@@ -12,7 +12,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/schedule"
 )
 
 // loadCompose loads ../docker-compose.yml as docker compose would

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/schedule"
 )
 
 // serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor the

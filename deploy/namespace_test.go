@@ -10,7 +10,7 @@ import (
 )
 
 // pinnedNames are the settings that fix a name the namespace otherwise
-// derives (pkg/names): a shipped manifest that set one would keep every
+// derives (internal/base/names): a shipped manifest that set one would keep every
 // copy of it on the same topics or group whatever KJOB_NAMESPACE it is
 // given, which is how two deployments ended up sharing them (issue 21).
 var pinnedNames = []string{"KJOB_TOPIC", "KJOB_GROUP", "KJOB_STATE_TOPIC", "KJOB_DLQ_TOPIC", "KJOB_CONTROL_TOPIC",
@@ -28,7 +28,7 @@ func namespaceProblems(settings []setting) []string {
 	}
 	for _, s := range settings {
 		if slices.Contains(pinnedNames, s.name) {
-			out = append(out, fmt.Sprintf("%s sets %s: leave it to the namespace (pkg/names)", s.where, s.name))
+			out = append(out, fmt.Sprintf("%s sets %s: leave it to the namespace (internal/base/names)", s.where, s.name))
 		}
 	}
 	seen := map[string]bool{}
@@ -84,7 +84,7 @@ func TestManifestsDeriveNamesFromTheNamespace(t *testing.T) {
 	})
 	want := []string{
 		"Deployment p container producer: no KJOB_NAMESPACE",
-		"Deployment w container worker envFrom ConfigMap c sets KJOB_TOPIC: leave it to the namespace (pkg/names)",
+		"Deployment w container worker envFrom ConfigMap c sets KJOB_TOPIC: leave it to the namespace (internal/base/names)",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("on broken settings the check reports\n%q\nwant\n%q", got, want)

@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/kjob/kjob/pkg/metrics"
+	"github.com/kjob/kjob/internal/obs/metrics"
 )
 
 // The Grafana dashboard and the alert rules in deploy/observability must
@@ -143,7 +143,7 @@ func TestObservabilityQueriesExportedMetrics(t *testing.T) {
 			for _, m := range refs {
 				used[m] = true
 				if !known(m) {
-					t.Errorf("%s queries %s, which kjob does not export (pkg/metrics exports %v)", where, m, exported)
+					t.Errorf("%s queries %s, which kjob does not export (internal/obs/metrics exports %v)", where, m, exported)
 				}
 			}
 		}

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/chaos"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/chaos"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // The chaos run's settings: the binaries' defaults for the lease and the

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 const holdSchedules = `jobs:

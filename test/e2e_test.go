@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // cluster is one kjob deployment of separate processes.
@@ -55,7 +55,7 @@ func newClusterWith(t testing.TB, schedules string, partitions int, redis *teste
 		"KJOB_NAMESPACE=e2e",
 		// The harness reads the topics and group by these names; a
 		// namespace of its own would default to kjob.e2e.windows and
-		// kjob-workers-e2e (pkg/names).
+		// kjob-workers-e2e (internal/base/names).
 		"KJOB_TOPIC=kjob.windows",
 		"KJOB_GROUP=kjob-workers",
 		"KJOB_HTTP_ADDR=",
@@ -213,7 +213,7 @@ func TestEndToEnd(t *testing.T) {
 	// has no catch-up limit, so a window due during the handover is
 	// published only thanks to the misfire grace). The handover time is
 	// logged, not asserted: BenchmarkProducerHandover (here) and
-	// BenchmarkHandover (pkg/producer) measure it. Then stop the standby
+	// BenchmarkHandover (internal/exec/producer) measure it. Then stop the standby
 	// too and let the workers drain.
 	leader, standby := c.producers[0], c.producers[1]
 	if leader.countLines("publishing as leader") <= standby.countLines("publishing as leader") {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // Failover settings: the binaries' defaults.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // binDir holds the binaries built once by TestMain.

@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kjob/kjob/internal/buildinfo"
+	"github.com/kjob/kjob/internal/base/buildinfo"
 )
 
 func main() {

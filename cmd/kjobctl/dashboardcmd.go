@@ -16,10 +16,10 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dashboard"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/operator"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/ops/dashboard"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/schedule"
 )
 
 const dashboardUsage = `kjobctl dashboard: serve a live page of the deployment: how late the work is

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/internal/devredis"
+	"github.com/kjob/kjob/internal/testkit/devredis"
 )
 
 const demoUsage = `kjobctl demo: run kjob end to end on this machine.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 type lockedWriter struct {

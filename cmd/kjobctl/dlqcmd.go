@@ -15,8 +15,8 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -40,8 +40,8 @@ redrives them anyway. --all means every letter not redriven yet. Letters of
 the same window are republished once. Redriven letters stay in the
 dead-letter topic.`
 
-// The dead letters, their parsing (pkg/dlq), planning and redrive live in
-// pkg/operator, which the dashboard's actions use too; kjobctl renders them,
+// The dead letters, their parsing (internal/store/dlq), planning and redrive live in
+// internal/ops/operator, which the dashboard's actions use too; kjobctl renders them,
 // every text from a record made safe.
 type (
 	deadLetter  = operator.DeadLetter

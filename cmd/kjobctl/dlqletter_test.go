@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/dlq"
+	"github.com/kjob/kjob/internal/store/dlq"
 )
 
 // A letter that holds only a prefix of an oversized record says so, with

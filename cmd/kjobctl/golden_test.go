@@ -12,9 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/dlq"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/dlq"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")

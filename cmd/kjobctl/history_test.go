@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 func historyRuns(t0 time.Time) []dedupe.Run {

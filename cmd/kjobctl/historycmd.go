@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
+	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 const historyUsage = `kjobctl history: the past runs of JOB, newest first: every settlement the

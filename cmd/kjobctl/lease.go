@@ -8,9 +8,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/lease/kubelease"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/kubelease"
 )
 
 // newKubeClient returns a client of the Kubernetes API and the namespace

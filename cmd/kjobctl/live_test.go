@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/clock"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/producer"
-	"github.com/kjob/kjob/pkg/schedule"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/base/clock"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 type leadAlways struct{}

@@ -26,9 +26,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/internal/buildinfo"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/internal/base/buildinfo"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/operator"
 )
 
 const usage = `kjobctl: operate kjob.

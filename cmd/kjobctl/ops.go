@@ -15,12 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/operator"
-	"github.com/kjob/kjob/pkg/pause"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/schedule"
 )
 
 // Errors that select an exit code (see exitCode).

@@ -18,13 +18,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/control"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/signing"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/control"
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 const opsSchedules = `jobs:

@@ -9,8 +9,8 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/pause"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/pause"
 )
 
 const pauseUsage = `kjobctl pause: stop the producer publishing JOB's windows until "kjobctl

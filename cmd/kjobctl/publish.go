@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/operator"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/schedule"
 )
 
 // publisher produces window records partitioned as the producer does

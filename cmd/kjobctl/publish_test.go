@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/schedule"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // Two backfills back to back with no worker running: the second publishes

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // publishEnv points kjobctl at brokers, a fresh Redis and a schedules file

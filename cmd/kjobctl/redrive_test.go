@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // A redriven letter is recorded: after its window succeeded, redrive --all

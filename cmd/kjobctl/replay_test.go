@@ -15,14 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/clock"
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/inspect"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/operator"
-	"github.com/kjob/kjob/pkg/producer"
-	"github.com/kjob/kjob/pkg/schedule"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/base/clock"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 // An online replay while a producer keeps publishing and the worker keeps
@@ -191,5 +191,5 @@ func TestReplayForwardSkipUnsettledCommand(t *testing.T) {
 		t.Fatalf("history: exit %d\n%s%s", code, out, stderr)
 	}
 	// status shows a job's last scheduled window (these were triggered):
-	// pkg/inspect's TestSnapshot shows one skipped by a replay.
+	// internal/ops/inspect's TestSnapshot shows one skipped by a replay.
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/operator"
+	"github.com/kjob/kjob/internal/ops/operator"
 )
 
 const replayUsage = `kjobctl replay: move the workers' committed offsets back (or forward), like

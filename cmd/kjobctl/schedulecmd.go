@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/schedule"
 )
 
 const scheduleUsage = `kjobctl schedule check: validate a schedules file as the producer does and

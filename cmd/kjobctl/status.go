@@ -17,7 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/inspect"
+	"github.com/kjob/kjob/internal/ops/inspect"
 )
 
 const statusUsage = `kjobctl status: the producer leader, the workers and their partitions, and

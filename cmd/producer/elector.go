@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/store/lease"
 )
 
 // newElector returns what --lease-backend selects for

@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/lease/kubelease"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/kubelease"
 )
 
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/producer"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/store/lease"
 )
 
 // kubeElector: this binary was built without the Kubernetes Lease backend.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/lease"
+	"github.com/kjob/kjob/internal/store/lease"
 )
 
 // sharedHelp is the producer's own help for shared flags.

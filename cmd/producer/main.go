@@ -15,9 +15,9 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/lease"
-	"github.com/kjob/kjob/pkg/producer"
-	"github.com/kjob/kjob/pkg/schedule"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/schedule"
 )
 
 const usage = `producer: publish kjob job windows to Kafka from the lease-holding replica.

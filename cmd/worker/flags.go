@@ -5,9 +5,9 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/handler/builtin"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/exec/handler/builtin"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 // check refuses settings that would break the guarantee, before anything

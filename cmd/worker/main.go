@@ -17,11 +17,11 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/names"
-	"github.com/kjob/kjob/pkg/partition"
-	"github.com/kjob/kjob/pkg/topic"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/partition"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/topic"
 )
 
 const usage = `worker: run kjob job windows from Kafka, exactly once per window.

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/topic"
+	"github.com/kjob/kjob/internal/store/topic"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // Settings that break the guarantee stop the worker at start-up, before it

@@ -13,8 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/jobmsg"
 )
 
 // defaultConcurrency is the worker's --concurrency / KJOB_CONCURRENCY

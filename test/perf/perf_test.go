@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/testenv"
-	"github.com/kjob/kjob/pkg/jobmsg"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // Settings common to every workload; each row of the table repeats the
@@ -354,7 +354,7 @@ func readUsage(b *testing.B, pid int) usage {
 }
 
 // lag returns the group's total lag on topic (end offset minus committed;
-// the transaction markers are committed past, see pkg/partition).
+// the transaction markers are committed past, see internal/exec/partition).
 func lag(ctx context.Context, adm *kadm.Client, group, topic string) (int64, error) {
 	lags, err := adm.Lag(ctx, group)
 	if err != nil {

@@ -15,10 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/pkg/dedupe"
-	"github.com/kjob/kjob/pkg/handler"
-	"github.com/kjob/kjob/pkg/jobmsg"
-	"github.com/kjob/kjob/pkg/worker"
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/exec/worker"
+	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/jobmsg"
 )
 
 // duration is how long the lateness, scale and idle workloads measure;

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kjob/kjob/pkg/signing"
+	"github.com/kjob/kjob/internal/store/signing"
 )
 
-// SigningOptions selects record signing keys (pkg/signing).
+// SigningOptions selects record signing keys (internal/store/signing).
 type SigningOptions struct {
 	// KeysDir holds one file per key, named by the key id.
 	KeysDir string

@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kjob/kjob/internal/buildinfo"
-	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/internal/base/buildinfo"
+	"github.com/kjob/kjob/internal/base/configerr"
 )
 
 // Flags is a flag set whose flags each mirror an environment variable: the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/pkg/configerr"
+	"github.com/kjob/kjob/internal/base/configerr"
 )
 
 func TestEnvThenFlags(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/service"
-	"github.com/kjob/kjob/pkg/metrics"
-	"github.com/kjob/kjob/pkg/names"
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/obs/metrics"
+	"github.com/kjob/kjob/internal/obs/service"
 )
 
 // Process holds the flags every kjob daemon has: where Kafka and Redis

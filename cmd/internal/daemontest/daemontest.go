@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/testenv"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // Main is a binary's TestMain: it runs main itself when a test re-executes

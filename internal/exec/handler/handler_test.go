@@ -1,0 +1,110 @@
+package handler_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/store/jobmsg"
+)
+
+func job(name string) *handler.Job {
+	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	return handler.NewJob(&jobmsg.Message{
+		V: 1, ID: jobmsg.WindowID("j", start), Job: "j", Handler: name,
+		Window:  jobmsg.Window{Start: start, End: start.Add(time.Minute)},
+		Payload: []byte(`{"n":1}`), Trigger: jobmsg.TriggerSchedule,
+		Policy: jobmsg.Policy{Timeout: jobmsg.Duration(50 * time.Millisecond), MaxAttempts: 3},
+	}, 2, 41, "w1", 3, 99)
+}
+
+func TestMuxRoutesAndMiddlewareOrder(t *testing.T) {
+	var trace []string
+	mux := handler.NewMux()
+	mw := func(tag string) handler.Middleware {
+		return func(next handler.Handler) handler.Handler {
+			return handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
+				trace = append(trace, tag)
+				return next.HandleJob(ctx, j)
+			})
+		}
+	}
+	mux.Use(mw("outer"), mw("inner"))
+	mux.HandleFunc("a", func(ctx context.Context, j *handler.Job) error {
+		trace = append(trace, "a:"+j.ID())
+		return nil
+	})
+	if err := mux.HandleJob(context.Background(), job("a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(trace, ","); got != "outer,inner,a:j@2026-11-22T10:00:00Z" {
+		t.Fatalf("trace = %s", got)
+	}
+	if !mux.Has("a") || mux.Has("b") || len(mux.Names()) != 1 {
+		t.Fatalf("Has/Names wrong: %v", mux.Names())
+	}
+}
+
+func TestMuxUnknownHandler(t *testing.T) {
+	mux := handler.NewMux()
+	mux.HandleFunc("log", func(context.Context, *handler.Job) error { return nil })
+	err := mux.HandleJob(context.Background(), job("nope"))
+	if !errors.Is(err, handler.ErrUnknownHandler) || !errors.Is(err, handler.ErrPermanent) {
+		t.Fatalf("err = %v", err)
+	}
+	want := `handler "nope" (job j): unknown handler: register it with Mux.Handle; known: [log]: permanent failure`
+	if err.Error() != want {
+		t.Fatalf("err = %q, want %q", err, want)
+	}
+}
+
+func TestMuxHandlePanicsOnDuplicate(t *testing.T) {
+	mux := handler.NewMux()
+	mux.HandleFunc("a", func(context.Context, *handler.Job) error { return nil })
+	defer func() {
+		if r := recover(); r == nil || r != "handler: handler a registered twice" {
+			t.Fatalf("recover = %v", r)
+		}
+	}()
+	mux.HandleFunc("a", func(context.Context, *handler.Job) error { return nil })
+}
+
+func TestRecover(t *testing.T) {
+	h := handler.Recover()(handler.HandlerFunc(func(context.Context, *handler.Job) error { panic("boom") }))
+	err := h.HandleJob(context.Background(), job("a"))
+	var pe *handler.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestTimeoutUsesJobTimeout(t *testing.T) {
+	h := handler.Timeout(0)(handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
+		dl, ok := ctx.Deadline()
+		if !ok || time.Until(dl) > j.Timeout() {
+			t.Errorf("deadline %v ok=%v, want within %v", dl, ok, j.Timeout())
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	if err := h.HandleJob(context.Background(), job("a")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestJobAccessors(t *testing.T) {
+	j := job("a")
+	if j.Attempt() != 2 || j.FencingToken() != 41 || j.Worker() != "w1" || j.Partition() != 3 || j.Offset() != 99 ||
+		j.Name() != "j" || j.HandlerName() != "a" || j.Trigger() != jobmsg.TriggerSchedule || j.MaxAttempts() != 3 {
+		t.Fatalf("accessors wrong: %+v", j.Message())
+	}
+	p := j.Payload()
+	p[0] = 'X' // a copy: the job stays read-only
+	var v struct{ N int }
+	if err := j.DecodePayload(&v); err != nil || v.N != 1 {
+		t.Fatalf("DecodePayload = %v, %+v", err, v)
+	}
+}

@@ -1,0 +1,60 @@
+package producer
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/kjob/kjob/schedule"
+)
+
+// queue is a min-heap of each job's next window start: the producer's timer
+// is always set for the top, so cost per tick is O(log jobs), not O(jobs).
+type queue struct{ h entries }
+
+type entry struct {
+	job *schedule.Job
+	at  time.Time
+}
+
+type entries []entry
+
+func (e entries) Len() int           { return len(e) }
+func (e entries) Less(i, j int) bool { return e[i].at.Before(e[j].at) }
+func (e entries) Swap(i, j int)      { e[i], e[j] = e[j], e[i] }
+func (e *entries) Push(x any)        { *e = append(*e, x.(entry)) }
+func (e *entries) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+func newQueue() *queue { return &queue{} }
+
+// push adds the job's next window; a zero time (no future window) is dropped.
+func (q *queue) push(j *schedule.Job, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	heap.Push(&q.h, entry{job: j, at: at})
+}
+
+func (q *queue) peek() (time.Time, bool) {
+	if len(q.h) == 0 {
+		return time.Time{}, false
+	}
+	return q.h[0].at, true
+}
+
+func (q *queue) pop() (*schedule.Job, time.Time) {
+	e := heap.Pop(&q.h).(entry)
+	return e.job, e.at
+}
+
+func (q *queue) snapshot() map[string]time.Time {
+	m := make(map[string]time.Time, len(q.h))
+	for _, e := range q.h {
+		m[e.job.Name] = e.at
+	}
+	return m
+}

@@ -1,0 +1,46 @@
+package producer_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/base/clock"
+	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/testkit/testenv"
+)
+
+// A state topic created by hand (or by an older kjob) with the broker's
+// default segments (7 days, so a new leader reads a week of uncompacted
+// state) still runs, but start-up warns about each setting with its fix.
+func TestProducerWarnsAboutLongStateSegments(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	compact := "compact"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, "adv.windows.state"); err != nil {
+		t.Fatal(err)
+	}
+	logs := testenv.NewLogBuffer(t)
+	r := startProducer(t, brokers, clock.Real{}, jobs(t, everyTen), alwaysLeader{}, func(c *producer.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		c.Topic, c.StateTopic = "adv.windows", "adv.windows.state"
+	})
+	testenv.Eventually(t, 30*time.Second, func() bool { return r.p.Status().Leading }, "the producer leads despite the advice")
+	out := logs.String()
+	for _, k := range []string{"segment.ms", "segment.bytes", "min.cleanable.dirty.ratio"} {
+		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "config="+k) || !strings.Contains(out, "--entity-name adv.windows.state --add-config "+k+"=") {
+			t.Errorf("no start-up warning about %s with its fix in:\n%s", k, out)
+		}
+	}
+}

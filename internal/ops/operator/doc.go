@@ -1,0 +1,41 @@
+// Package operator is what operators do to a running kjob deployment
+// without stopping it: replays, dead-letter redrives, manual and backfilled
+// windows, and the audit log. kjobctl and the dashboard both call it, so an
+// action does the same whichever tool starts it. Worker and producer
+// processes do not link it: the worker's side of a replay is internal/exec/control,
+// and the paused jobs the producer reads are internal/store/pause.
+//
+// # Replays and done markers
+//
+// A Replayer moves the workers' consumer group offsets. When the group has
+// members, it writes a control.SeekRequest to the control topic and waits
+// for the owners' acks (the worker's control.Agent applies the seek); when
+// the group has no members, it commits the offsets directly with kadm, as
+// kafka-consumer-groups does.
+//
+// Rewinding re-delivers windows to their partition's owner. Dedupe skips
+// windows that are settled: done, and also dead-lettered ones. So that a
+// plain replay re-runs the windows that failed or never finished, Plan
+// reads the replayed range and the states of its windows, and Execute
+// clears the records of those that failed or were dead-lettered (only
+// those still in that state); done windows are skipped when re-delivered.
+// With Rerun, the Replayer first deletes the records of every window in
+// the replayed range (dedupe.Store.ForgetAll), so they all run again with
+// a higher fencing token.
+//
+// # Operators' records
+//
+// Redrives records which dead letters were republished, so kjobctl dlq
+// redrive --all does not republish one twice. Published marks the windows
+// kjobctl backfill and resume --catchup published, so a second run
+// publishes nothing new before the workers have run the first run's
+// windows. AuditLog keeps who did what from the dashboard. All are the
+// operators' own state in Redis, under the keys names.Deployment derives.
+//
+// # Operators' actions
+//
+// Trigger publishes a manual window; ReadDeadLetters, AnnotateDeadLetters,
+// PlanRedrive and ExecuteRedrive list and republish dead letters; Operator
+// bundles them (and pauses, and replays) for a program such as the
+// dashboard.
+package operator

@@ -1,0 +1,150 @@
+package schedule
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kjob/kjob/internal/store/jobmsg"
+)
+
+// Defaults applied to fields a job leaves out.
+const (
+	DefaultTimeout     = time.Minute
+	DefaultMaxAttempts = 3
+	DefaultBackoff     = time.Second
+	DefaultMaxBackoff  = time.Minute
+)
+
+// MaxPayloadBytes bounds a job's payload once converted to JSON, so that a
+// window record stays well below the wire format's size limit.
+const MaxPayloadBytes = 64 << 10
+
+// PayloadTooLarge is why a payload of n bytes as JSON is refused, or ""
+// when n is within MaxPayloadBytes. The schedules file and a payload given
+// to one window (kjobctl trigger --payload) are refused with the same
+// words.
+func PayloadTooLarge(n int) string {
+	if n <= MaxPayloadBytes {
+		return ""
+	}
+	return fmt.Sprintf("is %d bytes as JSON, more than the limit of %d; pass a reference to the data instead", n, MaxPayloadBytes)
+}
+
+// Job is one validated job from a schedules file.
+type Job struct {
+	// Name is the job's name: lower-case letters, digits and '-', at most
+	// 63 characters, starting and ending with a letter or digit (like a
+	// DNS label).
+	Name string
+	// Spec is the cron spec as written.
+	Spec string
+	// Timezone is the IANA time zone name as written; "" means UTC.
+	Timezone string
+	// Location is the loaded time zone (time.UTC when Timezone is "").
+	Location *time.Location
+	// Handler names the worker handler that runs the job: lower-case
+	// letters, digits, '-', '.' and '_'.
+	Handler string
+	// Payload is the job's payload as a JSON object; "{}" when absent.
+	Payload json.RawMessage
+	// Timeout bounds one attempt (default 1m); always > 0 and at most
+	// jobmsg.MaxTimeout.
+	Timeout time.Duration
+	// Catchup is how old a window missed while no producer led may be and
+	// still be published (with trigger "catchup") when a leader takes
+	// over; 0 (the default) means never. It governs only windows older
+	// than the producer's misfire grace (10s by default): windows due
+	// within that grace before a takeover, and windows due while a leader
+	// was live, are always published.
+	Catchup time.Duration
+	// Retries is the job's retry policy.
+	Retries RetryPolicy
+	// Overlap is the job's overlap policy: how its windows may overlap
+	// (default jobmsg.OverlapQueue: one at a time, in window order).
+	Overlap jobmsg.Overlap
+	// MaxConcurrent bounds how many windows of the job one worker runs at
+	// once; only with Overlap jobmsg.OverlapAllow (from 1 to
+	// jobmsg.MaxConcurrentLimit). 0 (the default) leaves it to the
+	// worker: a quarter of its concurrency (see internal/exec/worker).
+	MaxConcurrent int
+	// Enabled reports whether the producer publishes the job (default true).
+	Enabled bool
+	// File is the schedules file the job came from.
+	File string
+	// Line is the line of the job's mapping in File.
+	Line int
+
+	sched Schedule
+}
+
+// RetryPolicy says how often and how fast a failing window is retried.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts in all, the first included
+	// (default 3, from 1 to jobmsg.MaxAttempts).
+	MaxAttempts int
+	// Backoff is the delay before the second attempt (default 1s, > 0,
+	// at most jobmsg.MaxBackoffLimit).
+	Backoff time.Duration
+	// MaxBackoff caps the delay between attempts (default 1m, >= Backoff,
+	// at most jobmsg.MaxBackoffLimit).
+	MaxBackoff time.Duration
+}
+
+// Policy returns the execution policy every window of the job carries to
+// the workers: timeout, retries, overlap and max_concurrent. The producer and kjobctl (for
+// trigger, backfill and catch-up) both build a window's policy with it, so
+// a window means the same whoever published it. A Job that did not come
+// from Parse and has no Overlap gets jobmsg.OverlapQueue.
+func (j *Job) Policy() jobmsg.Policy {
+	o := j.Overlap
+	if o == "" {
+		o = jobmsg.OverlapQueue
+	}
+	return jobmsg.Policy{
+		Timeout:     jobmsg.Duration(j.Timeout),
+		MaxAttempts: j.Retries.MaxAttempts,
+		Backoff:     jobmsg.Duration(j.Retries.Backoff),
+		MaxBackoff:  jobmsg.Duration(j.Retries.MaxBackoff),
+		Overlap:     o,
+
+		MaxConcurrent: j.MaxConcurrent,
+	}
+}
+
+// Schedule returns the job's parsed schedule. For a Job that did not come
+// from Parse it parses Spec in Location on each call.
+func (j *Job) Schedule() (Schedule, error) {
+	if j.sched != nil {
+		return j.sched, nil
+	}
+	return ParseSpec(j.Spec, j.Location)
+}
+
+// Next returns the job's first window start strictly after t, in UTC; the
+// zero time if there is none (or, for a hand-made Job, if Spec is invalid).
+func (j *Job) Next(t time.Time) time.Time {
+	s, err := j.Schedule()
+	if err != nil {
+		return time.Time{}
+	}
+	return s.Next(t)
+}
+
+// Windows returns the window starts w with from < w <= to, in order, at
+// most max of them (max <= 0 means no limit): the windows missed between
+// two instants, for catch-up.
+func (j *Job) Windows(from, to time.Time, max int) []time.Time {
+	s, err := j.Schedule()
+	if err != nil {
+		return nil
+	}
+	var out []time.Time
+	for w := s.Next(from); !w.IsZero() && !w.After(to); w = s.Next(w) {
+		if max > 0 && len(out) >= max {
+			break
+		}
+		out = append(out, w)
+	}
+	return out
+}

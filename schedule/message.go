@@ -1,0 +1,99 @@
+package schedule
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/store/jobmsg"
+)
+
+// Publication says which window of a job is published and why. Only Start
+// is required; every other zero field takes its default.
+type Publication struct {
+	// Start is the window's start.
+	Start time.Time
+	// Trigger says why it is published. Default jobmsg.TriggerSchedule.
+	Trigger jobmsg.Trigger
+	// ID is the window id. Default by Trigger: jobmsg.WindowID for
+	// schedule and catchup (a catch-up is the scheduled window, late),
+	// jobmsg.BackfillID for backfill, jobmsg.ManualID with Nonce for
+	// manual.
+	ID string
+	// Nonce tells apart two manual windows of one job at one instant (a
+	// random string); used only for the default ID of a manual window.
+	Nonce string
+	// End is the window's end. Default the job's next window start after
+	// Start, or Start + 1s if the job has none.
+	End time.Time
+	// ScheduledAt is when the window was due. Default Start.
+	ScheduledAt time.Time
+	// PublishedAt is when it is published. Default Start.
+	PublishedAt time.Time
+	// Payload replaces the job's payload for this window (kjobctl trigger
+	// --payload). Default the job's.
+	Payload json.RawMessage
+	// Namespace is the namespace of the deployment the window is
+	// published to (jobmsg.Message.Namespace): its workers run it, any
+	// other deployment's refuse it. Empty writes a record without one, as
+	// kjob did before records carried their namespace; every publisher in
+	// this module sets it.
+	Namespace string
+}
+
+// Message returns the message of j's window p: the window [p.Start,
+// p.End), j's handler and payload, and j's policy (Policy: timeout,
+// retries, overlap). It is the one place a window of a job becomes a
+// message: the producer, kjobctl (trigger, backfill, resume --catchup),
+// the dashboard's trigger and kjobtest all build windows with it, so a
+// window means the same whoever published it.
+func (j *Job) Message(p Publication) *jobmsg.Message {
+	if p.Trigger == "" {
+		p.Trigger = jobmsg.TriggerSchedule
+	}
+	if p.ID == "" {
+		switch p.Trigger {
+		case jobmsg.TriggerManual:
+			p.ID = jobmsg.ManualID(j.Name, p.Start, p.Nonce)
+		case jobmsg.TriggerBackfill:
+			p.ID = jobmsg.BackfillID(j.Name, p.Start)
+		default:
+			p.ID = jobmsg.WindowID(j.Name, p.Start)
+		}
+	}
+	if p.End.IsZero() {
+		if p.End = j.Next(p.Start); p.End.IsZero() {
+			p.End = p.Start.Add(time.Second)
+		}
+	}
+	if p.ScheduledAt.IsZero() {
+		p.ScheduledAt = p.Start
+	}
+	if p.PublishedAt.IsZero() {
+		p.PublishedAt = p.Start
+	}
+	if p.Payload == nil {
+		p.Payload = j.Payload
+	}
+	return &jobmsg.Message{
+		ID: p.ID, Job: j.Name, Handler: j.Handler, Namespace: p.Namespace,
+		Window:      jobmsg.Window{Start: p.Start.UTC(), End: p.End.UTC()},
+		ScheduledAt: p.ScheduledAt.UTC(), PublishedAt: p.PublishedAt.UTC(),
+		Trigger: p.Trigger, Payload: p.Payload,
+		Policy: j.Policy(),
+	}
+}
+
+// Record returns the message of j's window p (Message) and its record for
+// topic (jobmsg.Record: key = job, value = JSON, schema headers). It fails
+// only for a window jobmsg refuses (an invalid job made by hand, or an
+// invalid Publication).
+func (j *Job) Record(topic string, p Publication) (*jobmsg.Message, *kgo.Record, error) {
+	m := j.Message(p)
+	rec, err := jobmsg.Record(topic, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, rec, nil
+}
