@@ -21,6 +21,21 @@
 //
 // Handlers are plain functions (package handler; handler.Typed decodes a
 // payload into a struct); package kjobtest tests them.
+//
+// Tracing is opt-in: a Worker or Producer traces with OpenTelemetry only
+// when its config's TracerProvider is set, and then follows each window
+// from the producer's publish to the handler's attempt. Package kjobotel
+// builds a provider from the OTEL_* environment, as the binaries do:
+//
+//	tp, shutdown, err := kjobotel.FromEnv(ctx, "my-worker")
+//	...
+//	defer shutdown(context.Background())
+//	w, err := kjob.NewWorker(kjob.WorkerConfig{..., TracerProvider: tp})
+//
+// Before, NewWorker and NewProducer read the OTEL_* environment
+// themselves; a main of your own now traces only when it sets
+// TracerProvider. So this package links the OpenTelemetry API, never its
+// SDK, the OTLP exporter or gRPC (see docs/observability.md).
 package kjob
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/preflight"
@@ -111,6 +112,12 @@ type ProducerConfig struct {
 	MaxJobLabels int
 	// Logger receives the producer's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, if set, traces the producer with OpenTelemetry: a
+	// "publish" span per window record, whose W3C traceparent header the
+	// worker's spans continue. Default nil: no tracing. The producer does
+	// not shut it down: flush it after Run returns. kjobotel.FromEnv
+	// builds one from the OTEL_* environment, as cmd/producer does.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills the zero fields. internal/exec/producer's defaults apply to
@@ -173,13 +180,10 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		log.Warn("--misfire-grace is shorter than a crash failover (--lease-ttl + --lease-renew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
 			"misfire_grace", cfg.MisfireGrace, "lease_ttl", cfg.LeaseTTL, "lease_renew", cfg.LeaseRenew)
 	}
-	obs, err := service.Observe(context.Background(), log, "kjob-producer", cfg.Redis, !cfg.NoJobLabel, cfg.MaxJobLabels)
-	if err != nil {
-		return nil, err
-	}
+	obs := service.Observe(cfg.Redis, cfg.TracerProvider, !cfg.NoJobLabel, cfg.MaxJobLabels)
 	p := &Producer{process: process{role: "producer", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg}
+	var err error
 	if p.inner, err = p.assemble(); err != nil {
-		obs.Close()
 		return nil, err
 	}
 	return p, nil
@@ -249,7 +253,6 @@ func (p *Producer) Run(ctx context.Context) (err error) {
 	if err := p.once(); err != nil {
 		return err
 	}
-	defer p.obs.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := p.cfg

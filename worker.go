@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
@@ -125,6 +126,14 @@ type WorkerConfig struct {
 	MaxJobLabels int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, if set, traces the worker with OpenTelemetry: each
+	// window record's receive, and each handler attempt in a "process"
+	// span that continues the producer's trace (the record's W3C
+	// traceparent header); the handler's context carries the span.
+	// Default nil: no tracing. The worker does not shut it down: flush it
+	// after Run returns. kjobotel.FromEnv builds one from the OTEL_*
+	// environment, as cmd/worker does.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills the zero fields. The defaults of the packages below
@@ -232,16 +241,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	obs, err := service.Observe(context.Background(), cfg.Logger, "kjob-worker", cfg.Redis, !cfg.NoJobLabel, cfg.MaxJobLabels)
-	if err != nil {
-		return nil, err
-	}
-	w, err := assembleWorker(cfg, log, store, allow, obs)
-	if err != nil {
-		obs.Close()
-		return nil, err
-	}
-	return w, nil
+	return assembleWorker(cfg, log, store, allow, service.Observe(cfg.Redis, cfg.TracerProvider, !cfg.NoJobLabel, cfg.MaxJobLabels))
 }
 
 // assembleWorker builds the worker's parts on its store and observability.
@@ -337,7 +337,6 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	if err := w.once(); err != nil {
 		return err
 	}
-	defer w.obs.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := w.cfg

@@ -82,6 +82,13 @@ func run(ctx context.Context, args []string) error {
 	if c.Elector, err = newElector(leaseBackend, leaseNS, leaseName, c); err != nil {
 		return err
 	}
+	// Tracing is the library's opt-in; the binary opts in from OTEL_*.
+	tp, flushTraces, err := cli.Tracing(ctx, s.Log, "kjob-producer")
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	c.TracerProvider = tp
 	pr, err := kjob.NewProducer(c)
 	if err != nil {
 		return f.WithFlags(err, libraryFields)

@@ -75,6 +75,13 @@ func run(ctx context.Context, args []string) error {
 	c.Brokers, c.KafkaOpts, c.Redis, c.Logger = s.Brokers, s.KafkaOpts, s.Redis, s.Log
 	c.Topic, c.Namespace, c.ID, c.ReplicationFactor, c.HTTPAddr = p.Topic, p.Namespace, p.ID, int16(p.ReplicationFactor), p.HTTPAddr
 	c.SkipKafkaAccessCheck, c.SkipRedisAccessCheck, c.NoJobLabel, c.MaxJobLabels = !p.CheckKafkaACLs, !p.CheckRedisACLs, !p.JobLabel, p.MaxJobs
+	// Tracing is the library's opt-in; the binary opts in from OTEL_*.
+	tp, flushTraces, err := cli.Tracing(ctx, s.Log, "kjob-worker")
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	c.TracerProvider = tp
 	w, err := kjob.NewWorker(c)
 	if err != nil {
 		return f.WithFlags(err, libraryFields)

@@ -107,7 +107,7 @@ func (l *loop) start(wn *win, proven time.Time) {
 	a.cancel = cancel
 	job := l.jobOf(wn)
 	if w.cfg.OnAttempt != nil {
-		hctx, a.end = w.cfg.OnAttempt(hctx, wn.rec, job)
+		hctx, a.end = w.cfg.OnAttempt(hctx, wn.rec, job.Name(), job.ID(), job.Attempt(), job.FencingToken())
 	}
 	a.hctx = hctx
 	if w.log.Enabled(l.ctx, slog.LevelDebug) {

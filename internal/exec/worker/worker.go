@@ -259,12 +259,14 @@ type Config struct {
 	// it fast.
 	OnExecuted func(Execution)
 	// OnAttempt, if set, is called before each handler attempt with the
-	// handler's context (bounded by the window's timeout), the record and
-	// the job; the handler runs with the context it returns, and the
+	// handler's context (bounded by the window's timeout), the record, and
+	// the job's name, the window's id, the attempt number and the claim's
+	// fencing token (plain values, so that a hook depends on no handler
+	// API); the handler runs with the context it returns, and the
 	// returned function is called with the attempt's result (nil on
 	// success) when the attempt ends. For tracing (see internal/obs/tracing): the
 	// returned context must keep ctx's deadline and cancellation.
-	OnAttempt func(ctx context.Context, rec *kgo.Record, job *handler.Job) (context.Context, func(error))
+	OnAttempt func(ctx context.Context, rec *kgo.Record, job, window string, attempt int, token int64) (context.Context, func(error))
 }
 
 // Execution describes one attempt at a window, or a record settled without

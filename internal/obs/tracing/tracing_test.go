@@ -125,32 +125,22 @@ func names(spans tracetest.SpanStubs) []string {
 	return out
 }
 
-// Without OTEL_* settings tracing is off and adds nothing.
-func TestFromEnvOff(t *testing.T) {
-	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"} {
-		t.Setenv(k, "")
-	}
-	tr, err := FromEnv(context.Background(), "kjob-test")
-	if err != nil || tr.Enabled() || tr.ClientOpts() != nil {
-		t.Fatalf("FromEnv with no settings = %v, %v; want off", tr, err)
+// Without a TracerProvider tracing is off and adds nothing: no client
+// hooks, and the attempt hook hands the handler its own context.
+func TestOffWithoutProvider(t *testing.T) {
+	tr := New(nil)
+	if tr.Enabled() || tr.ClientOpts() != nil {
+		t.Fatalf("New(nil) = %v; want off", tr)
 	}
 	ctx := context.Background()
-	if got, end := tr.Attempt(ctx, &kgo.Record{}, nil); got != ctx {
+	if got, end := tr.Attempt(ctx, &kgo.Record{}, "j", "j@1", 1, 1); got != ctx {
 		t.Fatal("Attempt changed the context while off")
 	} else {
 		end(nil)
 	}
-	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
-	if _, err := FromEnv(context.Background(), "kjob-test"); err == nil || err.Error() != `tracing: OTEL_TRACES_EXPORTER="zipkin" is not supported; set "otlp" (OTLP over HTTP) or "none"` {
-		t.Fatalf("unsupported exporter: %v", err)
-	}
-	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-	tr, err = FromEnv(context.Background(), "kjob-test")
-	if err != nil || !tr.Enabled() || len(tr.ClientOpts()) != 1 {
-		t.Fatalf("FromEnv with otlp = %v, %v; want on", tr, err)
-	}
-	if err := tr.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	if tr := New(tp); !tr.Enabled() || len(tr.ClientOpts()) != 1 {
+		t.Fatalf("New(provider) = %v; want on, with one client hook", tr)
 	}
 }

@@ -43,7 +43,11 @@ var Layers = []Layer{
 	{"stores and codecs", []string{"internal/store/...", "schedule", "kubelease"}},
 	{"execution: worker, producer, control, handlers", []string{"internal/exec/..."}},
 	{"operator tooling", []string{"internal/ops/..."}},
-	{"observability", []string{"internal/obs/..."}},
+	// kjobotel, the public tracing plug-in, builds an OpenTelemetry SDK
+	// provider from the OTEL_* environment; it is observability, outside
+	// internal/ so that a user's main may opt in to tracing as the
+	// binaries do, and apart from the root (see Apart and Outside).
+	{"observability", []string{"internal/obs/...", "kjobotel"}},
 	{"test infrastructure", []string{"internal/testkit/testenv", "internal/testkit/devredis", "internal/testkit/chaos"}},
 	{"the public API: whole worker and producer processes, and the test kit", []string{".", "kjobtest"}},
 	{"binaries, their shared flags, and the suites", []string{
@@ -52,12 +56,15 @@ var Layers = []Layer{
 }
 
 // Public lists the packages a user may import; everything else is under
-// internal/ (or is a main, a suite or the manifests' test).
-var Public = []string{".", "kjobtest", "schedule", "kubelease"}
+// internal/ (or is a main, a suite or the manifests' test). kjobotel is
+// the opt-in tracing plug-in (FromEnv), as franz-go's kotel is for its
+// client: public so that a user's own main can trace as the binaries do.
+var Public = []string{".", "kjobtest", "schedule", "kubelease", "kjobotel"}
 
 // Import is one import of a package of the module by another.
 type Import struct {
-	// From and To are directories relative to the module root.
+	// From and To are directories relative to the module root (in
+	// Outside, To is the import path of another module's package).
 	From, To string
 }
 
@@ -158,6 +165,32 @@ var Apart = []Import{
 	{"internal/ops/operator", "internal/exec/worker"}, {"internal/ops/operator", "internal/exec/producer"},
 	// The library links no test infrastructure.
 	{".", "internal/testkit/testenv"}, {".", "internal/testkit/devredis"},
+	// Tracing is opt-in: the library takes a TracerProvider, and only a
+	// main that wants the OTEL_* set-up imports kjobotel.
+	{".", "kjobotel"}, {"kjobtest", "kjobotel"},
+}
+
+// Outside lists, as Apart does, a package of the module (From) and a
+// package of another module (To, with every package below it) that From
+// must not depend on, not even through other modules' packages. Graph
+// sees only the module's own imports: its test asks go list -deps.
+//
+// Observability is opt-in: a program that imports a public package other
+// than kjobotel links the OpenTelemetry API (for kotel and the
+// TracerProvider fields), never its SDK, the OTLP exporter, or the gRPC
+// that the exporter's protobuf types bring in (66 packages of gRPC and 50
+// of OpenTelemetry, before). kjobotel, the plug-in, links all three.
+var Outside = outside([]string{".", "kjobtest", "schedule", "kubelease"},
+	"google.golang.org/grpc", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters")
+
+func outside(from []string, to ...string) []Import {
+	var out []Import
+	for _, f := range from {
+		for _, t := range to {
+			out = append(out, Import{f, t})
+		}
+	}
+	return out
 }
 
 // Unlinked lists binaries (From) that depend on a package (To) only
@@ -169,6 +202,27 @@ var Apart = []Import{
 var Unlinked = []Import{
 	// The producer binary does not link the worker's control agent.
 	{"cmd/producer", "internal/exec/control"},
+}
+
+// ReachesUnder reports whether from depends in g on to or a package below
+// it (to + "/..."), and returns one path to the first such package in
+// sorted order.
+func ReachesUnder(g map[string][]string, from, to string) ([]string, bool) {
+	var under []string
+	for p, imps := range g {
+		for _, q := range append([]string{p}, imps...) {
+			if (q == to || strings.HasPrefix(q, to+"/")) && !slices.Contains(under, q) {
+				under = append(under, q)
+			}
+		}
+	}
+	slices.Sort(under)
+	for _, q := range under {
+		if path, ok := Reaches(g, from, q); ok {
+			return path, true
+		}
+	}
+	return nil, false
 }
 
 // Reaches reports whether from depends on to in g, directly or through

@@ -61,6 +61,62 @@ func TestApart(t *testing.T) {
 	}
 }
 
+// The packages of Outside do not depend on the other modules' packages
+// they must keep out of a user's program, and kjobotel, which exists to
+// bring them in, does: the check sees them where they are.
+func TestOutside(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := Root(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := func(dir string) (string, map[string][]string) {
+		t.Helper()
+		// The build's import graph, other modules' packages and the
+		// standard library included; test files left out, as Graph does.
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./"+dir)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v", dir, err)
+		}
+		g := map[string][]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			g[f[0]] = f[1:]
+		}
+		pkg := Module
+		if dir != "." {
+			pkg += "/" + dir
+		}
+		return pkg, g
+	}
+	type build struct {
+		pkg string
+		g   map[string][]string
+	}
+	builds := map[string]build{}
+	for _, o := range Outside {
+		b, ok := builds[o.From]
+		if !ok {
+			b.pkg, b.g = deps(o.From)
+			builds[o.From] = b
+		}
+		if path, ok := ReachesUnder(b.g, b.pkg, o.To); ok {
+			t.Errorf("%s depends on %s: %s; only kjobotel (or the user's own main) may bring it in", o.From, o.To, strings.Join(path, " -> "))
+		}
+	}
+	pkg, g := deps("kjobotel")
+	for _, o := range Outside {
+		if _, ok := ReachesUnder(g, pkg, o.To); !ok {
+			t.Errorf("kjobotel does not depend on %s: the check looks for a package no longer there; update Outside", o.To)
+		}
+	}
+}
+
 // Check finds an upward import and an unlisted package.
 func TestCheckFindsUpwardImports(t *testing.T) {
 	ls := []Layer{{"low", []string{"a", "b/..."}}, {"high", []string{"c"}}}
@@ -77,6 +133,12 @@ func TestCheckFindsUpwardImports(t *testing.T) {
 	}
 	if _, ok := Reaches(g, "d", "a"); ok {
 		t.Error("Reaches(d, a) = true")
+	}
+	if path, ok := ReachesUnder(g, "a", "b"); !ok || strings.Join(path, " ") != "a b/x" {
+		t.Errorf("ReachesUnder(a, b) = %v %v, want a b/x", path, ok)
+	}
+	if _, ok := ReachesUnder(g, "a", "d"); ok {
+		t.Error("ReachesUnder(a, d) = true")
 	}
 }
 
