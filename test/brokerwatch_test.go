@@ -23,9 +23,9 @@ import (
 const brokerStallAfter = 15 * time.Second
 
 // brokerWatch asks the broker for its API versions once a second, each time
-// on a new connection, with a deadline (brokerStallAfter in the chaos run). The embedded
-// broker (kfake) answers every request of every client from one goroutine,
-// Cluster.run: one request it cannot finish stops all of them. When the
+// on a new connection, with a deadline (brokerStallAfter in the chaos run).
+// The embedded broker (kfake) answers every request of every client from
+// one goroutine, Cluster.run: one request it cannot finish stops all of them. When the
 // workers' requests time out together, brokerWatch tells a broker that
 // stopped answering (its loop is blocked or busy) from workers that stopped
 // asking. A refused connection (the broker restarting) is not a stall.
