@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,6 +314,26 @@ func (r *chaosRun) brokerStalled(since time.Time) {
 	close(r.brokerStuck)
 }
 
+// describeGroup is the workers' group as the broker describes it: its state
+// and members. A run that does not drain while the broker answers shows
+// here whether the group is stuck in a rebalance (see docs/real-kafka.md).
+func (r *chaosRun) describeGroup() string {
+	gs, err := r.c.admin(r.t).DescribeGroups(ctxTimeout(r.t, 5*time.Second), "kjob-workers")
+	if err != nil {
+		return "not described: " + err.Error()
+	}
+	g := gs["kjob-workers"]
+	if g.Err != nil {
+		return "not described: " + g.Err.Error()
+	}
+	members := make([]string, 0, len(g.Members))
+	for _, m := range g.Members {
+		members = append(members, m.ClientID)
+	}
+	slices.Sort(members)
+	return fmt.Sprintf("%s, %d members %v", g.State, len(members), members)
+}
+
 // checkBroker stops the run if the broker stalled (see brokerStalled).
 func (r *chaosRun) checkBroker() {
 	select {
@@ -381,9 +402,10 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 		time.Since(quiet).Round(time.Millisecond), lag, r.watch.longestWait().Round(time.Millisecond))
 	if lag != 0 {
 		r.checkBroker()
+		group := r.describeGroup()
 		r.dumpStacks()
-		t.Fatalf("chaos seed %d: the run did not drain within 90s (lag %d), while the broker answered the watch within %v; the goroutines of the broker and workers are saved above",
-			r.seed, lag, r.watch.longestWait().Round(time.Millisecond))
+		t.Fatalf("chaos seed %d: the run did not drain within 90s (lag %d), while the broker answered the watch within %v; the workers' group: %s; the goroutines of the broker and workers are saved above",
+			r.seed, lag, r.watch.longestWait().Round(time.Millisecond), group)
 	}
 	r.checkBroker()
 	for _, w := range r.c.workers {
