@@ -843,10 +843,13 @@ func (r *chaosRun) dumpStacks() {
 	}
 }
 
-// artifactsDir is KJOB_TEST_ARTIFACTS (CI keeps it), or a temporary
-// directory.
+// artifactsDir is KJOB_TEST_ARTIFACTS (CI keeps it; created if missing),
+// or a temporary directory.
 func artifactsDir(t *testing.T) string {
 	if dir := os.Getenv("KJOB_TEST_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Logf("KJOB_TEST_ARTIFACTS: %v", err)
+		}
 		return dir
 	}
 	return t.TempDir()
