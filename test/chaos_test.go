@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -151,6 +153,14 @@ type chaosRun struct {
 	redisDown []chaos.Interval
 	// storeLosses are the Redis restarts, for rule (l).
 	storeLosses []chaos.StoreLoss
+	// watch asks the broker for an answer every second; brokerStuck is
+	// closed once it went brokerStallAfter without one (see brokerStalled).
+	watch       *brokerWatch
+	brokerStuck chan struct{}
+	stuckMsg    string
+	// brokerMu guards c.brokerP, which restartBroker replaces while the
+	// watch may read it.
+	brokerMu sync.Mutex
 }
 
 // chaosFault is one kind of fault a profile injects: inject returns
@@ -272,7 +282,65 @@ func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	for range chaosWorkers - 1 {
 		r.startWorker()
 	}
+	r.brokerStuck = make(chan struct{})
+	r.watch = watchBroker(r.c.broker, brokerStallAfter, r.brokerStalled)
+	t.Cleanup(r.watch.close)
 	return r
+}
+
+// brokerStalled runs (on the watch's goroutine) when the broker left a
+// request unanswered for brokerStallAfter: it saves the goroutines of the
+// broker at that moment, while the stall lasts (the dev-broker process's,
+// SIGQUIT; for an in-process broker, this test process's, which hold
+// kfake's request loop), and makes the run stop with checkBroker.
+func (r *chaosRun) brokerStalled(since time.Time) {
+	dir := artifactsDir(r.t)
+	r.brokerMu.Lock()
+	p := r.c.brokerP
+	r.brokerMu.Unlock()
+	var where string
+	if p != nil {
+		where = r.saveGoroutines(p, dir)
+	} else {
+		path := filepath.Join(dir, fmt.Sprintf("chaos-%d-in-process-broker-goroutines.log", r.seed))
+		if err := os.WriteFile(path, []byte(testenv.Goroutines()), 0o644); err != nil {
+			where = "not saved: " + err.Error()
+		} else {
+			where = path
+		}
+	}
+	r.stuckMsg = fmt.Sprintf("the embedded broker left a request (ApiVersions, on a new connection) unanswered from %s for %v: its request loop is blocked or busy, so every client's requests time out; its goroutines: %s",
+		since.Format("15:04:05.000"), brokerStallAfter, where)
+	close(r.brokerStuck)
+}
+
+// describeGroup is the workers' group as the broker describes it: its state
+// and members. A run that does not drain while the broker answers shows
+// here whether the group is stuck in a rebalance (see docs/real-kafka.md).
+func (r *chaosRun) describeGroup() string {
+	gs, err := r.c.admin(r.t).DescribeGroups(ctxTimeout(r.t, 5*time.Second), "kjob-workers")
+	if err != nil {
+		return "not described: " + err.Error()
+	}
+	g := gs["kjob-workers"]
+	if g.Err != nil {
+		return "not described: " + g.Err.Error()
+	}
+	members := make([]string, 0, len(g.Members))
+	for _, m := range g.Members {
+		members = append(members, m.ClientID)
+	}
+	slices.Sort(members)
+	return fmt.Sprintf("%s, %d members %v", g.State, len(members), members)
+}
+
+// checkBroker stops the run if the broker stalled (see brokerStalled).
+func (r *chaosRun) checkBroker() {
+	select {
+	case <-r.brokerStuck:
+		r.t.Fatalf("chaos seed %d: %s", r.seed, r.stuckMsg)
+	default:
+	}
 }
 
 // run injects faults drawn from faults for duration, lets the cluster
@@ -294,7 +362,9 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 	// random until the duration is up: even the short CI profile injects
 	// each kind.
 	gap := func() {
+		r.checkBroker()
 		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
+		r.checkBroker()
 	}
 	end := time.Now().Add(duration)
 	todo := r.rng.Perm(len(faults))
@@ -328,11 +398,16 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 		}
 	}
 	lag := r.drain(90 * time.Second)
-	t.Logf("drained %v after faults stopped: lag %d", time.Since(quiet).Round(time.Millisecond), lag)
+	t.Logf("drained %v after faults stopped: lag %d; the broker took at most %v to answer the watch's requests",
+		time.Since(quiet).Round(time.Millisecond), lag, r.watch.longestWait().Round(time.Millisecond))
 	if lag != 0 {
+		r.checkBroker()
+		group := r.describeGroup()
 		r.dumpStacks()
-		t.Fatalf("chaos seed %d: the run did not drain within 90s (lag %d); the goroutines of the broker and workers are saved above", r.seed, lag)
+		t.Fatalf("chaos seed %d: the run did not drain within 90s (lag %d), while the broker answered the watch within %v; the workers' group: %s; the goroutines of the broker and workers are saved above",
+			r.seed, lag, r.watch.longestWait().Round(time.Millisecond), group)
 	}
+	r.checkBroker()
 	for _, w := range r.c.workers {
 		if w.alive() {
 			w.stop(t, 30*time.Second)
@@ -583,7 +658,9 @@ func (r *chaosRun) pause(p *process, d time.Duration) {
 func (r *chaosRun) restartBroker() bool {
 	r.c.brokerP.stop(r.t, 20*time.Second)
 	down := time.Now()
+	r.brokerMu.Lock()
 	r.c.startBroker(r.t)
+	r.brokerMu.Unlock()
 	r.fault(faultBroker, "down for %v", time.Since(down).Round(time.Millisecond))
 	return true
 }
@@ -613,6 +690,7 @@ func (r *chaosRun) drain(timeout time.Duration) int64 {
 			r.t.Logf("lag %d after %v (err %v)", lag, timeout, err)
 			return lag
 		}
+		r.checkBroker()
 		time.Sleep(200 * time.Millisecond) // poll the group's offsets
 	}
 }
@@ -751,34 +829,52 @@ func (r *chaosRun) report(h chaos.History, violations []chaos.Violation, checkEr
 // KJOB_TEST_ARTIFACTS (CI keeps it), so that a stall can be told apart:
 // a broker that stopped answering, or a worker waiting on itself.
 func (r *chaosRun) dumpStacks() {
-	t := r.t
-	dir := os.Getenv("KJOB_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := artifactsDir(r.t)
 	procs := append([]*process{}, r.c.workers...)
+	r.brokerMu.Lock()
 	if r.c.brokerP != nil {
 		procs = append(procs, r.c.brokerP)
 	}
+	r.brokerMu.Unlock()
 	for _, p := range procs {
-		if !p.alive() {
-			continue
+		if p.alive() {
+			r.saveGoroutines(p, dir)
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			t.Logf("%s did not exit within 10s of SIGQUIT", p.name)
-			continue
-		}
-		p.mu.Lock()
-		body := strings.Join(p.lines, "\n")
-		p.mu.Unlock()
-		path := filepath.Join(dir, fmt.Sprintf("chaos-%d-%s.log", r.seed, p.name))
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Logf("saving %s's goroutines: %v", p.name, err)
-			continue
-		}
-		t.Logf("%s's log with its goroutines at the stall: %s", p.name, path)
 	}
+}
+
+// artifactsDir is KJOB_TEST_ARTIFACTS (CI keeps it; created if missing),
+// or a temporary directory.
+func artifactsDir(t *testing.T) string {
+	if dir := os.Getenv("KJOB_TEST_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Logf("KJOB_TEST_ARTIFACTS: %v", err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// saveGoroutines makes p print its goroutines (SIGQUIT: the Go runtime
+// prints them and exits), saves its whole log in dir and returns the
+// file's path, or why it could not.
+func (r *chaosRun) saveGoroutines(p *process, dir string) string {
+	t := r.t
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Logf("%s did not exit within 10s of SIGQUIT", p.name)
+		return "none: it did not exit within 10s of SIGQUIT"
+	}
+	p.mu.Lock()
+	body := strings.Join(p.lines, "\n")
+	p.mu.Unlock()
+	path := filepath.Join(dir, fmt.Sprintf("chaos-%d-%s.log", r.seed, p.name))
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Logf("saving %s's goroutines: %v", p.name, err)
+		return "not saved: " + err.Error()
+	}
+	t.Logf("%s's log with its goroutines at the stall: %s", p.name, path)
+	return path
 }

@@ -27,7 +27,10 @@ const (
 )
 
 // install adds the control hooks to c; they stay for the cluster's life and
-// only act while their kind is on.
+// only act while their kind is on. A hook must return at once: kfake's one
+// request loop waits for a hook's answer and serves no other client
+// meanwhile, so a hook that blocks (or sleeps without SleepControl) times
+// out every client's requests together.
 func (f *kafkaFaults) install(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
