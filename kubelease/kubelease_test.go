@@ -315,7 +315,7 @@ func TestConfigErrors(t *testing.T) {
 // readManifest decodes one object of the deploy/kubernetes base.
 func readManifest(t *testing.T, file string, into any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", "base", file))
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "kubernetes", "base", file))
 	if err != nil {
 		t.Fatal(err)
 	}
