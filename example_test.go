@@ -14,7 +14,6 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
-	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/testkit/testenv"
@@ -57,7 +56,7 @@ func ExampleWorker() {
 		return
 	}
 	ran := make(chan struct{}, 2)
-	w.HandleFunc("report", func(ctx context.Context, j *handler.Job) error {
+	w.HandleFunc("report", func(ctx context.Context, j *kjob.Job) error {
 		fmt.Printf("report ran: %s window, attempt %d, fencing token %d\n", j.Trigger(), j.Attempt(), j.FencingToken())
 		ran <- struct{}{}
 		return nil

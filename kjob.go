@@ -16,11 +16,33 @@
 //		Redis:   redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}),
 //	})
 //	...
-//	w.HandleFunc("report", func(ctx context.Context, j *handler.Job) error { ... })
+//	w.HandleFunc("report", func(ctx context.Context, j *kjob.Job) error { ... })
 //	err = w.Run(ctx)
 //
-// Handlers are plain functions (package handler; handler.Typed decodes a
-// payload into a struct); package kjobtest tests them.
+// # Handlers
+//
+// The handler API mirrors net/http: a Handler runs one attempt at a
+// window, HandlerFunc adapts a function, a Mux (the Worker holds one)
+// routes windows by the handler name in the schedules file, and
+// Middleware wraps handlers (Logging, Timeout, Recover). A handler gets a
+// read-only *Job: the window's id and time range (Window), why it was
+// published (Trigger), the payload, the attempt and the claim's fencing
+// token. Returning nil completes the window; an error fails the attempt,
+// which is retried with backoff, then dead-lettered; an error wrapping
+// ErrPermanent dead-letters at once. Typed decodes the payload into a
+// struct first, naming the field of a payload that does not fit.
+//
+// A handler can run twice for one window only when an attempt did not
+// complete (its worker died or was cut off, it failed, or it timed out):
+// the next attempt carries a higher FencingToken, which a downstream
+// store can use to refuse the older attempt's writes.
+//
+// Package kjobtest tests handlers: kjobtest.NewJob builds a Job for a
+// unit test, kjobtest.StartPipeline runs a worker against an embedded
+// Kafka and a Redis. A Producer elects its publishing replica with a lease
+// in Redis, or any Elector (kubelease for a Kubernetes Lease).
+//
+// # Tracing
 //
 // Tracing is opt-in: a Worker or Producer traces with OpenTelemetry only
 // when its config's TracerProvider is set, and then follows each window

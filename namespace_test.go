@@ -11,7 +11,6 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
-	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
@@ -33,11 +32,11 @@ func TestTwoDeploymentsOnOneKafkaKeepApart(t *testing.T) {
 	type run struct{ by, namespace string }
 	var mu sync.Mutex
 	runs := map[string][]run{} // window id "<namespace>/<id>" as its topic holds it -> runs
-	ran := func(by string) func(context.Context, *handler.Job) error {
-		return func(_ context.Context, j *handler.Job) error {
+	ran := func(by string) func(context.Context, *kjob.Job) error {
+		return func(_ context.Context, j *kjob.Job) error {
 			mu.Lock()
 			defer mu.Unlock()
-			ns := j.Message().Namespace
+			ns := j.Namespace()
 			runs[ns+"/"+j.ID()] = append(runs[ns+"/"+j.ID()], run{by: by, namespace: ns})
 			return nil
 		}

@@ -76,12 +76,11 @@ type ProducerConfig struct {
 	// file. Required; names are unique.
 	Jobs []*schedule.Job
 
-	// Elector, if set, builds the leader election in place of the default
-	// Redis lease (internal/store/lease on Redis, at the deployment's lease key), e.g.
-	// a Kubernetes Lease (kubelease). Pass onChange to the
-	// elector's OnChange hook: it keeps the producer's lease metrics.
-	// NewProducer calls it once; an error it returns is NewProducer's.
-	Elector func(onChange func(lease.Event)) (producer.Elector, error)
+	// Elector, if set, elects the publishing replica in place of the
+	// default lease in Redis (at the deployment's lease key), e.g. a
+	// Kubernetes Lease (kubelease.New). The producer's lease metrics
+	// follow its leadership changes. Run runs it once.
+	Elector Elector
 	// LeaseTTL is the leader lease's TTL: a crashed leader is replaced
 	// within about this long. The default Redis lease uses it and
 	// LeaseRenew; an Elector of your own should use the same values, as
@@ -195,7 +194,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 	var elector producer.Elector
 	var err error
 	if c.Elector != nil {
-		elector, err = c.Elector(m.LeaseChanged)
+		elector = reporting{el: c.Elector, holder: c.ID, onChange: m.LeaseChanged}
 	} else {
 		elector, err = redisElector(c, m.LeaseChanged)
 	}

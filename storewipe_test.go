@@ -18,7 +18,6 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
-	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
@@ -45,7 +44,7 @@ func TestRedisWipeTokensNeverGoBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := make(chan int64, 16)
-	w.HandleFunc("tick", func(ctx context.Context, j *handler.Job) error {
+	w.HandleFunc("tick", func(ctx context.Context, j *kjob.Job) error {
 		tokens <- j.FencingToken()
 		return nil
 	})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
-	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -48,7 +47,7 @@ func TestTracerProviderFollowsAWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.HandleFunc("traced", func(ctx context.Context, j *handler.Job) error {
+	w.HandleFunc("traced", func(ctx context.Context, j *kjob.Job) error {
 		_, deadline := ctx.Deadline()
 		select {
 		case got <- seen{trace.SpanContextFromContext(ctx), j.ID(), j.Attempt(), j.FencingToken(), deadline, trace.SpanFromContext(ctx).IsRecording()}:

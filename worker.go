@@ -18,7 +18,6 @@ import (
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/control"
-	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/handler/builtin"
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/exec/worker"
@@ -201,7 +200,7 @@ func DefaultID() string {
 type Worker struct {
 	process
 	cfg   WorkerConfig
-	mux   *handler.Mux
+	mux   *Mux
 	allow *builtin.AllowList
 	store *dedupe.Store
 	inner *worker.Worker
@@ -246,10 +245,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 
 // assembleWorker builds the worker's parts on its store and observability.
 func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, allow *builtin.AllowList, obs *service.Observability) (*Worker, error) {
-	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: handler.NewMux(), allow: allow}
-	// internal/exec/worker wraps the whole mux in handler.Recover: a second one here
+	w := &Worker{process: process{role: "worker", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg, store: store, mux: NewMux(), allow: allow}
+	// internal/exec/worker wraps the whole mux in a recover: a second one here
 	// would only deepen every handler's stack (see Mux.HandleJob).
-	builtin.Register(w.mux, w.log, &http.Client{}, allow)
+	builtin.Register(w.mux.handleInternal, w.log, &http.Client{}, allow)
 	m := obs.Metrics
 	var verify func(*kgo.Record) error
 	if cfg.Verifier != nil {
@@ -266,7 +265,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		DeadLetterTopic:     cfg.DeadLetterTopic,
 		ReplicationFactor:   cfg.ReplicationFactor,
 		Store:               m.Store(store),
-		Handler:             w.mux,
+		Handler:             attempts(w.mux),
 		WorkerID:            cfg.ID,
 		Grace:               cfg.Grace,
 		Concurrency:         cfg.Concurrency,
@@ -312,17 +311,17 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 // Handle registers h for the windows whose handler is name, beside the
 // built-in ones (log, noop, sleep, http). Register before Run; a name
 // registered twice panics, as http.ServeMux does.
-func (w *Worker) Handle(name string, h handler.Handler) { w.mux.Handle(name, h) }
+func (w *Worker) Handle(name string, h Handler) { w.mux.Handle(name, h) }
 
 // HandleFunc registers f for the windows whose handler is name.
-func (w *Worker) HandleFunc(name string, f func(context.Context, *handler.Job) error) {
+func (w *Worker) HandleFunc(name string, f func(context.Context, *Job) error) {
 	w.mux.HandleFunc(name, f)
 }
 
-// Use adds middleware around every handler, outermost first (inside
-// handler.Recover, which turns a panic, in a handler or a middleware, into
+// Use adds middleware around every handler, outermost first (inside the
+// worker's Recover, which turns a panic, in a handler or a middleware, into
 // a failed attempt).
-func (w *Worker) Use(mw ...handler.Middleware) { w.mux.Use(mw...) }
+func (w *Worker) Use(mw ...Middleware) { w.mux.Use(mw...) }
 
 // Assigned returns the partitions this worker owns now.
 func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }

@@ -3,11 +3,11 @@
 //
 // # Unit tests of a handler
 //
-// NewJob builds the *handler.Job a worker would pass to a handler, from a
+// NewJob builds the *kjob.Job a worker would pass to a handler, from a
 // JobOptions whose zero fields all have defaults: the window (job and
 // handler names, start and end, trigger, payload, timeout, retries,
 // overlap policy) and the attempt (number, fencing token, worker). Call
-// the handler, or the *handler.Mux it is registered on, with it:
+// the handler, or the *kjob.Mux it is registered on, with it:
 //
 //	func TestReport(t *testing.T) {
 //		j := kjobtest.NewJob(kjobtest.JobOptions{
@@ -30,18 +30,18 @@
 //
 // StartPipeline runs a small kjob deployment inside the test process: the
 // embedded Kafka broker (kfake) with the windows and dead-letter topics, a
-// Redis for the idempotency store, and one worker (internal/exec/worker) running the
+// Redis for the idempotency store, and one kjob worker running the
 // handler under test with its claims, fencing tokens, retries, overlap
 // policies and dead letters. Publish puts a window on the topic now, as
 // the producer would; Wait blocks (with a deadline) until that window is
-// settled and returns its Result: the outcome, the handler's attempts with
-// their tokens and errors, the store's record and the dead letter.
+// settled and returns its Result: the Outcome, the handler's attempts with
+// their tokens and errors, the store's record (Stored) and the DeadLetter.
 //
 //	func TestReportPipeline(t *testing.T) {
 //		p := kjobtest.StartPipeline(t, mux, kjobtest.PipelineOptions{})
 //		id := p.Publish(t, kjobtest.Window{Job: "report", Payload: ReportArgs{Team: "billing"}})
 //		res := p.Wait(t, id)
-//		if res.Outcome != worker.OutcomeDone || len(res.Attempts) != 1 {
+//		if res.Outcome != kjobtest.OutcomeDone || len(res.Attempts) != 1 {
 //			t.Fatalf("report: %s after %d attempts: %v", res.Outcome, len(res.Attempts), res.Err)
 //		}
 //	}

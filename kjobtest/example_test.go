@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/kjobtest"
 )
 
@@ -19,8 +19,8 @@ type ReportArgs struct {
 // A unit test of a handler: build the Job a worker would pass it, and call
 // the handler (here through the Mux it is registered on).
 func ExampleNewJob() {
-	mux := handler.NewMux()
-	mux.Handle("report", handler.Typed(func(ctx context.Context, j *handler.Job, args ReportArgs) error {
+	mux := kjob.NewMux()
+	mux.Handle("report", kjob.Typed(func(ctx context.Context, j *kjob.Job, args ReportArgs) error {
 		w := j.Window()
 		fmt.Printf("%s: report for %s from %s to %s, attempt %d of %d, fencing token %d\n",
 			j.ID(), args.Team, w.Start.Format("15:04"), w.End.Format("15:04"), j.Attempt(), j.MaxAttempts(), j.FencingToken())
@@ -41,7 +41,7 @@ func ExampleNewJob() {
 		Window: kjobtest.Window{Job: "report", Payload: `{"team":"billing","retries":"three"}`},
 	})
 	err := mux.HandleJob(context.Background(), j)
-	fmt.Printf("%v (permanent: %t)\n", err, errors.Is(err, handler.ErrPermanent))
+	fmt.Printf("%v (permanent: %t)\n", err, errors.Is(err, kjob.ErrPermanent))
 	// Output:
 	// report@2026-01-01T00:00:00Z: report for billing from 00:00 to 00:01, attempt 2 of 3, fencing token 41
 	// payload.retries: "three": want int (permanent: true)
@@ -58,8 +58,8 @@ func ExampleStartPipeline() {
 	defer tb.Close()
 
 	var calls atomic.Int32
-	mux := handler.NewMux()
-	mux.Handle("report", handler.Typed(func(ctx context.Context, j *handler.Job, args ReportArgs) error {
+	mux := kjob.NewMux()
+	mux.Handle("report", kjob.Typed(func(ctx context.Context, j *kjob.Job, args ReportArgs) error {
 		if calls.Add(1) == 1 {
 			return errors.New("mail server busy")
 		}
@@ -69,14 +69,14 @@ func ExampleStartPipeline() {
 
 	id := p.Publish(tb, kjobtest.Window{Job: "report", Payload: ReportArgs{Team: "billing"}})
 	res := p.Wait(tb, id)
-	fmt.Printf("%s after %d attempts (store: %s)\n", res.Outcome, len(res.Attempts), res.State.Status)
+	fmt.Printf("%s after %d attempts (store: %s)\n", res.Outcome, len(res.Attempts), res.Stored.Status)
 	for _, a := range res.Attempts {
 		fmt.Printf("  attempt %d, fencing token %d: %v\n", a.Attempt, a.FencingToken, a.Err)
 	}
 
 	id = p.Publish(tb, kjobtest.Window{Job: "report", Payload: `{"team":"billing","retries":"three"}`})
 	res = p.Wait(tb, id)
-	fmt.Printf("%s after %d attempt (store: %s): %s\n", res.Outcome, len(res.Attempts), res.State.Status, res.DeadLetter.Reason)
+	fmt.Printf("%s after %d attempt (store: %s): %s\n", res.Outcome, len(res.Attempts), res.Stored.Status, res.DeadLetter.Reason)
 	// Output:
 	// done after 2 attempts (store: done)
 	//   attempt 1, fencing token 1: mail server busy

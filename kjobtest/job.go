@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/schedule"
@@ -43,7 +44,7 @@ var defaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type Window struct {
 	// Job is the job's name, also the record key. Default DefaultJob.
 	Job string
-	// Handler is the handler name a handler.Mux routes on. Default Job.
+	// Handler is the handler name a kjob.Mux routes on. Default Job.
 	Handler string
 	// Start is the window's start. Default 2026-01-01T00:00:00Z for
 	// NewJob (so tests are deterministic); for Pipeline.Publish, the
@@ -54,12 +55,11 @@ type Window struct {
 	// DefaultWindowLength.
 	End time.Time
 	// Trigger says why the window was published. Default
-	// jobmsg.TriggerSchedule.
-	Trigger jobmsg.Trigger
+	// kjob.TriggerSchedule.
+	Trigger kjob.Trigger
 	// ID is the window id, the idempotency key. Default by Trigger:
-	// jobmsg.WindowID(Job, Start) for schedule and catchup,
-	// jobmsg.ManualID(Job, Start, "kjobtest") for manual,
-	// jobmsg.BackfillID(Job, Start) for backfill.
+	// "<Job>@<Start, RFC 3339 UTC>" for schedule and catchup, with the
+	// suffix "#manual-kjobtest" for manual and "#backfill" for backfill.
 	ID string
 	// ScheduledAt is when the window was due. Default Start.
 	ScheduledAt time.Time
@@ -81,10 +81,11 @@ type Window struct {
 	// MaxBackoff caps the delay between attempts. Default
 	// DefaultMaxBackoff, or Backoff if that is larger.
 	MaxBackoff time.Duration
-	// Overlap is the job's overlap policy: what a Pipeline's worker does
-	// with this window while an earlier window of the job still runs.
-	// Default jobmsg.OverlapQueue.
-	Overlap jobmsg.Overlap
+	// Overlap is the job's overlap policy, as the schedules file spells
+	// it: what a Pipeline's worker does with this window while an earlier
+	// window of the job still runs or waits: "queue", "skip", "latest",
+	// "replace" or "allow" (see package schedule). Default "queue".
+	Overlap string
 }
 
 // message builds the window's message with the defaults applied (start
@@ -126,11 +127,11 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 		return nil, err
 	}
 	job := &schedule.Job{
-		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: w.Overlap,
+		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: jobmsg.Overlap(w.Overlap),
 		Retries: schedule.RetryPolicy{MaxAttempts: w.MaxAttempts, Backoff: w.Backoff, MaxBackoff: w.MaxBackoff},
 	}
 	_, rec, err := job.Record("", schedule.Publication{
-		Start: w.Start, End: w.End, Trigger: w.Trigger, ID: w.ID, Nonce: "kjobtest",
+		Start: w.Start, End: w.End, Trigger: jobmsg.Trigger(w.Trigger), ID: w.ID, Nonce: "kjobtest",
 		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt, Namespace: Namespace,
 	})
 	if err != nil {
@@ -158,7 +159,7 @@ func payloadJSON(p any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// JobOptions describes a handler.Job for a unit test of a handler: a
+// JobOptions describes a kjob.Job for a unit test of a handler: a
 // Window plus the attempt the worker would be making. Every zero field has
 // a default.
 type JobOptions struct {
@@ -178,9 +179,9 @@ type JobOptions struct {
 	Offset int64
 }
 
-// NewJob builds the *handler.Job a worker would hand a handler for o's
+// NewJob builds the *kjob.Job a worker would hand a handler for o's
 // window and attempt, for unit tests of handlers: call the handler (or a
-// handler.Mux) with it directly. Only jobs a worker could deliver are
+// kjob.Mux) with it directly. Only jobs a worker could deliver are
 // built: the window goes through kjob's wire format (jobmsg), so the
 // handler sees exactly what it would see in production.
 //
@@ -188,7 +189,7 @@ type JobOptions struct {
 // (the panic names the field, e.g. a Payload that is not a JSON object, an
 // End before Start, an Attempt above MaxAttempts): such a mistake is in
 // the test, not in the code under test.
-func NewJob(o JobOptions) *handler.Job {
+func NewJob(o JobOptions) *kjob.Job {
 	msg, err := o.Window.message(defaultStart, time.Time{})
 	if err != nil {
 		panic("kjobtest.NewJob: " + err.Error())
@@ -212,5 +213,5 @@ func NewJob(o JobOptions) *handler.Job {
 	if o.Worker == "" {
 		o.Worker = DefaultWorker
 	}
-	return handler.NewJob(msg, o.Attempt, o.FencingToken, o.Worker, o.Partition, o.Offset)
+	return handler.Public(handler.NewJob(msg, o.Attempt, o.FencingToken, o.Worker, o.Partition, o.Offset)).(*kjob.Job)
 }

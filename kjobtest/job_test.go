@@ -8,15 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/exec/handler"
-	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/kjobtest"
 )
 
 func TestNewJobDefaults(t *testing.T) {
 	j := kjobtest.NewJob(kjobtest.JobOptions{})
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m := j.Message()
 	for _, c := range []struct {
 		name      string
 		got, want any
@@ -28,16 +26,13 @@ func TestNewJobDefaults(t *testing.T) {
 		{"Window.End", j.Window().End, start.Add(kjobtest.DefaultWindowLength)},
 		{"ScheduledAt", j.ScheduledAt(), start},
 		{"PublishedAt", j.PublishedAt(), start},
-		{"Trigger", j.Trigger(), jobmsg.TriggerSchedule},
+		{"Trigger", j.Trigger(), kjob.TriggerSchedule},
 		{"Payload", string(j.Payload()), "{}"},
 		{"Attempt", j.Attempt(), 1},
 		{"MaxAttempts", j.MaxAttempts(), kjobtest.DefaultMaxAttempts},
 		{"Timeout", j.Timeout(), kjobtest.DefaultTimeout},
 		{"FencingToken", j.FencingToken(), int64(1)},
 		{"Worker", j.Worker(), kjobtest.DefaultWorker},
-		{"Backoff", time.Duration(m.Policy.Backoff), kjobtest.DefaultBackoff},
-		{"MaxBackoff", time.Duration(m.Policy.MaxBackoff), kjobtest.DefaultMaxBackoff},
-		{"Overlap", m.Policy.Overlap, jobmsg.OverlapQueue},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -50,25 +45,25 @@ func TestNewJobFields(t *testing.T) {
 	j := kjobtest.NewJob(kjobtest.JobOptions{
 		Window: kjobtest.Window{
 			Job: "report", Handler: "mail", Start: start, End: start.Add(time.Hour),
-			Trigger: jobmsg.TriggerCatchup, Payload: map[string]any{"team": "billing"},
-			Timeout: time.Minute, MaxAttempts: 5, Backoff: time.Second, Overlap: jobmsg.OverlapSkip,
+			Trigger: kjob.TriggerCatchup, Payload: map[string]any{"team": "billing"},
+			Timeout: time.Minute, MaxAttempts: 5, Backoff: time.Second, Overlap: "skip",
 		},
 		Attempt: 4, FencingToken: 99, Worker: "w-7", Partition: 3, Offset: 12,
 	})
-	m := j.Message()
 	if j.ID() != "report@2026-11-22T09:00:00Z" || j.Name() != "report" || j.HandlerName() != "mail" ||
 		!j.Window().Start.Equal(start) || j.Window().Start.Location() != time.UTC || j.Window().End.Sub(j.Window().Start) != time.Hour ||
-		j.Trigger() != jobmsg.TriggerCatchup || string(j.Payload()) != `{"team":"billing"}` || j.Timeout() != time.Minute ||
+		j.Trigger() != kjob.TriggerCatchup || string(j.Payload()) != `{"team":"billing"}` || j.Timeout() != time.Minute ||
 		j.MaxAttempts() != 5 || j.Attempt() != 4 || j.FencingToken() != 99 || j.Worker() != "w-7" ||
-		j.Partition() != 3 || j.Offset() != 12 || time.Duration(m.Policy.MaxBackoff) != time.Second || m.Policy.Overlap != jobmsg.OverlapSkip {
-		t.Fatalf("job = %+v (attempt %d, token %d, worker %s, %d/%d)", m, j.Attempt(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset())
+		j.Partition() != 3 || j.Offset() != 12 {
+		t.Fatalf("job %s: window %+v, trigger %s, payload %s, timeout %v, max attempts %d (attempt %d, token %d, worker %s, %d/%d)",
+			j.ID(), j.Window(), j.Trigger(), j.Payload(), j.Timeout(), j.MaxAttempts(), j.Attempt(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset())
 	}
 	for _, tc := range []struct {
-		trigger jobmsg.Trigger
+		trigger kjob.Trigger
 		id      string
 	}{
-		{jobmsg.TriggerManual, "test-job@2026-01-01T00:00:00Z#manual-kjobtest"},
-		{jobmsg.TriggerBackfill, "test-job@2026-01-01T00:00:00Z#backfill"},
+		{kjob.TriggerManual, "test-job@2026-01-01T00:00:00Z#manual-kjobtest"},
+		{kjob.TriggerBackfill, "test-job@2026-01-01T00:00:00Z#backfill"},
 	} {
 		if id := kjobtest.NewJob(kjobtest.JobOptions{Window: kjobtest.Window{Trigger: tc.trigger}}).ID(); id != tc.id {
 			t.Errorf("%s window id = %q, want %q", tc.trigger, id, tc.id)
@@ -146,8 +141,8 @@ func TestNewJobPanics(t *testing.T) {
 // would, including a bad payload's permanent error.
 func TestNewJobWithTypedHandler(t *testing.T) {
 	var got reportArgs
-	mux := handler.NewMux()
-	mux.Handle("report", handler.Typed(func(_ context.Context, j *handler.Job, a reportArgs) error {
+	mux := kjob.NewMux()
+	mux.Handle("report", kjob.Typed(func(_ context.Context, j *kjob.Job, a reportArgs) error {
 		got = a
 		return nil
 	}))
@@ -157,7 +152,7 @@ func TestNewJobWithTypedHandler(t *testing.T) {
 	}
 	j = kjobtest.NewJob(kjobtest.JobOptions{Window: kjobtest.Window{Job: "report", Payload: `{"retries":"three"}`}})
 	err := mux.HandleJob(context.Background(), j)
-	if !errors.Is(err, handler.ErrPermanent) || !strings.Contains(err.Error(), `payload.retries: "three": want int`) {
+	if !errors.Is(err, kjob.ErrPermanent) || !strings.Contains(err.Error(), `payload.retries: "three": want int`) {
 		t.Fatalf("err = %v", err)
 	}
 }

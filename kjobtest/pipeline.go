@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/worker"
@@ -39,9 +40,9 @@ const (
 
 // Names in a pipeline's own broker and Redis.
 const (
-	// Namespace is the pipeline's deployment namespace: the idempotency
-	// store's (dedupe.Config), the worker's, and every window's it
-	// publishes.
+	// Namespace is the pipeline's deployment namespace (the Namespace
+	// of kjob.WorkerConfig): the idempotency store's, the worker's, and
+	// every window's it publishes.
 	Namespace = "kjobtest"
 	// Group is the workers' consumer group.
 	Group = "kjobtest-workers"
@@ -52,15 +53,15 @@ type PipelineOptions struct {
 	// Partitions is the windows topic's partition count. Default
 	// DefaultPartitions.
 	Partitions int32
-	// ClaimTTL is the idempotency store's claim TTL (dedupe.Config).
-	// Default DefaultClaimTTL.
+	// ClaimTTL is the idempotency store's claim TTL
+	// (kjob.WorkerConfig.ClaimTTL). Default DefaultClaimTTL.
 	ClaimTTL time.Duration
-	// Grace is the worker's grace period (worker.Config.Grace): how long a
+	// Grace is the worker's grace period (kjob.WorkerConfig.Grace): how long a
 	// handler whose context was cancelled is waited for, in particular at
 	// Close. Default DefaultGrace.
 	Grace time.Duration
 	// Concurrency is how many windows the worker runs at once
-	// (worker.Config.Concurrency). Default the worker's.
+	// (kjob.WorkerConfig.Concurrency). Default the worker's.
 	Concurrency int
 	// WaitTimeout bounds every Wait. Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
@@ -129,7 +130,7 @@ type Pipeline struct {
 	attempts  map[string][]Attempt
 	execs     map[string][]worker.Execution
 	published map[string][]origin
-	deadMail  map[origin]*dlq.Letter
+	deadMail  map[origin]*DeadLetter
 	lastStart map[string]time.Time
 }
 
@@ -141,48 +142,114 @@ type origin struct {
 
 // Attempt is one call of the handler under test, as the pipeline saw it.
 type Attempt struct {
-	// Attempt is the attempt number (handler.Job.Attempt).
+	// Attempt is the attempt number (kjob.Job.Attempt).
 	Attempt int
-	// FencingToken is the claim's token (handler.Job.FencingToken).
+	// FencingToken is the claim's token (kjob.Job.FencingToken).
 	FencingToken int64
-	// Err is what the handler returned (a *handler.PanicError if it
+	// Err is what the handler returned (a *kjob.PanicError if it
 	// panicked), or for an abandoned call the worker's reason.
 	Err error
 	// Started and Finished bound the call; Finished is zero while the
 	// handler has not returned (still running, or abandoned).
 	Started, Finished time.Time
 	// Abandoned: the handler ignored its cancelled context and the worker
-	// gave up on it after the grace (worker.OutcomeAbandoned). The call
+	// gave up on it after the grace (OutcomeAbandoned). The call
 	// counts as an attempt, as it does for the window's max_attempts.
 	Abandoned bool
 }
+
+// Outcome is what the worker did with a record of a window: how it
+// settled it (done, dead-lettered, skipped, superseded, skipped-done) or
+// a step on the way (failed, fenced, abandoned, ...). Its values are the
+// words of the worker's logs and metrics.
+type Outcome string
+
+// The outcomes a Result reports.
+const (
+	// OutcomeDone: the handler succeeded and the window is done.
+	OutcomeDone Outcome = "done"
+	// OutcomeFailed: an attempt failed; the window is retried after a
+	// backoff.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeDeadLettered: the window was written to the dead-letter
+	// topic: it failed permanently (an error wrapping kjob.ErrPermanent,
+	// a payload that does not decode) or used up its attempts.
+	OutcomeDeadLettered Outcome = "dead-lettered"
+	// OutcomeSkipped: the window was not run because of its job's overlap
+	// policy (skip, latest); Result.Err says why.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeSuperseded: a newer window of the job replaced this one
+	// (overlap policy replace).
+	OutcomeSuperseded Outcome = "superseded"
+	// OutcomeSkippedDone: the window was already settled (e.g. published
+	// twice); the record was acknowledged without running it.
+	OutcomeSkippedDone Outcome = "skipped-done"
+	// OutcomeFenced: a newer claim took the window over while the attempt
+	// ran; the attempt's result was discarded.
+	OutcomeFenced Outcome = "fenced"
+	// OutcomeAbandoned: the handler ignored its cancelled context for the
+	// grace period and was left running; the attempt counts as failed.
+	OutcomeAbandoned Outcome = "abandoned"
+)
 
 // Result is how a window was settled.
 type Result struct {
 	// ID is the window id.
 	ID string
 	// Outcome is how the worker settled the last record published for the
-	// window: worker.OutcomeDone, OutcomeDeadLettered, OutcomeSkipped
-	// (overlap policy), OutcomeSuperseded, or OutcomeSkippedDone (the
-	// window was already settled, e.g. published twice).
-	Outcome string
-	// Err is the settling execution's error: nil when done; the last
+	// window: OutcomeDone, OutcomeDeadLettered, OutcomeSkipped (overlap
+	// policy), OutcomeSuperseded, or OutcomeSkippedDone (the window was
+	// already settled, e.g. published twice).
+	Outcome Outcome
+	// Err is the settling outcome's error: nil when done; the last
 	// attempt's error, or why, when dead-lettered; the reason when
 	// skipped or superseded.
 	Err error
 	// Attempts are the handler's calls for the window, in order.
 	Attempts []Attempt
-	// Executions is everything the worker reported about the window
-	// (worker.Config.OnExecuted), in order: failed attempts, fences, the
-	// settling outcome.
-	Executions []worker.Execution
-	// State is the window's record in the idempotency store once it is
-	// settled (Status done, dead, skipped or superseded; Attempts; Token;
-	// LastError).
-	State dedupe.State
+	// Steps is everything the worker reported about the window, in
+	// order: failed attempts, fences, the settling outcome (e.g.
+	// [failed done] for a window done at its second attempt).
+	Steps []Outcome
+	// Stored is the window's record in the idempotency store once it is
+	// settled.
+	Stored Stored
 	// DeadLetter is the window's letter in the dead-letter topic when
-	// Outcome is dead-lettered (its Reason is the error's text), else nil.
-	DeadLetter *dlq.Letter
+	// Outcome is dead-lettered, else nil.
+	DeadLetter *DeadLetter
+}
+
+// Stored is a settled window's record in the idempotency store: what
+// kjob remembers of it, and what keeps it from running again.
+type Stored struct {
+	// Status is "done", "dead" (dead-lettered), "skipped" or "superseded".
+	Status string
+	// Attempts is how many attempts were started, crashed ones included.
+	Attempts int
+	// FencingToken is the token of the last claim.
+	FencingToken int64
+	// LastError is the text of the last failed attempt's error, if any
+	// (bounded).
+	LastError string
+}
+
+// DeadLetter is a window's letter in the dead-letter topic.
+type DeadLetter struct {
+	// WindowID is the dead-lettered window's id.
+	WindowID string
+	// Reason is why it was dead-lettered: the last error's text.
+	Reason string
+	// Attempts is how many attempts the window had.
+	Attempts int
+	// Worker is the id of the worker that dead-lettered it.
+	Worker string
+	// At is when it was dead-lettered.
+	At time.Time
+	// Partition and Offset locate the window's record in the windows
+	// topic.
+	Partition int32
+	// Offset is the record's offset in its partition.
+	Offset int64
 }
 
 // StartPipeline starts a Pipeline running h and stops it when the test
@@ -193,10 +260,10 @@ type Result struct {
 // KJOB_TEST_REQUIRE_REDIS=1 it fails instead). When tb is a testing.TB,
 // KJOB_TEST_REDIS_URL points it at an external Redis instead, whose
 // database is flushed first: see the package doc.
-func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
+func StartPipeline(tb TB, h kjob.Handler, opts PipelineOptions) *Pipeline {
 	tb.Helper()
 	if h == nil {
-		tb.Fatalf("kjobtest: StartPipeline: handler is nil; pass the handler under test, e.g. a *handler.Mux")
+		tb.Fatalf("kjobtest: StartPipeline: handler is nil; pass the handler under test, e.g. a *kjob.Mux")
 		return nil
 	}
 	if err := opts.validate(); err != nil {
@@ -209,7 +276,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 		attempts:  map[string][]Attempt{},
 		execs:     map[string][]worker.Execution{},
 		published: map[string][]origin{},
-		deadMail:  map[origin]*dlq.Letter{},
+		deadMail:  map[origin]*DeadLetter{},
 		lastStart: map[string]time.Time{},
 	}
 
@@ -272,7 +339,7 @@ func StartPipeline(tb TB, h handler.Handler, opts PipelineOptions) *Pipeline {
 // newWorker builds the pipeline's worker: the one place that assembles
 // kjob's worker, so that a library type assembling a whole worker process
 // can replace it.
-func newWorker(p *Pipeline, h handler.Handler) (*worker.Worker, error) {
+func newWorker(p *Pipeline, h kjob.Handler) (*worker.Worker, error) {
 	return worker.New(worker.Config{
 		Brokers:           p.brokers,
 		Namespace:         Namespace,
@@ -280,7 +347,7 @@ func newWorker(p *Pipeline, h handler.Handler) (*worker.Worker, error) {
 		Group:             Group,
 		DeadLetterTopic:   p.DeadLetterTopic(),
 		Store:             p.store,
-		Handler:           p.recorder(h),
+		Handler:           attempts(p.recorder(h)),
 		WorkerID:          DefaultWorker,
 		Grace:             p.opts.Grace,
 		Concurrency:       p.opts.Concurrency,
@@ -288,6 +355,14 @@ func newWorker(p *Pipeline, h handler.Handler) (*worker.Worker, error) {
 		HeartbeatInterval: 100 * time.Millisecond, // assignments arrive with heartbeats
 		Logger:            p.opts.Logger,
 		OnExecuted:        p.executed,
+	})
+}
+
+// attempts adapts h to the worker, which runs attempts, as kjob.Worker
+// does.
+func attempts(h kjob.Handler) handler.Handler {
+	return handler.HandlerFunc(func(ctx context.Context, a *handler.Job) error {
+		return h.HandleJob(ctx, handler.Public(a).(*kjob.Job))
 	})
 }
 
@@ -320,9 +395,6 @@ func (p *Pipeline) Topic() string { return names.DefaultTopic }
 
 // DeadLetterTopic returns the topic the worker dead-letters to.
 func (p *Pipeline) DeadLetterTopic() string { return names.Deployment{}.DeadLetterTopic() }
-
-// Store returns the idempotency store the worker uses.
-func (p *Pipeline) Store() *dedupe.Store { return p.store }
 
 // Publish puts w on the windows topic now, as the producer would publish
 // it (see Window for the defaults), and returns its window id. It fails tb
@@ -413,7 +485,7 @@ func (p *Pipeline) Wait(tb TB, id string) Result {
 		st, err := p.store.State(ctx, id)
 		cancel()
 		if err == nil && dedupe.Settled(st.Status) {
-			res.State = st
+			res.Stored = Stored{Status: st.Status, Attempts: st.Attempts, FencingToken: st.Token, LastError: st.LastError}
 			return res
 		}
 		select {
@@ -438,13 +510,13 @@ func (p *Pipeline) settled(id string, o origin) (Result, bool) {
 		switch e.Outcome {
 		case worker.OutcomeDone, worker.OutcomeDeadLettered, worker.OutcomeSkipped,
 			worker.OutcomeSuperseded, worker.OutcomeSkippedDone:
-			res.Outcome, res.Err, found = e.Outcome, e.Err, true
+			res.Outcome, res.Err, found = Outcome(e.Outcome), e.Err, true
 		}
 	}
 	if !found {
 		return res, false
 	}
-	if res.Outcome == worker.OutcomeDeadLettered {
+	if res.Outcome == OutcomeDeadLettered {
 		l, ok := p.deadMail[o]
 		if !ok {
 			return res, false
@@ -453,7 +525,9 @@ func (p *Pipeline) settled(id string, o origin) (Result, bool) {
 		res.DeadLetter = &lc
 	}
 	res.Attempts = append([]Attempt(nil), p.attempts[id]...)
-	res.Executions = append([]worker.Execution(nil), p.execs[id]...)
+	for _, e := range p.execs[id] {
+		res.Steps = append(res.Steps, Outcome(e.Outcome))
+	}
 	return res, true
 }
 
@@ -516,9 +590,9 @@ func (p *Pipeline) Close() {
 // recorder wraps the handler under test to record each call. Panics are
 // turned into errors inside it, as the worker does, so the recorded error
 // is the one the worker sees.
-func (p *Pipeline) recorder(h handler.Handler) handler.Handler {
-	h = handler.Recover()(h)
-	return handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
+func (p *Pipeline) recorder(h kjob.Handler) kjob.Handler {
+	h = kjob.Recover()(h)
+	return kjob.HandlerFunc(func(ctx context.Context, j *kjob.Job) error {
 		// Recorded as it starts, so that a call that never returns (an
 		// abandoned one) is counted too.
 		p.mu.Lock()
@@ -571,8 +645,12 @@ func (p *Pipeline) readLetters(ctx context.Context, cl *kgo.Client) {
 				p.opts.Logger.Warn("kjobtest: unreadable dead letter", "offset", r.Offset, "err", err)
 				return
 			}
+			d := &DeadLetter{Reason: l.Reason, Attempts: l.Attempts, Worker: l.Worker, At: l.At, Partition: l.Origin.Partition, Offset: l.Origin.Offset}
+			if m, err := jobmsg.Unmarshal(l.Value); err == nil {
+				d.WindowID = m.ID
+			}
 			p.mu.Lock()
-			p.deadMail[origin{l.Origin.Partition, l.Origin.Offset}] = &l
+			p.deadMail[origin{l.Origin.Partition, l.Origin.Offset}] = d
 			p.mu.Unlock()
 			p.notify()
 		})

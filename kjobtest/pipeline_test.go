@@ -3,6 +3,7 @@ package kjobtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,10 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kjob/kjob/internal/exec/handler"
-	"github.com/kjob/kjob/internal/exec/worker"
-	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/kjobtest"
 )
 
@@ -60,8 +58,8 @@ var errFlaky = errors.New("mail server busy")
 func TestPipeline(t *testing.T) {
 	c := newCalls()
 	release := make(chan struct{})
-	mux := handler.NewMux()
-	typed := func(ctx context.Context, j *handler.Job, a reportArgs) error {
+	mux := kjob.NewMux()
+	typed := func(ctx context.Context, j *kjob.Job, a reportArgs) error {
 		n := c.add(j.ID(), a)
 		switch j.Name() {
 		case "flaky":
@@ -81,7 +79,7 @@ func TestPipeline(t *testing.T) {
 		}
 		return nil
 	}
-	mux.Handle("report", handler.Typed(typed))
+	mux.Handle("report", kjob.Typed(typed))
 	p := kjobtest.StartPipeline(t, mux, kjobtest.PipelineOptions{})
 
 	t.Run("runs once", func(t *testing.T) {
@@ -92,14 +90,14 @@ func TestPipeline(t *testing.T) {
 			t.Fatalf("id = %q", id)
 		}
 		res := p.Wait(t, id)
-		if res.Outcome != worker.OutcomeDone || res.Err != nil || len(res.Attempts) != 1 || c.of(id) != 1 {
+		if res.Outcome != kjobtest.OutcomeDone || res.Err != nil || len(res.Attempts) != 1 || c.of(id) != 1 {
 			t.Fatalf("result %+v, handler called %d times; want done after 1 attempt", res, c.of(id))
 		}
 		if a := res.Attempts[0]; a.Attempt != 1 || a.FencingToken < 1 || a.Err != nil || a.Finished.Before(a.Started) {
 			t.Fatalf("attempt = %+v", a)
 		}
-		if res.State.Status != dedupe.StatusDone || res.State.Attempts != 1 || res.State.Token != res.Attempts[0].FencingToken {
-			t.Fatalf("store state = %+v", res.State)
+		if res.Stored.Status != "done" || res.Stored.Attempts != 1 || res.Stored.FencingToken != res.Attempts[0].FencingToken {
+			t.Fatalf("store state = %+v", res.Stored)
 		}
 		if got := c.args[id][0]; got != (reportArgs{Team: "billing", Retries: 2}) {
 			t.Fatalf("handler got %+v", got)
@@ -110,7 +108,7 @@ func TestPipeline(t *testing.T) {
 			t.Fatalf("second publish id = %q, want %q", again, id)
 		}
 		res = p.Wait(t, id)
-		if res.Outcome != worker.OutcomeSkippedDone || c.of(id) != 1 || len(res.Attempts) != 1 {
+		if res.Outcome != kjobtest.OutcomeSkippedDone || c.of(id) != 1 || len(res.Attempts) != 1 {
 			t.Fatalf("second record: %s, handler called %d times; want skipped-done and 1 call", res.Outcome, c.of(id))
 		}
 
@@ -121,7 +119,7 @@ func TestPipeline(t *testing.T) {
 			t.Fatalf("default starts gave ids %q, %q after %q; want new windows", id2, id3, id)
 		}
 		for _, id := range []string{id2, id3} {
-			if res := p.Wait(t, id); res.Outcome != worker.OutcomeDone || c.of(id) != 1 {
+			if res := p.Wait(t, id); res.Outcome != kjobtest.OutcomeDone || c.of(id) != 1 {
 				t.Fatalf("%s: %s after %d calls", id, res.Outcome, c.of(id))
 			}
 		}
@@ -130,7 +128,7 @@ func TestPipeline(t *testing.T) {
 	t.Run("retried with a higher token", func(t *testing.T) {
 		id := p.Publish(t, kjobtest.Window{Job: "flaky", Handler: "report", Payload: `{"team":"ops"}`})
 		res := p.Wait(t, id)
-		if res.Outcome != worker.OutcomeDone || len(res.Attempts) != 2 {
+		if res.Outcome != kjobtest.OutcomeDone || len(res.Attempts) != 2 {
 			t.Fatalf("result %+v; want done after 2 attempts", res)
 		}
 		a1, a2 := res.Attempts[0], res.Attempts[1]
@@ -140,15 +138,11 @@ func TestPipeline(t *testing.T) {
 		if a2.FencingToken <= a1.FencingToken {
 			t.Fatalf("tokens %d then %d; want the retry's higher", a1.FencingToken, a2.FencingToken)
 		}
-		if st := res.State; st.Status != dedupe.StatusDone || st.Attempts != 2 || st.Token != a2.FencingToken || st.LastError != errFlaky.Error() {
+		if st := res.Stored; st.Status != "done" || st.Attempts != 2 || st.FencingToken != a2.FencingToken || st.LastError != errFlaky.Error() {
 			t.Fatalf("store state = %+v", st)
 		}
-		var outcomes []string
-		for _, e := range res.Executions {
-			outcomes = append(outcomes, e.Outcome)
-		}
-		if strings.Join(outcomes, ",") != "failed,done" {
-			t.Fatalf("executions = %v", outcomes)
+		if fmt.Sprint(res.Steps) != "[failed done]" {
+			t.Fatalf("steps = %v", res.Steps)
 		}
 	})
 
@@ -156,28 +150,28 @@ func TestPipeline(t *testing.T) {
 		id := p.Publish(t, kjobtest.Window{Job: "bad", Handler: "report", Payload: `{"team":"ops","retries":"three"}`, MaxAttempts: 5})
 		res := p.Wait(t, id)
 		const reason = `payload.retries: "three": want int`
-		if res.Outcome != worker.OutcomeDeadLettered || len(res.Attempts) != 1 || c.of(id) != 0 {
+		if res.Outcome != kjobtest.OutcomeDeadLettered || len(res.Attempts) != 1 || c.of(id) != 0 {
 			t.Fatalf("result %+v, typed function called %d times; want dead-lettered after 1 attempt, function never called", res, c.of(id))
 		}
-		var pe *handler.PayloadError
+		var pe *kjob.PayloadError
 		if !errors.As(res.Err, &pe) || pe.Field != "payload.retries" || res.Err.Error() != reason {
 			t.Fatalf("err = %v", res.Err)
 		}
 		if res.DeadLetter == nil || res.DeadLetter.Reason != reason || res.DeadLetter.Attempts != 1 {
 			t.Fatalf("dead letter = %+v; want reason %q after 1 attempt", res.DeadLetter, reason)
 		}
-		if m, err := jobmsg.Unmarshal(res.DeadLetter.Value); err != nil || m.ID != id {
-			t.Fatalf("dead letter's value is not the window's record: %v, %v", m, err)
+		if res.DeadLetter.WindowID != id {
+			t.Fatalf("dead letter's window id = %q, want %q", res.DeadLetter.WindowID, id)
 		}
-		if res.State.Status != dedupe.StatusDeadLettered {
-			t.Fatalf("store state = %+v", res.State)
+		if res.Stored.Status != "dead" {
+			t.Fatalf("store state = %+v", res.Stored)
 		}
 	})
 
 	t.Run("attempts used up", func(t *testing.T) {
 		id := p.Publish(t, kjobtest.Window{Job: "always-fails", Handler: "report", MaxAttempts: 2})
 		res := p.Wait(t, id)
-		if res.Outcome != worker.OutcomeDeadLettered || len(res.Attempts) != 2 || !errors.Is(res.Err, errFlaky) ||
+		if res.Outcome != kjobtest.OutcomeDeadLettered || len(res.Attempts) != 2 || !errors.Is(res.Err, errFlaky) ||
 			res.DeadLetter == nil || res.DeadLetter.Reason != errFlaky.Error() || res.DeadLetter.Attempts != 2 {
 			t.Fatalf("result %+v; want dead-lettered after 2 attempts with reason %q", res, errFlaky)
 		}
@@ -186,25 +180,25 @@ func TestPipeline(t *testing.T) {
 	t.Run("panic", func(t *testing.T) {
 		id := p.Publish(t, kjobtest.Window{Job: "panics", Handler: "report", MaxAttempts: 1})
 		res := p.Wait(t, id)
-		var pe *handler.PanicError
-		if res.Outcome != worker.OutcomeDeadLettered || len(res.Attempts) != 1 || !errors.As(res.Attempts[0].Err, &pe) || pe.Value != "boom" {
-			t.Fatalf("result %+v; want dead-lettered, the attempt's error a *handler.PanicError", res)
+		var pe *kjob.PanicError
+		if res.Outcome != kjobtest.OutcomeDeadLettered || len(res.Attempts) != 1 || !errors.As(res.Attempts[0].Err, &pe) || pe.Value != "boom" {
+			t.Fatalf("result %+v; want dead-lettered, the attempt's error a *kjob.PanicError", res)
 		}
 	})
 
 	t.Run("overlap policy", func(t *testing.T) {
 		// While the first window of "slow" runs, a second one with
 		// overlap skip is settled as skipped without running.
-		first := p.Publish(t, kjobtest.Window{Job: "slow", Handler: "report", Overlap: jobmsg.OverlapSkip})
+		first := p.Publish(t, kjobtest.Window{Job: "slow", Handler: "report", Overlap: "skip"})
 		waitFor(t, func() bool { return c.of(first) == 1 }, "the first window of slow to start")
-		second := p.Publish(t, kjobtest.Window{Job: "slow", Handler: "report", Overlap: jobmsg.OverlapSkip})
+		second := p.Publish(t, kjobtest.Window{Job: "slow", Handler: "report", Overlap: "skip"})
 		res := p.Wait(t, second)
-		if res.Outcome != worker.OutcomeSkipped || c.of(second) != 0 || res.State.Status != dedupe.StatusSkipped ||
+		if res.Outcome != kjobtest.OutcomeSkipped || c.of(second) != 0 || res.Stored.Status != "skipped" ||
 			res.Err == nil || !strings.Contains(res.Err.Error(), first) {
 			t.Fatalf("second window: %+v, called %d times; want skipped because of %s", res, c.of(second), first)
 		}
 		close(release)
-		if res := p.Wait(t, first); res.Outcome != worker.OutcomeDone {
+		if res := p.Wait(t, first); res.Outcome != kjobtest.OutcomeDone {
 			t.Fatalf("first window: %s", res.Outcome)
 		}
 	})
@@ -239,8 +233,8 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 func TestPipelineMisuse(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
-	mux := handler.NewMux()
-	mux.HandleFunc("block", func(ctx context.Context, j *handler.Job) error {
+	mux := kjob.NewMux()
+	mux.HandleFunc("block", func(ctx context.Context, j *kjob.Job) error {
 		select {
 		case <-block:
 		case <-ctx.Done():
@@ -293,10 +287,10 @@ func catch(f func()) (msg string) {
 func TestPipelineCleansUp(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	t.Run("pipeline", func(t *testing.T) {
-		mux := handler.NewMux()
-		mux.HandleFunc("noop", func(context.Context, *handler.Job) error { return nil })
+		mux := kjob.NewMux()
+		mux.HandleFunc("noop", func(context.Context, *kjob.Job) error { return nil })
 		p := kjobtest.StartPipeline(t, mux, kjobtest.PipelineOptions{})
-		if res := p.Wait(t, p.Publish(t, kjobtest.Window{Job: "noop"})); res.Outcome != worker.OutcomeDone {
+		if res := p.Wait(t, p.Publish(t, kjobtest.Window{Job: "noop"})); res.Outcome != kjobtest.OutcomeDone {
 			t.Fatalf("outcome %s", res.Outcome)
 		}
 	})
@@ -304,7 +298,7 @@ func TestPipelineCleansUp(t *testing.T) {
 
 	// Close may also be called early, and twice.
 	t.Run("close early", func(t *testing.T) {
-		p := kjobtest.StartPipeline(t, handler.NewMux(), kjobtest.PipelineOptions{})
+		p := kjobtest.StartPipeline(t, kjob.NewMux(), kjobtest.PipelineOptions{})
 		p.Close()
 		p.Close()
 	})
@@ -340,21 +334,21 @@ func TestStandalone(t *testing.T) {
 func TestStartPipelineOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		h    handler.Handler
+		h    kjob.Handler
 		o    kjobtest.PipelineOptions
 		want string
 	}{
 		{"no handler", nil, kjobtest.PipelineOptions{},
-			"kjobtest: StartPipeline: handler is nil; pass the handler under test, e.g. a *handler.Mux"},
-		{"partitions", handler.NewMux(), kjobtest.PipelineOptions{Partitions: -1},
+			"kjobtest: StartPipeline: handler is nil; pass the handler under test, e.g. a *kjob.Mux"},
+		{"partitions", kjob.NewMux(), kjobtest.PipelineOptions{Partitions: -1},
 			"kjobtest: StartPipeline: PipelineOptions.Partitions = -1 is negative; set a positive count, or 0 for 4"},
-		{"grace", handler.NewMux(), kjobtest.PipelineOptions{Grace: -time.Second},
+		{"grace", kjob.NewMux(), kjobtest.PipelineOptions{Grace: -time.Second},
 			"kjobtest: StartPipeline: PipelineOptions.Grace = -1s is negative; set a positive duration, or 0 for 2s"},
-		{"wait timeout", handler.NewMux(), kjobtest.PipelineOptions{WaitTimeout: -time.Second},
+		{"wait timeout", kjob.NewMux(), kjobtest.PipelineOptions{WaitTimeout: -time.Second},
 			"kjobtest: StartPipeline: PipelineOptions.WaitTimeout = -1s is negative; set a positive duration, or 0 for 30s"},
-		{"concurrency", handler.NewMux(), kjobtest.PipelineOptions{Concurrency: -3},
+		{"concurrency", kjob.NewMux(), kjobtest.PipelineOptions{Concurrency: -3},
 			"kjobtest: StartPipeline: PipelineOptions.Concurrency = -3 is negative; set a positive count, or 0 for the worker's default 100"},
-		{"claim ttl too short", handler.NewMux(), kjobtest.PipelineOptions{ClaimTTL: time.Millisecond},
+		{"claim ttl too short", kjob.NewMux(), kjobtest.PipelineOptions{ClaimTTL: time.Millisecond},
 			"kjobtest: PipelineOptions.ClaimTTL: dedupe: Config.ClaimTTL = 1ms is below the minimum 100ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,12 +369,12 @@ func TestStartPipelineOptions(t *testing.T) {
 func TestAbandonedCallsAreAttempts(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release) // the abandoned calls return once the test is over
-	mux := handler.NewMux()
-	mux.HandleFunc("stuck", func(context.Context, *handler.Job) error { <-release; return nil })
+	mux := kjob.NewMux()
+	mux.HandleFunc("stuck", func(context.Context, *kjob.Job) error { <-release; return nil })
 	p := kjobtest.StartPipeline(t, mux, kjobtest.PipelineOptions{Grace: 200 * time.Millisecond})
 	id := p.Publish(t, kjobtest.Window{Job: "stuck", Timeout: 200 * time.Millisecond, MaxAttempts: 2, Backoff: 10 * time.Millisecond})
 	res := p.Wait(t, id)
-	if res.Outcome != worker.OutcomeDeadLettered || len(res.Attempts) != 2 {
+	if res.Outcome != kjobtest.OutcomeDeadLettered || len(res.Attempts) != 2 {
 		t.Fatalf("outcome %s after %d attempts (%+v); want dead-lettered after 2 abandoned attempts", res.Outcome, len(res.Attempts), res.Attempts)
 	}
 	for i, a := range res.Attempts {

@@ -37,7 +37,12 @@ func (h Holder) Expired(now time.Time) bool {
 	return now.After(h.RenewTime.Add(h.Duration))
 }
 
-// Get reads the Lease namespace/name. It returns lease.ErrNoHolder when the
+// ErrNoHolder is returned by Get for a Lease that does not exist or has no
+// holder; it is the error kjob's Redis lease returns for the same (errors.Is
+// matches either).
+var ErrNoHolder = lease.ErrNoHolder
+
+// Get reads the Lease namespace/name. It returns ErrNoHolder when the
 // Lease does not exist or has no holder (a leader that shut down releases
 // it by clearing holderIdentity).
 func Get(ctx context.Context, client kubernetes.Interface, namespace, name string) (Holder, error) {

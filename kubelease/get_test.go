@@ -10,14 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/kubelease"
 )
 
 func TestGet(t *testing.T) {
 	ctx := context.Background()
 	cl := fake.NewClientset()
-	if _, err := kubelease.Get(ctx, cl, "kjob", "kjob-producer"); !errors.Is(err, lease.ErrNoHolder) {
+	if _, err := kubelease.Get(ctx, cl, "kjob", "kjob-producer"); !errors.Is(err, kubelease.ErrNoHolder) {
 		t.Fatalf("Get of a missing Lease: %v, want ErrNoHolder", err)
 	}
 	acquired := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -46,7 +45,7 @@ func TestGet(t *testing.T) {
 	if _, err := cl.CoordinationV1().Leases("kjob").Update(ctx, l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kubelease.Get(ctx, cl, "kjob", "kjob-producer"); !errors.Is(err, lease.ErrNoHolder) {
+	if _, err := kubelease.Get(ctx, cl, "kjob", "kjob-producer"); !errors.Is(err, kubelease.ErrNoHolder) {
 		t.Fatalf("Get of a released Lease: %v, want ErrNoHolder", err)
 	}
 }

@@ -1,7 +1,10 @@
 // Package kubelease elects the publishing kjob producer with a Kubernetes
 // Lease (coordination.k8s.io/v1) instead of Redis, using client-go's
-// tools/leaderelection with a LeaseLock. Its Elector has the same shape as
-// lease.Elector (Run(ctx, lead)), so producer.Config.Elector takes either.
+// tools/leaderelection with a LeaseLock. Its Elector is a kjob.Elector:
+//
+//	el, err := kubelease.New(kubelease.Config{Client: cl, Namespace: "kjob", Name: "kjob-producer", Identity: pod})
+//	...
+//	p, err := kjob.NewProducer(kjob.ProducerConfig{..., Elector: el})
 //
 // Leadership is a context: lead runs with a context that client-go cancels
 // as soon as the lease cannot be renewed within RenewDeadline, which is
@@ -38,7 +41,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kjob/kjob/internal/base/configerr"
-	"github.com/kjob/kjob/internal/store/lease"
 )
 
 // Defaults, as client-go's recommended values for controllers.
@@ -72,12 +74,6 @@ type Config struct {
 	// Logger receives leadership changes (keys holder, lease). Default
 	// slog.Default().
 	Logger *slog.Logger
-	// OnChange, if set, is called with every acquisition, loss and release
-	// (lease.Acquired, lease.Lost, lease.Released), synchronously from Run's
-	// goroutine, as lease.Config.OnChange is: for metrics. Record.Holder is
-	// Identity; Record.Epoch is 0 (a Lease has no epoch counter kjob could
-	// read atomically with the acquisition).
-	OnChange func(lease.Event)
 }
 
 // Elector campaigns for a Kubernetes Lease and runs a function while it
@@ -141,13 +137,10 @@ func (e *Elector) Leading() bool {
 	return e.leading
 }
 
-func (e *Elector) setLeading(v bool, kind lease.EventKind, reason string) {
+func (e *Elector) setLeading(v bool) {
 	e.mu.Lock()
 	e.leading = v
 	e.mu.Unlock()
-	if e.cfg.OnChange != nil {
-		e.cfg.OnChange(lease.Event{Kind: kind, Record: lease.Record{Holder: e.cfg.Identity}, Reason: reason})
-	}
 }
 
 // Run campaigns until ctx is done. Each time this replica acquires the
@@ -205,18 +198,18 @@ func (e *Elector) term(ctx context.Context, lock resourcelock.Interface, lead fu
 				lctx, cancel := context.WithCancel(lctx)
 				defer cancel()
 				defer context.AfterFunc(ctx, cancel)()
-				e.setLeading(true, lease.Acquired, "acquired the kubernetes lease")
+				e.setLeading(true)
 				e.log.Info("acquired the kubernetes lease; leading")
 				err := lead(lctx)
 				switch {
 				case ctx.Err() != nil:
-					e.setLeading(false, lease.Released, "released on shutdown")
+					e.setLeading(false)
 					e.log.Info("shutting down; releasing the kubernetes lease")
 				case lctx.Err() != nil:
-					e.setLeading(false, lease.Lost, "not renewed within the renew deadline")
+					e.setLeading(false)
 					e.log.Warn("lost the kubernetes lease (not renewed within the renew deadline); stopped leading")
 				default:
-					e.setLeading(false, lease.Released, "lead returned")
+					e.setLeading(false)
 					e.log.Warn("lead returned; releasing the kubernetes lease", "err", err)
 				}
 			},

@@ -4,22 +4,17 @@ import (
 	"fmt"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/exec/producer"
-	"github.com/kjob/kjob/internal/store/lease"
 )
 
 // newElector returns what --lease-backend selects for
 // ProducerConfig.Elector: nil for redis, the library's default lease, or
-// the builder of the Kubernetes Lease elector, with c's id and lease
-// timing.
-func newElector(backend, leaseNS, leaseName string, c kjob.ProducerConfig) (func(func(lease.Event)) (producer.Elector, error), error) {
+// the Kubernetes Lease elector, with c's id and lease timing.
+func newElector(backend, leaseNS, leaseName string, c kjob.ProducerConfig) (kjob.Elector, error) {
 	switch backend {
 	case "redis":
 		return nil, nil
 	case "kubernetes":
-		return func(onChange func(lease.Event)) (producer.Elector, error) {
-			return kubeElector(leaseNS, leaseName, c.Namespace, c.ID, c.LeaseTTL, c.LeaseRenew, c.Logger, onChange)
-		}, nil
+		return kubeElector(leaseNS, leaseName, c.Namespace, c.ID, c.LeaseTTL, c.LeaseRenew, c.Logger)
 	}
 	return nil, fmt.Errorf("--lease-backend %q: want redis or kubernetes", backend)
 }

@@ -12,9 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
-	"github.com/kjob/kjob/internal/exec/producer"
-	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/kubelease"
 )
 
@@ -23,7 +22,7 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 // kubeElector builds the Kubernetes Lease elector (--lease-backend
 // kubernetes) from the pod's service account. Building with
 // -tags nokubernetes leaves it, and client-go, out of the binary.
-func kubeElector(leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, log *slog.Logger, onChange func(lease.Event)) (producer.Elector, error) {
+func kubeElector(leaseNS, leaseName, namespace, id string, ttl, renew time.Duration, log *slog.Logger) (kjob.Elector, error) {
 	if leaseNS == "" {
 		b, err := os.ReadFile(serviceAccountNamespace)
 		if err != nil {
@@ -47,6 +46,6 @@ func kubeElector(leaseNS, leaseName, namespace, id string, ttl, renew time.Durat
 	// period.
 	return kubelease.New(kubelease.Config{
 		Client: cl, Namespace: leaseNS, Name: leaseName, Identity: id,
-		LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log, OnChange: onChange,
+		LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log,
 	})
 }

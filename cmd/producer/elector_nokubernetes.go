@@ -7,11 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/kjob/kjob/internal/exec/producer"
-	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob"
 )
 
 // kubeElector: this binary was built without the Kubernetes Lease backend.
-func kubeElector(string, string, string, string, time.Duration, time.Duration, *slog.Logger, func(lease.Event)) (producer.Elector, error) {
+func kubeElector(string, string, string, string, time.Duration, time.Duration, *slog.Logger) (kjob.Elector, error) {
 	return nil, errors.New("--lease-backend kubernetes: this producer was built with -tags nokubernetes, without the Kubernetes Lease backend; use a default build (make build) or --lease-backend redis")
 }

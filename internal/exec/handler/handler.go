@@ -1,28 +1,12 @@
-// Package handler is the API kjob users write jobs against. It mirrors
-// net/http: a Handler runs one job window, HandlerFunc adapts a function, a
-// Mux routes windows to handlers by the handler name in the schedules file,
-// and Middleware wraps handlers for cross-cutting behaviour (logging, panics,
-// timeouts).
-//
-//	mux := handler.NewMux()
-//	mux.HandleFunc("report", func(ctx context.Context, j *handler.Job) error {
-//		return buildReport(ctx, j.Window().Start, j.Window().End)
-//	})
-//
-// A handler gets a read-only *Job describing the window: its id, the window's
-// time range, why it was published, the payload, which attempt this is and
-// the fencing token of the claim. The context is cancelled when the job's
-// timeout expires or when the worker loses the partition; a handler must
-// return promptly then.
-//
-// # When a handler can run twice
-//
-// kjob never marks a window done twice, but a handler can be started twice
-// for the same window: if a worker dies (or is cut off) mid-handler, the
-// window runs again on another worker once the claim expires, with a higher
-// fencing token. A handler with side effects outside kjob should pass
-// FencingToken to the system it writes to, which rejects writes carrying a
-// token lower than the highest it has seen for that job.
+// Package handler is the worker's side of the handler API: Job is one
+// attempt at one window as the worker runs it (the decoded record, the
+// attempt, the claim's token, the worker and the record's place), Handler
+// runs attempts, and Mux, Recover, PanicError, ErrPermanent and the error
+// bounds are what the worker and the built-in handlers share. Users write
+// handlers against the root package (kjob.Job, kjob.Handler, kjob.Mux),
+// which adapts them to this one; ErrPermanent, ErrUnknownHandler and
+// PanicError are re-exported there, so errors.Is and errors.As see the
+// same values on both sides.
 package handler
 
 import (
@@ -89,6 +73,9 @@ func (j *Job) ID() string { return j.msg.ID }
 // Name is the job's name in the schedules file.
 func (j *Job) Name() string { return j.msg.Job }
 
+// Namespace is the deployment the window was published in.
+func (j *Job) Namespace() string { return j.msg.Namespace }
+
 // HandlerName is the name the Mux routed on.
 func (j *Job) HandlerName() string { return j.msg.Handler }
 
@@ -106,6 +93,10 @@ func (j *Job) Trigger() jobmsg.Trigger { return j.msg.Trigger }
 
 // Payload returns a copy of the job's payload (a JSON object).
 func (j *Job) Payload() json.RawMessage { return append(json.RawMessage(nil), j.msg.Payload...) }
+
+// RawPayload returns the payload itself, not a copy, for decoders that
+// only read it (kjob.Typed); the caller must not modify it.
+func (j *Job) RawPayload() json.RawMessage { return j.msg.Payload }
 
 // DecodePayload unmarshals the payload into v.
 func (j *Job) DecodePayload(v any) error {
@@ -242,9 +233,13 @@ func (m *Mux) HandleJob(ctx context.Context, job *Job) error {
 // GC, which with ten thousand windows in flight halves tens of MiB.
 //
 //go:noinline
-func (m *Mux) unknown(job *Job) error {
+func (m *Mux) unknown(job *Job) error { return Unknown(job, m.Names()) }
+
+// Unknown is the error of a mux for a job whose handler is not among the
+// known names: it wraps ErrUnknownHandler and ErrPermanent.
+func Unknown(job *Job, known []string) error {
 	return fmt.Errorf("handler %q (job %s): %w: register it with Mux.Handle; known: %v: %w",
-		job.HandlerName(), job.Name(), ErrUnknownHandler, m.Names(), ErrPermanent)
+		job.HandlerName(), job.Name(), ErrUnknownHandler, known, ErrPermanent)
 }
 
 // PanicError is returned by Recover for a handler that panicked.
@@ -275,38 +270,8 @@ func Recover() Middleware {
 	}
 }
 
-// Timeout bounds every attempt by the job's Timeout (see Job.Timeout) by
-// cancelling the context passed down. The worker already applies the job's
-// timeout; use Timeout with a fixed d > 0 to impose a stricter bound.
-func Timeout(d time.Duration) Middleware {
-	return func(next Handler) Handler {
-		return HandlerFunc(func(ctx context.Context, job *Job) error {
-			limit := d
-			if limit <= 0 {
-				limit = job.Timeout()
-			}
-			ctx, cancel := context.WithTimeout(ctx, limit)
-			defer cancel()
-			return next.HandleJob(ctx, job)
-		})
-	}
-}
-
-// Logging logs the start and end of every attempt with its duration and
-// outcome, using the stable keys window, job, attempt, token; an error's
-// text is bounded (ErrorAttrs).
-func Logging(log *slog.Logger) Middleware {
-	return func(next Handler) Handler {
-		return HandlerFunc(func(ctx context.Context, job *Job) error {
-			start := time.Now()
-			log.DebugContext(ctx, "handler start", "job", job)
-			err := next.HandleJob(ctx, job)
-			if err != nil {
-				log.WarnContext(ctx, "handler failed", append([]any{"job", job, "duration", time.Since(start)}, ErrorAttrs(err)...)...)
-			} else {
-				log.InfoContext(ctx, "handler done", "job", job, "duration", time.Since(start))
-			}
-			return err
-		})
-	}
-}
+// Public returns the root package's *kjob.Job for the attempt j. The root
+// package sets it when it is initialised; kjobtest, which builds Jobs for
+// users' unit tests, calls it, as it cannot reach the root's unexported
+// fields (nor may this package import the root).
+var Public func(j *Job) any

@@ -236,7 +236,7 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	defer cl.Close()
 	ctx := context.Background()
 	mux := handler.NewMux()
-	builtin.Register(mux, slog.New(slog.NewTextHandler(io.Discard, nil)), http.DefaultClient, nil)
+	builtin.Register(mux.Handle, slog.New(slog.NewTextHandler(io.Discard, nil)), http.DefaultClient, nil)
 	for i := range b.N {
 		topic := fmt.Sprintf("inflight-%d", i)
 		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {

@@ -24,13 +24,14 @@ import (
 )
 
 // Register adds the handlers every kjob worker ships with: log, noop,
-// sleep and http. kjob.NewWorker registers them on every worker.
+// sleep and http, through handle (a Mux's Handle). kjob.NewWorker registers them
+// on every worker.
 // allow limits the hosts the http handler may call (nil: any host).
-func Register(mux *handler.Mux, log *slog.Logger, client *http.Client, allow *AllowList) {
-	mux.Handle("log", logHandler(log))
-	mux.Handle("noop", handler.HandlerFunc(noopHandler))
-	mux.Handle("sleep", handler.HandlerFunc(sleepHandler))
-	mux.Handle("http", httpHandler(client, allow))
+func Register(handle func(name string, h handler.Handler), log *slog.Logger, client *http.Client, allow *AllowList) {
+	handle("log", logHandler(log))
+	handle("noop", handler.HandlerFunc(noopHandler))
+	handle("sleep", handler.HandlerFunc(sleepHandler))
+	handle("http", httpHandler(client, allow))
 }
 
 // logHandler logs the window and succeeds.

@@ -28,7 +28,7 @@ func testJob(handlerName, payload string) *handler.Job {
 
 func mux(t *testing.T) *handler.Mux {
 	m := handler.NewMux()
-	Register(m, slog.New(slog.DiscardHandler), &http.Client{}, nil)
+	Register(m.Handle, slog.New(slog.DiscardHandler), &http.Client{}, nil)
 	return m
 }
 
@@ -136,7 +136,7 @@ func TestHTTPHandlerAllowList(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := handler.NewMux()
-		Register(m, slog.New(slog.DiscardHandler), &http.Client{}, a)
+		Register(m.Handle, slog.New(slog.DiscardHandler), &http.Client{}, a)
 		return m.HandleJob(context.Background(), testJob("http", `{"url":"`+url+`"}`))
 	}
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package handler_test
+package kjob_test
 
 import (
 	"context"
@@ -7,33 +7,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kjob/kjob/internal/exec/handler"
-	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/kjobtest"
 )
 
-func job(name string) *handler.Job {
+func job(name string) *kjob.Job {
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	return handler.NewJob(&jobmsg.Message{
-		V: 1, ID: jobmsg.WindowID("j", start), Job: "j", Handler: name,
-		Window:  jobmsg.Window{Start: start, End: start.Add(time.Minute)},
-		Payload: []byte(`{"n":1}`), Trigger: jobmsg.TriggerSchedule,
-		Policy: jobmsg.Policy{Timeout: jobmsg.Duration(50 * time.Millisecond), MaxAttempts: 3},
-	}, 2, 41, "w1", 3, 99)
+	return kjobtest.NewJob(kjobtest.JobOptions{
+		Window: kjobtest.Window{Job: "j", Handler: name, Start: start, End: start.Add(time.Minute),
+			Payload: `{"n":1}`, Timeout: 50 * time.Millisecond, MaxAttempts: 3},
+		Attempt: 2, FencingToken: 41, Worker: "w1", Partition: 3, Offset: 99,
+	})
 }
 
 func TestMuxRoutesAndMiddlewareOrder(t *testing.T) {
 	var trace []string
-	mux := handler.NewMux()
-	mw := func(tag string) handler.Middleware {
-		return func(next handler.Handler) handler.Handler {
-			return handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
+	mux := kjob.NewMux()
+	mw := func(tag string) kjob.Middleware {
+		return func(next kjob.Handler) kjob.Handler {
+			return kjob.HandlerFunc(func(ctx context.Context, j *kjob.Job) error {
 				trace = append(trace, tag)
 				return next.HandleJob(ctx, j)
 			})
 		}
 	}
 	mux.Use(mw("outer"), mw("inner"))
-	mux.HandleFunc("a", func(ctx context.Context, j *handler.Job) error {
+	mux.HandleFunc("a", func(ctx context.Context, j *kjob.Job) error {
 		trace = append(trace, "a:"+j.ID())
 		return nil
 	})
@@ -49,10 +48,10 @@ func TestMuxRoutesAndMiddlewareOrder(t *testing.T) {
 }
 
 func TestMuxUnknownHandler(t *testing.T) {
-	mux := handler.NewMux()
-	mux.HandleFunc("log", func(context.Context, *handler.Job) error { return nil })
+	mux := kjob.NewMux()
+	mux.HandleFunc("log", func(context.Context, *kjob.Job) error { return nil })
 	err := mux.HandleJob(context.Background(), job("nope"))
-	if !errors.Is(err, handler.ErrUnknownHandler) || !errors.Is(err, handler.ErrPermanent) {
+	if !errors.Is(err, kjob.ErrUnknownHandler) || !errors.Is(err, kjob.ErrPermanent) {
 		t.Fatalf("err = %v", err)
 	}
 	want := `handler "nope" (job j): unknown handler: register it with Mux.Handle; known: [log]: permanent failure`
@@ -62,27 +61,27 @@ func TestMuxUnknownHandler(t *testing.T) {
 }
 
 func TestMuxHandlePanicsOnDuplicate(t *testing.T) {
-	mux := handler.NewMux()
-	mux.HandleFunc("a", func(context.Context, *handler.Job) error { return nil })
+	mux := kjob.NewMux()
+	mux.HandleFunc("a", func(context.Context, *kjob.Job) error { return nil })
 	defer func() {
-		if r := recover(); r == nil || r != "handler: handler a registered twice" {
+		if r := recover(); r == nil || r != "kjob: handler a registered twice" {
 			t.Fatalf("recover = %v", r)
 		}
 	}()
-	mux.HandleFunc("a", func(context.Context, *handler.Job) error { return nil })
+	mux.HandleFunc("a", func(context.Context, *kjob.Job) error { return nil })
 }
 
 func TestRecover(t *testing.T) {
-	h := handler.Recover()(handler.HandlerFunc(func(context.Context, *handler.Job) error { panic("boom") }))
+	h := kjob.Recover()(kjob.HandlerFunc(func(context.Context, *kjob.Job) error { panic("boom") }))
 	err := h.HandleJob(context.Background(), job("a"))
-	var pe *handler.PanicError
+	var pe *kjob.PanicError
 	if !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestTimeoutUsesJobTimeout(t *testing.T) {
-	h := handler.Timeout(0)(handler.HandlerFunc(func(ctx context.Context, j *handler.Job) error {
+	h := kjob.Timeout(0)(kjob.HandlerFunc(func(ctx context.Context, j *kjob.Job) error {
 		dl, ok := ctx.Deadline()
 		if !ok || time.Until(dl) > j.Timeout() {
 			t.Errorf("deadline %v ok=%v, want within %v", dl, ok, j.Timeout())
@@ -98,8 +97,9 @@ func TestTimeoutUsesJobTimeout(t *testing.T) {
 func TestJobAccessors(t *testing.T) {
 	j := job("a")
 	if j.Attempt() != 2 || j.FencingToken() != 41 || j.Worker() != "w1" || j.Partition() != 3 || j.Offset() != 99 ||
-		j.Name() != "j" || j.HandlerName() != "a" || j.Trigger() != jobmsg.TriggerSchedule || j.MaxAttempts() != 3 {
-		t.Fatalf("accessors wrong: %+v", j.Message())
+		j.Name() != "j" || j.HandlerName() != "a" || j.Trigger() != kjob.TriggerSchedule || j.MaxAttempts() != 3 {
+		t.Fatalf("accessors wrong: %s %s %s %s attempt %d of %d, token %d, worker %s, %d/%d",
+			j.ID(), j.Name(), j.HandlerName(), j.Trigger(), j.Attempt(), j.MaxAttempts(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset())
 	}
 	p := j.Payload()
 	p[0] = 'X' // a copy: the job stays read-only

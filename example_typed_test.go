@@ -1,4 +1,4 @@
-package handler_test
+package kjob_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kjob/kjob/internal/exec/handler"
-	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/kjobtest"
 )
 
 // ReportArgs is the payload of the report handler, as the schedules file
@@ -31,8 +31,8 @@ func (a ReportArgs) Validate() error {
 // does not fit is a permanent failure naming the field: the worker
 // dead-letters the window with that reason instead of retrying it.
 func ExampleTyped() {
-	mux := handler.NewMux()
-	mux.Handle("report", handler.Typed(func(ctx context.Context, j *handler.Job, args ReportArgs) error {
+	mux := kjob.NewMux()
+	mux.Handle("report", kjob.Typed(func(ctx context.Context, j *kjob.Job, args ReportArgs) error {
 		fmt.Printf("report for %s from %s (retries %d, token %d)\n",
 			args.Team, j.Window().Start.Format(time.RFC3339), args.Retries, j.FencingToken())
 		return nil
@@ -46,17 +46,16 @@ func ExampleTyped() {
 		`{"team":"billing","retries":"three"}`,
 		`{"retries":1}`,
 	} {
-		j := handler.NewJob(&jobmsg.Message{
-			V: 1, ID: jobmsg.WindowID("daily-report", start), Job: "daily-report", Handler: "report",
-			Window:  jobmsg.Window{Start: start, End: start.Add(24 * time.Hour)},
-			Payload: []byte(payload), Trigger: jobmsg.TriggerSchedule,
-		}, 1, 7, "worker-1", 0, 0)
+		j := kjobtest.NewJob(kjobtest.JobOptions{
+			Window:       kjobtest.Window{Job: "daily-report", Handler: "report", Start: start, End: start.Add(24 * time.Hour), Payload: payload},
+			FencingToken: 7, Worker: "worker-1",
+		})
 		if err := mux.HandleJob(context.Background(), j); err != nil {
-			fmt.Printf("error: %v (permanent: %t)\n", err, errors.Is(err, handler.ErrPermanent))
+			fmt.Printf("error: %v (permanent: %t)\n", err, errors.Is(err, kjob.ErrPermanent))
 		}
 	}
 	// Output:
 	// report for billing from 2026-11-22T10:00:00Z (retries 2, token 7)
 	// error: payload.retries: "three": want int (permanent: true)
-	// error: payload: failed validation (handler_test.ReportArgs.Validate): team is required (permanent: true)
+	// error: payload: failed validation (kjob_test.ReportArgs.Validate): team is required (permanent: true)
 }

@@ -1,4 +1,4 @@
-package handler
+package kjob
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package handler
+package kjob
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 //		Retries int    `json:"retries"`
 //	}
 //
-//	mux.Handle("report", handler.Typed(func(ctx context.Context, j *handler.Job, args ReportArgs) error {
+//	mux.Handle("report", kjob.Typed(func(ctx context.Context, j *kjob.Job, args ReportArgs) error {
 //		return sendReport(ctx, args.Team, j.Window())
 //	}))
 //
@@ -41,14 +41,14 @@ import (
 // cannot have type parameters; Mux.Handle registers its result.
 func Typed[T any](f func(ctx context.Context, job *Job, args T) error, opts ...DecodeOption) Handler {
 	if f == nil {
-		panic("handler: Typed with nil function")
+		panic("kjob: Typed with nil function")
 	}
 	cfg := decodeConfig{}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	return HandlerFunc(func(ctx context.Context, job *Job) error {
-		args, err := decodeArgs[T](job.msg.Payload, cfg)
+		args, err := decodeArgs[T](job.in.RawPayload(), cfg)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func DecodeArgs[T any](job *Job, opts ...DecodeOption) (T, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return decodeArgs[T](job.msg.Payload, cfg)
+	return decodeArgs[T](job.in.RawPayload(), cfg)
 }
 
 // DecodeOption changes how Typed and DecodeArgs decode a payload.
@@ -97,7 +97,7 @@ type decodeConfig struct {
 
 // DisallowUnknownFields makes a payload key that matches no field of T
 // (at any depth) a decode error, as json.Decoder.DisallowUnknownFields
-// does: `payload.teem: "billing": unknown field (handler.Args has no field
+// does: `payload.teem: "billing": unknown field (main.Args has no field
 // "teem")`. Off by default; see DecodeArgs for why.
 func DisallowUnknownFields() DecodeOption {
 	return func(c *decodeConfig) { c.disallowUnknown = true }

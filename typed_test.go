@@ -1,4 +1,4 @@
-package handler_test
+package kjob
 
 import (
 	"context"
@@ -63,28 +63,28 @@ func (*custom) UnmarshalJSON([]byte) error { return errors.New("custom: not toda
 
 // jobWith builds a job of handler "h" whose payload is exactly payload
 // (nil for none).
-func jobWith(payload []byte) *handler.Job {
+func jobWith(payload []byte) *Job {
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	return handler.NewJob(&jobmsg.Message{
+	return jobOf(handler.NewJob(&jobmsg.Message{
 		V: 1, ID: jobmsg.WindowID("j", start), Job: "j", Handler: "h",
 		Window:  jobmsg.Window{Start: start, End: start.Add(time.Minute)},
 		Payload: payload, Trigger: jobmsg.TriggerSchedule,
 		Policy: jobmsg.Policy{Timeout: jobmsg.Duration(time.Second), MaxAttempts: 3},
-	}, 1, 7, "w1", 0, 0)
+	}, 1, 7, "w1", 0, 0))
 }
 
-func decodeErr[T any](payload string, opts ...handler.DecodeOption) error {
+func decodeErr[T any](payload string, opts ...DecodeOption) error {
 	var p []byte
 	if payload != "" {
 		p = []byte(payload)
 	}
-	_, err := handler.DecodeArgs[T](jobWith(p), opts...)
+	_, err := DecodeArgs[T](jobWith(p), opts...)
 	return err
 }
 
 func TestDecodeArgsErrors(t *testing.T) {
 	long := `"` + strings.Repeat("a", 100) + `"`
-	strict := handler.DisallowUnknownFields()
+	strict := DisallowUnknownFields()
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -101,7 +101,7 @@ func TestDecodeArgsErrors(t *testing.T) {
 		{"array element", decodeErr[reportArgs](`{"hosts":["a",2,"c"]}`),
 			`payload.hosts[1]: 2: want string`},
 		{"object for struct wanted as array", decodeErr[reportArgs](`{"limits":[1,2]}`),
-			`payload.limits: [1,2]: want handler_test.limits`},
+			`payload.limits: [1,2]: want kjob.limits`},
 		{"object where int wanted", decodeErr[reportArgs](`{"retries":{"n":3}}`),
 			`payload.retries: {"n":3}: want int`},
 		{"embedded struct field", decodeErr[reportArgs](`{"level":"x"}`),
@@ -125,25 +125,25 @@ func TestDecodeArgsErrors(t *testing.T) {
 		{"pointer type", decodeErr[*reportArgs](`{"retries":"three"}`),
 			`payload.retries: "three": want int`},
 		{"not an object", decodeErr[reportArgs](`[1]`),
-			`payload: [1]: want a JSON object for handler_test.reportArgs`},
+			`payload: [1]: want a JSON object for kjob.reportArgs`},
 		{"invalid JSON", decodeErr[reportArgs](`{"team":`),
 			`payload: invalid JSON at byte 8: unexpected end of JSON input`},
 		{"unknown field ignored by default", decodeErr[reportArgs](`{"teem":"billing"}`), ``},
 		{"unknown field", decodeErr[reportArgs](`{"team":"a","teem":"billing"}`, strict),
-			`payload.teem: "billing": unknown field (handler_test.reportArgs has no field "teem"; DisallowUnknownFields is on)`},
+			`payload.teem: "billing": unknown field (kjob.reportArgs has no field "teem"; DisallowUnknownFields is on)`},
 		{"nested unknown field", decodeErr[reportArgs](`{"team":"a","limits":{"max":1,"mx":2}}`, strict),
 			`payload.limits.mx: 2: unknown field (DisallowUnknownFields is on)`},
 		{"known fields pass strict", decodeErr[reportArgs](`{"team":"a","limits":{"max":1},"level":2}`, strict), ``},
 		{"validation", decodeErr[validated](`{"team":""}`),
-			`payload: failed validation (handler_test.validated.Validate): team is required`},
+			`payload: failed validation (kjob.validated.Validate): team is required`},
 		{"validation, pointer receiver", decodeErr[ptrValidated](`{}`),
-			`payload: failed validation (handler_test.ptrValidated.Validate): team is required`},
+			`payload: failed validation (kjob.ptrValidated.Validate): team is required`},
 		{"validation, pointer type", decodeErr[*validated](`{}`),
-			`payload: failed validation (*handler_test.validated.Validate): team is required`},
+			`payload: failed validation (*kjob.validated.Validate): team is required`},
 		{"validation passes", decodeErr[validated](`{"team":"billing"}`), ``},
 		{"no payload is {}", decodeErr[reportArgs](``), ``},
 		{"no payload still validated", decodeErr[validated](``),
-			`payload: failed validation (handler_test.validated.Validate): team is required`},
+			`payload: failed validation (kjob.validated.Validate): team is required`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.want == "" {
@@ -158,8 +158,8 @@ func TestDecodeArgsErrors(t *testing.T) {
 			if got := tc.err.Error(); got != tc.want {
 				t.Fatalf("err = %q\nwant  %q", got, tc.want)
 			}
-			var pe *handler.PayloadError
-			if !errors.As(tc.err, &pe) || !errors.Is(tc.err, handler.ErrPermanent) {
+			var pe *PayloadError
+			if !errors.As(tc.err, &pe) || !errors.Is(tc.err, ErrPermanent) {
 				t.Fatalf("err %v: want a *PayloadError wrapping ErrPermanent", tc.err)
 			}
 		})
@@ -175,7 +175,7 @@ func TestPayloadErrorUnwrap(t *testing.T) {
 		t.Fatalf("err %v: want a *json.UnmarshalTypeError for retries", err)
 	}
 	err = decodeErr[validated](`{}`)
-	if !errors.Is(err, errNoTeam) || !errors.Is(err, handler.ErrPermanent) {
+	if !errors.Is(err, errNoTeam) || !errors.Is(err, ErrPermanent) {
 		t.Fatalf("err %v: want errNoTeam and ErrPermanent", err)
 	}
 	err = decodeErr[reportArgs](`{"team":`)
@@ -183,18 +183,18 @@ func TestPayloadErrorUnwrap(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("err %v: want a *json.SyntaxError", err)
 	}
-	pe := &handler.PayloadError{Field: "payload", Reason: "r"}
-	if !errors.Is(pe, handler.ErrPermanent) || pe.Error() != "payload: r" {
+	pe := &PayloadError{Field: "payload", Reason: "r"}
+	if !errors.Is(pe, ErrPermanent) || pe.Error() != "payload: r" {
 		t.Fatalf("PayloadError without Err or Value: %q", pe)
 	}
 }
 
 func TestTyped(t *testing.T) {
 	var got []reportArgs
-	var jobs []*handler.Job
+	var jobs []*Job
 	errBusy := errors.New("downstream busy")
-	mux := handler.NewMux()
-	mux.Handle("h", handler.Typed(func(ctx context.Context, j *handler.Job, args reportArgs) error {
+	mux := NewMux()
+	mux.Handle("h", Typed(func(ctx context.Context, j *Job, args reportArgs) error {
 		got = append(got, args)
 		jobs = append(jobs, j)
 		if args.Team == "busy" {
@@ -215,7 +215,7 @@ func TestTyped(t *testing.T) {
 
 	// A bad payload never reaches f, and fails permanently.
 	err := mux.HandleJob(context.Background(), jobWith([]byte(`{"retries":"three"}`)))
-	if len(got) != 1 || !errors.Is(err, handler.ErrPermanent) || err.Error() != `payload.retries: "three": want int` {
+	if len(got) != 1 || !errors.Is(err, ErrPermanent) || err.Error() != `payload.retries: "three": want int` {
 		t.Fatalf("bad payload: f ran %d times, err = %v", len(got), err)
 	}
 
@@ -228,9 +228,9 @@ func TestTyped(t *testing.T) {
 
 func TestTypedStrict(t *testing.T) {
 	ran := false
-	h := handler.Typed(func(context.Context, *handler.Job, limits) error { ran = true; return nil }, handler.DisallowUnknownFields())
+	h := Typed(func(context.Context, *Job, limits) error { ran = true; return nil }, DisallowUnknownFields())
 	err := h.HandleJob(context.Background(), jobWith([]byte(`{"max":1,"min":0}`)))
-	if ran || err == nil || err.Error() != `payload.min: 0: unknown field (handler_test.limits has no field "min"; DisallowUnknownFields is on)` {
+	if ran || err == nil || err.Error() != `payload.min: 0: unknown field (kjob.limits has no field "min"; DisallowUnknownFields is on)` {
 		t.Fatalf("ran %v, err = %v", ran, err)
 	}
 }
@@ -241,5 +241,5 @@ func TestTypedNilPanics(t *testing.T) {
 			t.Fatal("Typed(nil) did not panic")
 		}
 	}()
-	handler.Typed[reportArgs](nil)
+	Typed[reportArgs](nil)
 }
