@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -186,27 +185,13 @@ overrides that).
 Usage: kjobctl backfill JOB --from T1 --to T2 [--rerun] [--catchup] [--allow-future] [--execute] [flags]`
 
 // maxBackfill bounds one backfill (and, by default, one catch-up).
-const maxBackfill = 100_000
+const maxBackfill = operator.MaxBackfill
 
 // maxListed is how many window ids the table output lists.
 const maxListed = 20
 
-type backfillResult struct {
-	Job     string `json:"job"`
-	From    string `json:"from"`
-	To      string `json:"to"`
-	Trigger string `json:"trigger"`
-	Windows int    `json:"windows"`
-	// Published lists the windows published (or, in a dry run, to publish).
-	Published []string `json:"published"`
-	// Skipped lists the windows left out because the workers have a
-	// record of them (run, running, failed or dead-lettered).
-	Skipped []string `json:"skipped"`
-	// PublishedBefore lists the windows left out because kjobctl published
-	// them before and the workers have not run them yet.
-	PublishedBefore []string `json:"published_before"`
-	Executed        bool     `json:"executed"`
-}
+// backfillResult is what backfill and resume --catchup print.
+type backfillResult = operator.BackfillResult
 
 func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
@@ -296,32 +281,9 @@ type windowPublish struct {
 	stderr   io.Writer
 }
 
-func (w windowPublish) id(start time.Time) string {
-	if w.trigger == jobmsg.TriggerBackfill {
-		return jobmsg.BackfillID(w.job.Name, start)
-	}
-	return jobmsg.WindowID(w.job.Name, start)
-}
-
-// errPublish wraps a failure after some windows were published.
-var errPublish = errors.New("publishing stopped")
-
-// publishWindows publishes the windows of w that were neither run nor
-// published before (all of them with rerun), asynchronously, and fills in
-// res. Without execute it only fills in res.
-//
-// Windows the workers have a record of (dedupe) are left out; so are
-// windows whose published marker (operator.Published) is set. Markers are
-// reserved before producing and confirmed once Kafka acknowledged the
-// record; a window whose produce failed has its marker released, so
-// running the command again publishes exactly the missing windows.
+// publishWindows publishes w with operator.PublishWindows (the operator
+// API's backfill), on the publisher once it checked the windows topic.
 func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfillResult) error {
-	res.Trigger, res.Windows, res.Executed = string(w.trigger), len(w.starts), w.execute
-	res.Published, res.Skipped, res.PublishedBefore = []string{}, []string{}, []string{}
-	ids := make([]string, len(w.starts))
-	for i, s := range w.starts {
-		ids[i] = w.id(s)
-	}
 	store, err := o.store()
 	if err != nil {
 		return err
@@ -330,156 +292,26 @@ func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfil
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
-	todo := make([]int, 0, len(ids)) // indexes into ids
-	if w.rerun {
-		for i := range ids {
-			todo = append(todo, i)
-		}
-	} else {
-		states, err := store.States(ctx, ids)
+	pc := operator.PublishConfig{Store: store, Published: pub, Topic: o.topic, Namespace: o.namespace, Now: nowFunc}
+	if w.execute {
+		cl, err := o.publisher()
 		if err != nil {
 			return err
 		}
-		var fresh []int
-		var freshIDs []string
-		for i, id := range ids {
-			if _, ok := states[id]; ok {
-				res.Skipped = append(res.Skipped, id)
-				continue
-			}
-			fresh = append(fresh, i)
-			freshIDs = append(freshIDs, id)
-		}
-		var free []bool
-		if w.execute {
-			// Held for the command's deadline and a minute: a kjobctl that
-			// dies before confirming leaves markers that expire soon.
-			free, err = pub.Reserve(ctx, freshIDs, o.timeout+time.Minute)
-		} else {
-			var marked []bool
-			marked, err = pub.Marked(ctx, freshIDs)
-			free = make([]bool, len(marked))
-			for i, m := range marked {
-				free[i] = !m
-			}
-		}
-		if err != nil {
+		defer cl.Close()
+		if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
 			return err
 		}
-		for k, i := range fresh {
-			if free[k] {
-				todo = append(todo, i)
-			} else {
-				res.PublishedBefore = append(res.PublishedBefore, ids[i])
+		pc.Client = cl
+	}
+	ow := operator.Windows{Job: w.job, Starts: w.starts, Trigger: w.trigger, Rerun: w.rerun, Execute: w.execute, Hold: o.timeout + time.Minute,
+		NewProgress: func(total int) operator.Progress {
+			if total >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
+				return newProgressBar(w.stderr, total)
 			}
-		}
-	}
-	// Reserved markers of windows that are not produced (an error before
-	// producing) are released at once rather than left to expire.
-	produced := false
-	if w.execute && !w.rerun {
-		defer func() {
-			if produced {
-				return
-			}
-			reserved := make([]string, len(todo))
-			for k, i := range todo {
-				reserved[k] = ids[i]
-			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = pub.Release(rctx, reserved)
-		}()
-	}
-	if !w.execute {
-		for _, i := range todo {
-			res.Published = append(res.Published, ids[i])
-		}
-		return nil
-	}
-	if w.rerun {
-		// A fresh start: the windows' records are cleared (the job's
-		// token counter is kept, so fencing still holds).
-		if err := store.ForgetAll(ctx, ids); err != nil {
-			return err
-		}
-	}
-	cl, err := o.publisher()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
-		return err
-	}
-	var bar *progressBar
-	if len(todo) >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
-		bar = newProgressBar(w.stderr, len(todo))
-	}
-	now := nowFunc()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		failed   []string
-		done     atomic.Int64
-	)
-	ok := make([]bool, len(todo))
-	produced = true // from here on the callbacks account for every window
-	for k, i := range todo {
-		id := ids[i]
-		_, rec, err := w.job.Record(o.topic, schedule.Publication{Start: w.starts[i], Trigger: w.trigger, ID: id, PublishedAt: now, Namespace: o.namespace})
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			mu.Lock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			if err != nil {
-				failed = append(failed, id)
-			} else {
-				ok[k] = true
-			}
-			mu.Unlock()
-			if n := done.Add(1); bar != nil {
-				bar.set(int(n))
-			}
-		})
-	}
-	wg.Wait()
-	if bar != nil {
-		bar.finish()
-	}
-	var published []string
-	for k, i := range todo {
-		if ok[k] {
-			published = append(published, ids[i])
-		}
-	}
-	res.Published = append(res.Published, published...)
-	// Markers outlive a failure: use a fresh context for them.
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var merr error
-	if w.rerun {
-		merr = pub.Mark(mctx, published)
-	} else {
-		merr = pub.Confirm(mctx, published)
-	}
-	if err := pub.Release(mctx, failed); err != nil && merr == nil {
-		merr = err
-	}
-	if firstErr != nil {
-		return fmt.Errorf("%w: published %d of %d windows, then: %w (run the same command again: the published windows are left out)", errPublish, len(published), len(todo), firstErr)
-	}
-	if merr != nil {
-		return fmt.Errorf("published %d windows, but could not record them: %w (a second run may publish them again; dedupe still runs each once)", len(published), merr)
-	}
-	return nil
+			return nil
+		}}
+	return operator.PublishWindows(ctx, pc, ow, res)
 }
 
 func renderBackfill(w io.Writer, output string, r *backfillResult) error {
@@ -527,7 +359,8 @@ func newProgressBar(w io.Writer, total int) *progressBar {
 	return &progressBar{w: w, total: total, start: time.Now()}
 }
 
-func (b *progressBar) set(n int) {
+// Set draws n of the total.
+func (b *progressBar) Set(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
@@ -557,12 +390,13 @@ func (b *progressBar) set(n int) {
 	fmt.Fprintf(b.w, "\r[%s] %d/%d windows  %.0f/s  ETA %s ", bar, n, b.total, rate, eta)
 }
 
-func (b *progressBar) finish() {
+// Finish draws the full bar and ends its line.
+func (b *progressBar) Finish() {
 	b.mu.Lock()
 	shown := b.shown
 	b.mu.Unlock()
 	if shown < b.total {
-		b.set(b.total)
+		b.Set(b.total)
 	}
 	fmt.Fprintln(b.w)
 }

@@ -52,6 +52,9 @@ type Config struct {
 		WindowStore
 		Forget(ctx context.Context, id string) error
 	}
+	// Published are the deployment's published-window markers
+	// (NewPublished); optional: Backfill and PlanBackfill need them.
+	Published *Published
 	// Pauses, Redrives and Replayer are the deployment's.
 	Pauses   *pause.Store
 	Redrives *Redrives
@@ -60,9 +63,9 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Operator performs the operators' actions of kjobctl (trigger, pause,
-// resume, dead-letter redrive, replay) for a program other than kjobctl,
-// such as the dashboard, through the same functions kjobctl calls.
+// Operator performs the operators' actions (trigger, backfill, pause,
+// resume, dead letters and their redrive, replay) for a program such as
+// the dashboard, through the same functions kjobctl calls.
 type Operator struct{ cfg Config }
 
 // New validates cfg and returns an Operator. A setting it refuses is a
