@@ -302,7 +302,7 @@ func renderDLQList(w io.Writer, ls []deadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWINDOW\tATTEMPTS\tDEAD-LETTERED\tORIGIN\tWINDOW STATE\tREDRIVEN\tREASON")
 	for _, d := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), safe(d.Origin), stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), safe(d.Origin.String()), stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -320,13 +320,13 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 	fmt.Fprintf(tw, "Window:\t%s\n", orDash(d.WindowID))
 	fmt.Fprintf(tw, "Job:\t%s\n", orDash(d.Job))
 	fmt.Fprintf(tw, "Reason:\t%s\n", orDash(d.Reason))
-	fmt.Fprintf(tw, "Origin:\t%s\n", safe(d.Origin))
+	fmt.Fprintf(tw, "Origin:\t%s\n", safe(d.Origin.String()))
 	fmt.Fprintf(tw, "Attempts:\t%d\n", d.Attempts)
 	fmt.Fprintf(tw, "Worker:\t%s\n", orDash(d.Worker))
 	fmt.Fprintf(tw, "Dead-lettered:\t%s\n", fmtTime(d.At))
 	if d.Incomplete != "" {
 		fmt.Fprintf(tw, "Incomplete:\t%s; the original (%d bytes, sha256 %s) is at %s while that topic retains it\n",
-			d.Incomplete, d.ValueSize, orDash(d.ValueSHA256), safe(d.Origin))
+			d.Incomplete, d.ValueSize, orDash(d.ValueSHA256), safe(d.Origin.String()))
 	}
 	if d.LetterError != "" {
 		fmt.Fprintf(tw, "Malformed:\t%s\n", safe(d.LetterError))
@@ -344,17 +344,17 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 		fmt.Fprintf(tw, "Redriven:\tno\n")
 	}
 	tw.Flush()
-	keys := make([]string, 0, len(d.Headers))
-	for k := range d.Headers {
+	keys := make([]string, 0, len(d.RecordHeaders))
+	for k := range d.RecordHeaders {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	fmt.Fprintln(w, "Headers:")
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", safe(k), oneLine(d.Headers[k], 200))
+		fmt.Fprintf(w, "  %s: %s\n", safe(k), oneLine(d.RecordHeaders[k], 200))
 	}
 	if d.DecodeError != "" {
-		v, more := d.Value, ""
+		v, more := string(d.Value), ""
 		if len(v) > maxShownValue {
 			v, more = v[:maxShownValue], fmt.Sprintf(" (first %d bytes shown)", maxShownValue)
 		}
