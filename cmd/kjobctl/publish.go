@@ -130,18 +130,20 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
+	op, err := o.operator(nil)
+	if err != nil {
+		return err
+	}
 	// A manual window runs whatever the job's state; say so when the
 	// schedule would not run it.
 	if !j.Enabled {
 		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.file.Path)
 	}
-	if ps, err := o.pauses(); err == nil {
-		switch p, paused, err := ps.Get(cctx, j.Name); {
-		case err != nil:
-			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
-		case paused:
-			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
-		}
+	switch p, paused, err := op.Paused(cctx, j.Name); {
+	case err != nil:
+		fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
+	case paused:
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
 	}
 	cl, err := o.publisher()
 	if err != nil {
@@ -151,7 +153,10 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := o.checkTopic(cctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
-	m, rec, err := operator.Trigger(cctx, cl, o.deployment(), j, p, nowFunc())
+	if op, err = o.operator(cl); err != nil {
+		return err
+	}
+	m, rec, err := op.Trigger(cctx, j.Name, p)
 	if err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
@@ -251,13 +256,25 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	trigger := jobmsg.TriggerBackfill
-	if catchup {
-		trigger = jobmsg.TriggerCatchup
+	cl, err := o.publisherFor(cctx, execute)
+	if err != nil {
+		return fmt.Errorf("backfill: %w", err)
 	}
-	w := windowPublish{job: j, starts: starts, trigger: trigger, rerun: rerun, execute: execute, progress: progress, stderr: stderr}
-	res := &backfillResult{Job: j.Name, From: fmtTime(t1), To: fmtTime(t2)}
-	if err := o.publishWindows(cctx, w, res); err != nil {
+	if cl != nil {
+		defer cl.Close()
+	}
+	op, err := o.operator(cl)
+	if err != nil {
+		return err
+	}
+	spec := operator.BackfillSpec{Job: j.Name, From: t1, To: t2, Rerun: rerun, Catchup: catchup, AllowFuture: true,
+		Hold: o.timeout + time.Minute, NewProgress: progressFor(progress, stderr)}
+	backfill := op.PlanBackfill
+	if execute {
+		backfill = op.Backfill
+	}
+	res, err := backfill(cctx, spec)
+	if err != nil {
 		return fmt.Errorf("backfill: %w", err)
 	}
 	if err := renderBackfill(stdout, o.output, res); err != nil {
@@ -269,49 +286,33 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// windowPublish is a set of windows of one job for publishWindows.
-type windowPublish struct {
-	job     *schedule.Job
-	starts  []time.Time
-	trigger jobmsg.Trigger // backfill: "#backfill" ids; catchup: scheduled ids
-	rerun   bool
-	execute bool
-	// progress is auto, always or never; stderr receives the bar.
-	progress string
-	stderr   io.Writer
+// publisherFor is, to execute, the publisher once it checked the windows
+// topic (so a broker that is down or a topic that does not exist fails
+// before anything changes); nil for a dry run.
+func (o *opts) publisherFor(ctx context.Context, execute bool) (*kgo.Client, error) {
+	if !execute {
+		return nil, nil
+	}
+	cl, err := o.publisher()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
-// publishWindows publishes w with operator.PublishWindows (the operator
-// API's backfill), on the publisher once it checked the windows topic.
-func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfillResult) error {
-	store, err := o.store()
-	if err != nil {
-		return err
-	}
-	pub, err := o.published()
-	if err != nil {
-		return fmt.Errorf("%w: %w", err, errUsage)
-	}
-	pc := operator.PublishConfig{Store: store, Published: pub, Topic: o.topic, Namespace: o.namespace, Now: nowFunc}
-	if w.execute {
-		cl, err := o.publisher()
-		if err != nil {
-			return err
+// progressFor draws a progress bar on stderr for 50 windows or more, as
+// progress (auto, always or never) says.
+func progressFor(progress string, stderr io.Writer) func(total int) operator.Progress {
+	return func(total int) operator.Progress {
+		if total >= 50 && (progress == "always" || progress == "auto" && isTerminal(stderr)) {
+			return newProgressBar(stderr, total)
 		}
-		defer cl.Close()
-		if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
-			return err
-		}
-		pc.Client = cl
+		return nil
 	}
-	ow := operator.Windows{Job: w.job, Starts: w.starts, Trigger: w.trigger, Rerun: w.rerun, Execute: w.execute, Hold: o.timeout + time.Minute,
-		NewProgress: func(total int) operator.Progress {
-			if total >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
-				return newProgressBar(w.stderr, total)
-			}
-			return nil
-		}}
-	return operator.PublishWindows(ctx, pc, ow, res)
 }
 
 func renderBackfill(w io.Writer, output string, r *backfillResult) error {

@@ -29,7 +29,7 @@ import (
 // it with the functions kjobctl uses, so an action does exactly what the
 // kjobctl command does.
 type Operator interface {
-	Trigger(ctx context.Context, job string) (*jobmsg.Message, *kgo.Record, error)
+	Trigger(ctx context.Context, job string, payload json.RawMessage) (*jobmsg.Message, *kgo.Record, error)
 	Pause(ctx context.Context, job, by string) (pause.Pause, error)
 	Resume(ctx context.Context, job string) (pause.Pause, error)
 	DeadLetters(ctx context.Context) ([]operator.DeadLetter, error)
@@ -340,7 +340,7 @@ type action struct {
 
 var actionsByName = map[string]action{
 	"trigger": {check: needJob, run: func(ctx context.Context, d *Dashboard, _ session, req *actionRequest) (map[string]any, int, error) {
-		m, rec, err := d.actions.a.Operator.Trigger(ctx, req.Job)
+		m, rec, err := d.actions.a.Operator.Trigger(ctx, req.Job, nil)
 		if err != nil {
 			return nil, statusOf(err), err
 		}

@@ -270,6 +270,17 @@ func PublishWindows(ctx context.Context, c PublishConfig, w Windows, res *Backfi
 	return nil
 }
 
+// BackfillWindows are the starts of j's windows in [from, to);
+// ErrTooManyWindows if there are more than MaxBackfill.
+func BackfillWindows(j *schedule.Job, from, to time.Time) ([]time.Time, error) {
+	starts := j.Windows(from.Add(-time.Nanosecond), to.Add(-time.Nanosecond), MaxBackfill+1)
+	if len(starts) > MaxBackfill {
+		return nil, fmt.Errorf("%w: %s has more than %d windows in [%s, %s); backfill a shorter range", ErrTooManyWindows, j.Name, MaxBackfill,
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	}
+	return starts, nil
+}
+
 // BackfillSpec chooses a backfill for Operator.PlanBackfill and Backfill.
 type BackfillSpec struct {
 	// Job is the job's name.
@@ -286,6 +297,8 @@ type BackfillSpec struct {
 	// Hold is how long a reserved published marker lives before it is
 	// confirmed (default 2 minutes).
 	Hold time.Duration
+	// NewProgress, if set, follows the records produced (Windows.NewProgress).
+	NewProgress func(total int) Progress
 }
 
 // PlanBackfill plans a backfill: what Backfill would publish. Nothing
@@ -303,8 +316,8 @@ func (o *Operator) Backfill(ctx context.Context, spec BackfillSpec) (*BackfillRe
 }
 
 func (o *Operator) backfill(ctx context.Context, spec BackfillSpec, execute bool) (*BackfillResult, error) {
-	if o.cfg.Published == nil {
-		return nil, errors.New("operator: backfill: Config.Published is not set; pass the deployment's published-window markers (NewPublished)")
+	if err := need("backfill", part("Store", o.cfg.Store == nil), part("Published", o.cfg.Published == nil), part("Publisher", execute && o.cfg.Publisher == nil)); err != nil {
+		return nil, err
 	}
 	j, err := o.Job(spec.Job)
 	if err != nil {
@@ -317,10 +330,9 @@ func (o *Operator) backfill(ctx context.Context, spec BackfillSpec, execute bool
 		return nil, fmt.Errorf("operator: backfill %s: To %s is in the future (now %s): windows that have not fallen due would run now and again at their scheduled time",
 			j.Name, spec.To.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	starts := j.Windows(spec.From.Add(-time.Nanosecond), spec.To.Add(-time.Nanosecond), MaxBackfill+1)
-	if len(starts) > MaxBackfill {
-		return nil, fmt.Errorf("%w: %s has more than %d windows in [%s, %s); backfill a shorter range", ErrTooManyWindows, j.Name, MaxBackfill,
-			spec.From.UTC().Format(time.RFC3339), spec.To.UTC().Format(time.RFC3339))
+	starts, err := BackfillWindows(j, spec.From, spec.To)
+	if err != nil {
+		return nil, err
 	}
 	trigger := jobmsg.TriggerBackfill
 	if spec.Catchup {
@@ -330,11 +342,8 @@ func (o *Operator) backfill(ctx context.Context, spec BackfillSpec, execute bool
 	if hold <= 0 {
 		hold = 2 * time.Minute
 	}
-	res := &BackfillResult{Job: j.Name, From: spec.From.UTC().Format(time.RFC3339Nano), To: spec.To.UTC().Format(time.RFC3339Nano)}
+	res := &BackfillResult{Job: j.Name, From: fmtTime(spec.From), To: fmtTime(spec.To)}
 	err = PublishWindows(ctx, PublishConfig{Client: o.cfg.Publisher, Store: o.cfg.Store, Published: o.cfg.Published, Topic: o.cfg.Topic,
-		Namespace: o.cfg.Namespace, Now: o.cfg.Now}, Windows{Job: j, Starts: starts, Trigger: trigger, Rerun: spec.Rerun, Execute: execute, Hold: hold}, res)
-	if err != nil {
-		return res, fmt.Errorf("backfill %s: %w", j.Name, err)
-	}
-	return res, nil
+		Namespace: o.cfg.Namespace, Now: o.cfg.Now}, Windows{Job: j, Starts: starts, Trigger: trigger, Rerun: spec.Rerun, Execute: execute, Hold: hold, NewProgress: spec.NewProgress}, res)
+	return res, err
 }
