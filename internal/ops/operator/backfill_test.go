@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
@@ -116,4 +117,70 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestResumeCatchup: ResumeCatchup plans the catch-up of the windows that
+// fell due while the job was paused without resuming it, then resumes and
+// publishes them under their scheduled ids; a job that is not paused is
+// pause.ErrNotPaused, too many windows a *TooManyWindowsError, and an
+// action whose part of the Config is missing names it.
+func TestResumeCatchup(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	rdb := testenv.NewRedis(t).Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(names.Partitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "w"); err != nil {
+		t.Fatal(err)
+	}
+	store, _ := dedupe.New(rdb, dedupe.Config{Namespace: "t"})
+	pauses, _ := pause.New(rdb, "t")
+	published, _ := operator.NewPublished(rdb, "t", time.Hour)
+	now := time.Date(2026, 11, 22, 7, 30, 0, 0, time.UTC)
+	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: "w", Namespace: "t", Publisher: cl, Store: store, Pauses: pauses,
+		Published: published, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cerr *configerr.Error
+	if _, err := op.DeadLetters(ctx); !errors.As(err, &cerr) || cerr.Field != "Config.DLQTopic" {
+		t.Fatalf("DeadLetters without a dead-letter topic: %v", err)
+	}
+	if _, err := op.PlanReplay(ctx, operator.ReplaySpec{}); !errors.As(err, &cerr) || cerr.Field != "Config.Replayer" {
+		t.Fatalf("PlanReplay without a Replayer: %v", err)
+	}
+	if _, err := op.ResumeCatchup(ctx, operator.CatchupSpec{Job: "report", Catchup: true}); !errors.Is(err, pause.ErrNotPaused) {
+		t.Fatalf("resume of a job not paused: %v", err)
+	}
+	if _, err := op.Pause(ctx, "report", "test"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(3 * time.Hour) // 08:00, 09:00 and 10:00 fell due
+	var tooMany *operator.TooManyWindowsError
+	if _, err := op.ResumeCatchup(ctx, operator.CatchupSpec{Job: "report", Catchup: true, MaxWindows: 2}); !errors.As(err, &tooMany) || tooMany.Windows != 3 {
+		t.Fatalf("catch-up over MaxWindows: %v", err)
+	}
+	want := []string{"report@2026-11-22T08:00:00Z", "report@2026-11-22T09:00:00Z", "report@2026-11-22T10:00:00Z"}
+	plan, err := op.ResumeCatchup(ctx, operator.CatchupSpec{Job: "report", Catchup: true})
+	if err != nil || plan.Executed || plan.SkippedWindows != 3 || !equal(plan.CaughtUp, want) {
+		t.Fatalf("plan %+v %v", plan, err)
+	}
+	if _, paused, _ := op.Paused(ctx, "report"); !paused {
+		t.Fatal("a planned catch-up resumed the job")
+	}
+	res, err := op.ResumeCatchup(ctx, operator.CatchupSpec{Job: "report", Catchup: true, Execute: true})
+	if err != nil || !res.Executed || !res.ResumedAt.Equal(now) || !equal(res.CaughtUp, want) || res.Catchup.Trigger != string(jobmsg.TriggerCatchup) {
+		t.Fatalf("resume %+v %v", res, err)
+	}
+	if _, paused, _ := op.Paused(ctx, "report"); paused {
+		t.Fatal("still paused")
+	}
 }
