@@ -27,6 +27,10 @@ const MaxBackfill = 100_000
 // the same backfill again publishes exactly the missing ones.
 var ErrPublish = errors.New("publishing stopped")
 
+// ErrInvalidBackfill: a backfill's range is empty, or reaches into the
+// future without BackfillSpec.AllowFuture.
+var ErrInvalidBackfill = errors.New("invalid backfill")
+
 // ErrTooManyWindows: a backfill's range holds more than MaxBackfill windows.
 var ErrTooManyWindows = errors.New("operator: too many windows")
 
@@ -324,10 +328,11 @@ func (o *Operator) backfill(ctx context.Context, spec BackfillSpec, execute bool
 		return nil, err
 	}
 	if !spec.To.After(spec.From) {
-		return nil, fmt.Errorf("operator: backfill %s: To %s is not after From %s", j.Name, spec.To.UTC().Format(time.RFC3339), spec.From.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%w: %s: to %s is not after from %s", ErrInvalidBackfill, j.Name, spec.To.UTC().Format(time.RFC3339), spec.From.UTC().Format(time.RFC3339))
 	}
 	if now := o.cfg.Now(); spec.To.After(now) && !spec.AllowFuture {
-		return nil, fmt.Errorf("operator: backfill %s: To %s is in the future (now %s): windows that have not fallen due would run now and again at their scheduled time",
+		return nil, fmt.Errorf("%w: %s: to %s is in the future (now %s): windows that have not fallen due would run now and again at their scheduled time",
+			ErrInvalidBackfill,
 			j.Name, spec.To.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	starts, err := BackfillWindows(j, spec.From, spec.To)
