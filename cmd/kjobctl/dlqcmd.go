@@ -16,7 +16,6 @@ import (
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/ops/operator"
-	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -93,19 +92,15 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer o.close()
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	letters, err := o.readDLQ(cctx)
+	op, err := o.operator(nil, nil)
 	if err != nil {
 		return err
 	}
-	store, err := o.store()
-	if err != nil {
-		return err
+	letters, err := op.DeadLetters(cctx)
+	if errors.Is(err, operator.ErrNoTopic) {
+		err = fmt.Errorf("%w; check --dlq-topic and --topic", err)
 	}
-	rd, err := o.redrives()
 	if err != nil {
-		return err
-	}
-	if err := o.annotate(cctx, store, rd, letters); err != nil {
 		return err
 	}
 	var chosen []deadLetter
@@ -157,8 +152,10 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	out, err := operator.ExecuteRedrive(cctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
-		By: "kjobctl " + kjob.DefaultID(), Now: nowFunc}, items, force)
+	if op, err = o.operator(nil, cl); err != nil {
+		return err
+	}
+	out, err := op.ExecuteRedrive(cctx, items, force, "kjobctl "+kjob.DefaultID())
 	if err != nil {
 		return fmt.Errorf("dlq redrive: %w", err)
 	}
@@ -238,22 +235,7 @@ func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
 	}
 }
 
-// annotate fills in each letter's window state and redrive record.
-func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *operator.Redrives, letters []deadLetter) error {
-	return operator.AnnotateDeadLetters(ctx, store, rd, o.dlqTopic, letters)
-}
-
 func parseDLQID(s string) (int32, int64, error) { return operator.ParseDeadLetterID(s) }
-
-// readDLQ reads every record of the dead-letter topic (operator.ErrNoTopic,
-// exit 3, if it does not exist: the error names the flags to check).
-func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
-	ls, err := operator.ReadDeadLetters(ctx, o.kgoOpts(), o.dlqTopic)
-	if errors.Is(err, operator.ErrNoTopic) {
-		err = fmt.Errorf("%w; check --dlq-topic and --topic", err)
-	}
-	return ls, err
-}
 
 // oneLine is s for a table cell: whitespace runs collapsed, made safe,
 // cut to about n bytes.

@@ -198,10 +198,10 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 
 // operator is the operator API (internal/ops/operator, which the dashboard
 // calls too) on what a command built: the schedules file's jobs, the
-// deployment's names, Redis stores, and publisher (nil: the command
-// publishes nothing). The published-window markers are there for the
+// deployment's names, Redis stores, and publisher and redriver (nil: the
+// command publishes or redrives nothing). The published-window markers are there for the
 // commands that register --retention. Call it after setup.
-func (o *opts) operator(publisher *kgo.Client) (*operator.Operator, error) {
+func (o *opts) operator(publisher, redriver *kgo.Client) (*operator.Operator, error) {
 	store, err := o.store()
 	if err != nil {
 		return nil, err
@@ -210,8 +210,12 @@ func (o *opts) operator(publisher *kgo.Client) (*operator.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher,
-		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Now: nowFunc}
+	redrives, err := o.redrives()
+	if err != nil {
+		return nil, err
+	}
+	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
+		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Now: nowFunc}
 	if o.file != nil {
 		cfg.Jobs = o.file.Jobs
 	}

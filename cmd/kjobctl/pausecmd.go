@@ -91,7 +91,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
 	if cmd == "pause" {
-		op, err := o.operator(nil)
+		op, err := o.operator(nil, nil)
 		if err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	if cl != nil {
 		defer cl.Close()
 	}
-	op, err := o.operator(cl)
+	op, err := o.operator(cl, nil)
 	if err != nil {
 		return err
 	}

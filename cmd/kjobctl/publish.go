@@ -130,7 +130,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	op, err := o.operator(nil)
+	op, err := o.operator(nil, nil)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := o.checkTopic(cctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
-	if op, err = o.operator(cl); err != nil {
+	if op, err = o.operator(cl, nil); err != nil {
 		return err
 	}
 	m, rec, err := op.Trigger(cctx, j.Name, p)
@@ -263,7 +263,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cl != nil {
 		defer cl.Close()
 	}
-	op, err := o.operator(cl)
+	op, err := o.operator(cl, nil)
 	if err != nil {
 		return err
 	}
