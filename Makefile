@@ -8,7 +8,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 all: build
 
-## build: build producer, worker and kjobctl into ./bin
+## build: build producer, worker, kjobctl and kjobdev into ./bin
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
@@ -19,7 +19,7 @@ build-lean:
 
 ## demo: run broker, Redis, 2 producers and 3 workers locally (Ctrl-C stops)
 demo: build
-	./$(BIN)/kjobctl demo $(DEMO_FLAGS)
+	./$(BIN)/kjobdev demo $(DEMO_FLAGS)
 
 ## test: vet, then every test with the race detector against the embedded
 ## broker and a real redis-server (falls back to miniredis, labelled, when

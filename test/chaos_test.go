@@ -244,7 +244,7 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 }
 
 // newChaosRun starts the cluster: a durable redis-server, the broker (a
-// dev-broker process, or broker if not empty), 3 producers, 4 workers (the
+// kjobdev broker process, or broker if not empty), 3 producers, 4 workers (the
 // first reaching Redis through a cuttable proxy).
 func newChaosRun(t *testing.T, seed uint64, broker string) *chaosRun {
 	r := &chaosRun{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed,

@@ -68,7 +68,7 @@ func newClusterWith(t testing.TB, schedules string, partitions int, redis *teste
 // dir, and waits until it listens.
 func (c *cluster) startBroker(t testing.TB) {
 	t.Helper()
-	c.brokerP = start(t, "broker", nil, "kjobctl", "dev-broker", "--listen", c.broker, "--data-dir", c.brokerDir)
+	c.brokerP = start(t, "broker", nil, "kjobdev", "broker", "--listen", c.broker, "--data-dir", c.brokerDir)
 	waitTCP(t, c.broker)
 }
 

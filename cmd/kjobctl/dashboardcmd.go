@@ -214,8 +214,13 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	closers = append(closers, rp.Close)
+	published, err := o.published()
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
 	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
-		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
+		ReadOpts: o.kgoOpts(), Store: store, Published: published, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()
 		return nil, nil, err

@@ -16,7 +16,6 @@ import (
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/ops/operator"
-	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
 const dlqUsage = `kjobctl dlq: inspect dead letters and republish chosen ones.
@@ -93,19 +92,15 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer o.close()
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	letters, err := o.readDLQ(cctx)
+	op, err := o.operator(nil, nil)
 	if err != nil {
 		return err
 	}
-	store, err := o.store()
-	if err != nil {
-		return err
+	letters, err := op.DeadLetters(cctx)
+	if errors.Is(err, operator.ErrNoTopic) {
+		err = fmt.Errorf("%w; check --dlq-topic and --topic", err)
 	}
-	rd, err := o.redrives()
 	if err != nil {
-		return err
-	}
-	if err := o.annotate(cctx, store, rd, letters); err != nil {
 		return err
 	}
 	var chosen []deadLetter
@@ -157,8 +152,10 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	out, err := operator.ExecuteRedrive(cctx, operator.RedriveConfig{Client: cl, Store: store, Redrives: rd, DLQTopic: o.dlqTopic, Topic: o.topic,
-		By: "kjobctl " + kjob.DefaultID(), Now: nowFunc}, items, force)
+	if op, err = o.operator(nil, cl); err != nil {
+		return err
+	}
+	out, err := op.ExecuteRedrive(cctx, items, force, "kjobctl "+kjob.DefaultID())
 	if err != nil {
 		return fmt.Errorf("dlq redrive: %w", err)
 	}
@@ -238,22 +235,7 @@ func renderLeftOut(w io.Writer, items []redriveItem, redrivenBefore int) {
 	}
 }
 
-// annotate fills in each letter's window state and redrive record.
-func (o *opts) annotate(ctx context.Context, store *dedupe.Store, rd *operator.Redrives, letters []deadLetter) error {
-	return operator.AnnotateDeadLetters(ctx, store, rd, o.dlqTopic, letters)
-}
-
 func parseDLQID(s string) (int32, int64, error) { return operator.ParseDeadLetterID(s) }
-
-// readDLQ reads every record of the dead-letter topic (operator.ErrNoTopic,
-// exit 3, if it does not exist: the error names the flags to check).
-func (o *opts) readDLQ(ctx context.Context) ([]deadLetter, error) {
-	ls, err := operator.ReadDeadLetters(ctx, o.kgoOpts(), o.dlqTopic)
-	if errors.Is(err, operator.ErrNoTopic) {
-		err = fmt.Errorf("%w; check --dlq-topic and --topic", err)
-	}
-	return ls, err
-}
 
 // oneLine is s for a table cell: whitespace runs collapsed, made safe,
 // cut to about n bytes.
@@ -302,7 +284,7 @@ func renderDLQList(w io.Writer, ls []deadLetter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tWINDOW\tATTEMPTS\tDEAD-LETTERED\tORIGIN\tWINDOW STATE\tREDRIVEN\tREASON")
 	for _, d := range ls {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), safe(d.Origin), stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.ID, windowName(d), d.Attempts, fmtTime(d.At), safe(d.Origin.String()), stateCell(d), redrivenCell(d.Redriven), oneLine(d.Reason, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -320,13 +302,13 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 	fmt.Fprintf(tw, "Window:\t%s\n", orDash(d.WindowID))
 	fmt.Fprintf(tw, "Job:\t%s\n", orDash(d.Job))
 	fmt.Fprintf(tw, "Reason:\t%s\n", orDash(d.Reason))
-	fmt.Fprintf(tw, "Origin:\t%s\n", safe(d.Origin))
+	fmt.Fprintf(tw, "Origin:\t%s\n", safe(d.Origin.String()))
 	fmt.Fprintf(tw, "Attempts:\t%d\n", d.Attempts)
 	fmt.Fprintf(tw, "Worker:\t%s\n", orDash(d.Worker))
 	fmt.Fprintf(tw, "Dead-lettered:\t%s\n", fmtTime(d.At))
 	if d.Incomplete != "" {
 		fmt.Fprintf(tw, "Incomplete:\t%s; the original (%d bytes, sha256 %s) is at %s while that topic retains it\n",
-			d.Incomplete, d.ValueSize, orDash(d.ValueSHA256), safe(d.Origin))
+			d.Incomplete, d.ValueSize, orDash(d.ValueSHA256), safe(d.Origin.String()))
 	}
 	if d.LetterError != "" {
 		fmt.Fprintf(tw, "Malformed:\t%s\n", safe(d.LetterError))
@@ -344,17 +326,17 @@ func renderDLQShow(w io.Writer, d deadLetter) error {
 		fmt.Fprintf(tw, "Redriven:\tno\n")
 	}
 	tw.Flush()
-	keys := make([]string, 0, len(d.Headers))
-	for k := range d.Headers {
+	keys := make([]string, 0, len(d.RecordHeaders))
+	for k := range d.RecordHeaders {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	fmt.Fprintln(w, "Headers:")
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", safe(k), oneLine(d.Headers[k], 200))
+		fmt.Fprintf(w, "  %s: %s\n", safe(k), oneLine(d.RecordHeaders[k], 200))
 	}
 	if d.DecodeError != "" {
-		v, more := d.Value, ""
+		v, more := string(d.Value), ""
 		if len(v) > maxShownValue {
 			v, more = v[:maxShownValue], fmt.Sprintf(" (first %d bytes shown)", maxShownValue)
 		}

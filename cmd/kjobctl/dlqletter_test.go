@@ -18,7 +18,7 @@ func TestDLQIncompleteLetter(t *testing.T) {
 	rec := dlq.New("kjob.windows.dlq", orig, dlq.Meta{Reason: "undecodable record: too large", At: t0})
 	rec.Offset = 9
 	d := parseDeadLetter(rec)
-	if d.ValueSize != 1_000_117 || d.Incomplete == "" || d.Origin != "kjob.windows[2]@57" {
+	if d.ValueSize != 1_000_117 || d.Incomplete == "" || d.Origin.String() != "kjob.windows[2]@57" {
 		t.Fatalf("parsed: size %d, incomplete %q, origin %s", d.ValueSize, d.Incomplete, d.Origin)
 	}
 	var b bytes.Buffer

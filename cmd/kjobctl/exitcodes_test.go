@@ -36,8 +36,6 @@ var subcommands = []struct {
 	{[]string{"dlq", "redrive"}, "--timeout", false, "kjobctl dlq"},
 	{[]string{"schedule", "check"}, "--next", false, "kjobctl schedule check"},
 	{[]string{"dashboard"}, "--recent", true, "kjobctl dashboard"},
-	{[]string{"dev-broker"}, "--group-min-session-timeout", true, "kjobctl dev-broker"},
-	{[]string{"demo"}, "--producers", true, "kjobctl demo"},
 }
 
 // Every subcommand answers a bad flag and a value that does not parse with

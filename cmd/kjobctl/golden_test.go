@@ -199,7 +199,7 @@ func TestGoldenDLQ(t *testing.T) {
 	again := *rec
 	again.Offset = 5
 	ls := []deadLetter{parseDeadLetter(rec), parseDeadLetter(bad), parseDeadLetter(&again)}
-	ls[0].Redriven = &operator.Redrive{Letter: operator.Letter{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
+	ls[0].Redriven = &operator.Redrive{Letter: dlq.Origin{Topic: "kjob.windows.dlq", Offset: 3}, WindowID: ls[0].WindowID,
 		At: t0, By: "kjobctl ops@host", Topic: "kjob.windows", Partition: 0, Offset: 80}
 	ls[2].WindowState = &windowState{Status: "dead", Token: 12, Attempts: 3, Holder: "worker-1", UpdatedAt: t0.Add(time.Minute)}
 	ls[0].WindowState = ls[2].WindowState

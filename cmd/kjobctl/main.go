@@ -1,7 +1,8 @@
 // Command kjobctl operates kjob: it shows and steers a running deployment
 // (status, lag, history, replay, backfill, trigger, pause, resume, dead letters), serves
-// a live dashboard, runs
-// the embedded development broker and the demo, and checks schedules files.
+// a live dashboard and checks schedules files. Its actions are
+// internal/ops/operator's, the same the dashboard calls; kjobctl parses flags
+// and renders. The demo and the development broker are cmd/kjobdev's.
 //
 //	kjobctl status
 //	kjobctl replay --group kjob-workers --by-duration 1h --rerun --execute
@@ -45,8 +46,6 @@ Usage:
   kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
   kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
   kjobctl dashboard [--listen A]    serve a live page: time lag, leader, workers, jobs, recent windows (read-only unless --actions)
-  kjobctl dev-broker [flags]        run the embedded Kafka-compatible broker (kfake) for development
-  kjobctl demo [flags]              run a broker, Redis, 2 producers and 3 workers on this machine
 
 Every operations command reads the deployment's KJOB_* environment (brokers,
 Redis, namespace, topic, group, schedules) like the producer and worker do,
@@ -67,19 +66,17 @@ func main() {
 
 // commands are kjobctl's commands, by name.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"dev-broker": devBroker,
-	"demo":       demo,
-	"schedule":   scheduleCmd,
-	"status":     statusCmd,
-	"lag":        lagCmd,
-	"history":    historyCmd,
-	"replay":     replayCmd,
-	"backfill":   backfillCmd,
-	"trigger":    triggerCmd,
-	"pause":      pauseCmd,
-	"resume":     resumeCmd,
-	"dlq":        dlqCmd,
-	"dashboard":  dashboardCmd,
+	"schedule":  scheduleCmd,
+	"status":    statusCmd,
+	"lag":       lagCmd,
+	"history":   historyCmd,
+	"replay":    replayCmd,
+	"backfill":  backfillCmd,
+	"trigger":   triggerCmd,
+	"pause":     pauseCmd,
+	"resume":    resumeCmd,
+	"dlq":       dlqCmd,
+	"dashboard": dashboardCmd,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -74,10 +74,3 @@ func TestScheduleCheck(t *testing.T) {
 		t.Fatalf("code %d stderr %q", code, stderr)
 	}
 }
-
-func TestDevBrokerBadListen(t *testing.T) {
-	code, _, stderr := runCmd(t, "dev-broker", "--listen", "localhost")
-	if code != exitUsage || !strings.Contains(stderr, `--listen "localhost"`) {
-		t.Fatalf("code %d stderr %q", code, stderr)
-	}
-}

@@ -196,6 +196,37 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 	return inspect.New(cfg)
 }
 
+// operator is the operator API (internal/ops/operator, which the dashboard
+// calls too) on what a command built: the schedules file's jobs, the
+// deployment's names, Redis stores, and publisher and redriver (nil: the
+// command publishes or redrives nothing). The published-window markers are there for the
+// commands that register --retention. Call it after setup.
+func (o *opts) operator(publisher, redriver *kgo.Client) (*operator.Operator, error) {
+	store, err := o.store()
+	if err != nil {
+		return nil, err
+	}
+	pauses, err := o.pauses()
+	if err != nil {
+		return nil, err
+	}
+	redrives, err := o.redrives()
+	if err != nil {
+		return nil, err
+	}
+	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
+		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Now: nowFunc}
+	if o.file != nil {
+		cfg.Jobs = o.file.Jobs
+	}
+	if o.retention != 0 {
+		if cfg.Published, err = o.published(); err != nil {
+			return nil, fmt.Errorf("%w: %w", err, errUsage)
+		}
+	}
+	return operator.New(cfg)
+}
+
 // job returns the named job of the schedules file, or an errNotFound error
 // listing the known jobs.
 func (o *opts) job(cmd, name string) (*schedule.Job, error) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
-	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/pause"
 )
 
@@ -41,17 +41,8 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return pauseResume(ctx, "resume", args, stdout, stderr)
 }
 
-type resumeResult struct {
-	Job            string    `json:"job"`
-	PausedSince    time.Time `json:"paused_since"`
-	ResumedAt      time.Time `json:"resumed_at,omitzero"`
-	SkippedWindows int       `json:"skipped_windows"`
-	// CaughtUp lists the windows published (or, in a dry run, to publish)
-	// by --catchup.
-	CaughtUp []string        `json:"caught_up"`
-	Catchup  *backfillResult `json:"catchup,omitempty"`
-	Executed bool            `json:"executed"`
-}
+// resumeResult is what resume prints.
+type resumeResult = operator.ResumeResult
 
 func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	var o opts
@@ -97,15 +88,14 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	ps, err := o.pauses()
-	if err != nil {
-		return err
-	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	now := nowFunc().UTC()
 	if cmd == "pause" {
-		p, err := ps.Pause(cctx, pause.Pause{Job: j.Name, Since: now, By: kjob.DefaultID()})
+		op, err := o.operator(nil, nil)
+		if err != nil {
+			return err
+		}
+		p, err := op.Pause(cctx, j.Name, kjob.DefaultID())
 		if errors.Is(err, pause.ErrAlreadyPaused) {
 			return fmt.Errorf("pause: job %s is already paused (since %s by %s): %w", j.Name, fmtTime(p.Since), p.By, errConflict)
 		}
@@ -115,62 +105,47 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 		if o.output == "json" {
 			return writeJSON(stdout, p)
 		}
-		fmt.Fprintf(stdout, "paused %s at %s; the producer publishes none of its windows until \"kjobctl resume %s\"\n", j.Name, fmtTime(now), j.Name)
+		fmt.Fprintf(stdout, "paused %s at %s; the producer publishes none of its windows until \"kjobctl resume %s\"\n", j.Name, fmtTime(p.Since), j.Name)
 		return nil
 	}
 
-	p, paused, err := ps.Get(cctx, j.Name)
+	cl, err := o.publisherFor(cctx, catchup && execute)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if cl != nil {
+		defer cl.Close()
+	}
+	op, err := o.operator(cl, nil)
 	if err != nil {
 		return err
 	}
-	if !paused {
+	res, err := op.ResumeCatchup(cctx, operator.CatchupSpec{Job: j.Name, Catchup: catchup, Execute: execute, MaxWindows: maxWindows,
+		Hold: o.timeout + time.Minute, NewProgress: progressFor(progress, stderr)})
+	var tooMany *operator.TooManyWindowsError
+	var failed *operator.CatchupError
+	switch {
+	case errors.Is(err, operator.ErrResumedMeanwhile):
+		return fmt.Errorf("resume: job %s is not paused (resumed meanwhile): %w", j.Name, errConflict)
+	case errors.Is(err, pause.ErrNotPaused):
 		return fmt.Errorf("resume: job %s is not paused: %w", j.Name, errConflict)
+	case errors.As(err, &tooMany):
+		return fmt.Errorf("resume: %s has more than %d windows skipped since %s; nothing was changed. Publish them all with --max-windows %d or more, "+
+			"or resume without --catchup and publish chosen ranges under their scheduled ids with \"kjobctl backfill %s --catchup --from T1 --to T2\": %w",
+			j.Name, tooMany.Max, fmtTime(tooMany.Since), tooMany.Windows, j.Name, errUsage)
+	case errors.As(err, &failed):
+		return fmt.Errorf("resume: resumed %s, but the catch-up failed: %w; publish the rest with: kjobctl backfill %s --catchup --from %s --to %s --execute",
+			j.Name, failed.Err, j.Name, failed.From.UTC().Format(time.RFC3339Nano), failed.To.UTC().Format(time.RFC3339Nano))
+	case err != nil:
+		return fmt.Errorf("resume: %w", err)
 	}
-	// The windows the producer skipped: starts in [since, now].
-	skipped := func(until time.Time) []time.Time {
-		return j.Windows(p.Since.Add(-time.Nanosecond), until, maxWindows+1)
-	}
-	if catchup {
-		if n := len(skipped(now)); n > maxWindows {
-			return fmt.Errorf("resume: %s has more than %d windows skipped since %s; nothing was changed. Publish them all with --max-windows %d or more, "+
-				"or resume without --catchup and publish chosen ranges under their scheduled ids with \"kjobctl backfill %s --catchup --from T1 --to T2\": %w",
-				j.Name, maxWindows, fmtTime(p.Since), n, j.Name, errUsage)
-		}
-	}
-	res := resumeResult{Job: j.Name, PausedSince: p.Since, CaughtUp: []string{}, Executed: !catchup || execute}
-	if catchup && !execute {
-		starts := skipped(now)
-		res.SkippedWindows = len(starts)
-		br := &backfillResult{Job: j.Name, From: fmtTime(p.Since), To: fmtTime(now)}
-		w := windowPublish{job: j, starts: starts, trigger: jobmsg.TriggerCatchup, progress: progress, stderr: stderr}
-		if err := o.publishWindows(cctx, w, br); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		res.Catchup, res.CaughtUp = br, br.Published
-		if err := renderResume(stdout, o.output, &res); err != nil {
-			return err
-		}
-		return fmt.Errorf("resume: %w", errDryRun)
-	}
-	if _, err := ps.ResumeAt(cctx, j.Name, now); err != nil {
-		if errors.Is(err, pause.ErrNotPaused) {
-			return fmt.Errorf("resume: job %s is not paused (resumed meanwhile): %w", j.Name, errConflict)
-		}
+	if err := renderResume(stdout, o.output, res); err != nil {
 		return err
 	}
-	res.ResumedAt = now
-	starts := skipped(now)
-	res.SkippedWindows = len(starts)
-	if catchup && len(starts) > 0 {
-		br := &backfillResult{Job: j.Name, From: fmtTime(p.Since), To: fmtTime(now)}
-		w := windowPublish{job: j, starts: starts, trigger: jobmsg.TriggerCatchup, execute: true, progress: progress, stderr: stderr}
-		if err := o.publishWindows(cctx, w, br); err != nil {
-			return fmt.Errorf("resume: resumed %s, but the catch-up failed: %w; publish the rest with: kjobctl backfill %s --catchup --from %s --to %s --execute",
-				j.Name, err, j.Name, p.Since.UTC().Format(time.RFC3339Nano), now.Add(time.Nanosecond).Format(time.RFC3339Nano))
-		}
-		res.Catchup, res.CaughtUp = br, br.Published
+	if !res.Executed {
+		return fmt.Errorf("resume: %w", errDryRun)
 	}
-	return renderResume(stdout, o.output, &res)
+	return nil
 }
 
 func renderResume(w io.Writer, output string, r *resumeResult) error {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -131,18 +130,20 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
+	op, err := o.operator(nil, nil)
+	if err != nil {
+		return err
+	}
 	// A manual window runs whatever the job's state; say so when the
 	// schedule would not run it.
 	if !j.Enabled {
 		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.file.Path)
 	}
-	if ps, err := o.pauses(); err == nil {
-		switch p, paused, err := ps.Get(cctx, j.Name); {
-		case err != nil:
-			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
-		case paused:
-			fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
-		}
+	switch p, paused, err := op.Paused(cctx, j.Name); {
+	case err != nil:
+		fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
+	case paused:
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
 	}
 	cl, err := o.publisher()
 	if err != nil {
@@ -152,7 +153,10 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := o.checkTopic(cctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
-	m, rec, err := operator.Trigger(cctx, cl, o.deployment(), j, p, nowFunc())
+	if op, err = o.operator(cl, nil); err != nil {
+		return err
+	}
+	m, rec, err := op.Trigger(cctx, j.Name, p)
 	if err != nil {
 		return fmt.Errorf("trigger: %w", err)
 	}
@@ -186,27 +190,13 @@ overrides that).
 Usage: kjobctl backfill JOB --from T1 --to T2 [--rerun] [--catchup] [--allow-future] [--execute] [flags]`
 
 // maxBackfill bounds one backfill (and, by default, one catch-up).
-const maxBackfill = 100_000
+const maxBackfill = operator.MaxBackfill
 
 // maxListed is how many window ids the table output lists.
 const maxListed = 20
 
-type backfillResult struct {
-	Job     string `json:"job"`
-	From    string `json:"from"`
-	To      string `json:"to"`
-	Trigger string `json:"trigger"`
-	Windows int    `json:"windows"`
-	// Published lists the windows published (or, in a dry run, to publish).
-	Published []string `json:"published"`
-	// Skipped lists the windows left out because the workers have a
-	// record of them (run, running, failed or dead-lettered).
-	Skipped []string `json:"skipped"`
-	// PublishedBefore lists the windows left out because kjobctl published
-	// them before and the workers have not run them yet.
-	PublishedBefore []string `json:"published_before"`
-	Executed        bool     `json:"executed"`
-}
+// backfillResult is what backfill and resume --catchup print.
+type backfillResult = operator.BackfillResult
 
 func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o opts
@@ -266,13 +256,25 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
-	trigger := jobmsg.TriggerBackfill
-	if catchup {
-		trigger = jobmsg.TriggerCatchup
+	cl, err := o.publisherFor(cctx, execute)
+	if err != nil {
+		return fmt.Errorf("backfill: %w", err)
 	}
-	w := windowPublish{job: j, starts: starts, trigger: trigger, rerun: rerun, execute: execute, progress: progress, stderr: stderr}
-	res := &backfillResult{Job: j.Name, From: fmtTime(t1), To: fmtTime(t2)}
-	if err := o.publishWindows(cctx, w, res); err != nil {
+	if cl != nil {
+		defer cl.Close()
+	}
+	op, err := o.operator(cl, nil)
+	if err != nil {
+		return err
+	}
+	spec := operator.BackfillSpec{Job: j.Name, From: t1, To: t2, Rerun: rerun, Catchup: catchup, AllowFuture: true,
+		Hold: o.timeout + time.Minute, NewProgress: progressFor(progress, stderr)}
+	backfill := op.PlanBackfill
+	if execute {
+		backfill = op.Backfill
+	}
+	res, err := backfill(cctx, spec)
+	if err != nil {
 		return fmt.Errorf("backfill: %w", err)
 	}
 	if err := renderBackfill(stdout, o.output, res); err != nil {
@@ -284,202 +286,33 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// windowPublish is a set of windows of one job for publishWindows.
-type windowPublish struct {
-	job     *schedule.Job
-	starts  []time.Time
-	trigger jobmsg.Trigger // backfill: "#backfill" ids; catchup: scheduled ids
-	rerun   bool
-	execute bool
-	// progress is auto, always or never; stderr receives the bar.
-	progress string
-	stderr   io.Writer
-}
-
-func (w windowPublish) id(start time.Time) string {
-	if w.trigger == jobmsg.TriggerBackfill {
-		return jobmsg.BackfillID(w.job.Name, start)
-	}
-	return jobmsg.WindowID(w.job.Name, start)
-}
-
-// errPublish wraps a failure after some windows were published.
-var errPublish = errors.New("publishing stopped")
-
-// publishWindows publishes the windows of w that were neither run nor
-// published before (all of them with rerun), asynchronously, and fills in
-// res. Without execute it only fills in res.
-//
-// Windows the workers have a record of (dedupe) are left out; so are
-// windows whose published marker (operator.Published) is set. Markers are
-// reserved before producing and confirmed once Kafka acknowledged the
-// record; a window whose produce failed has its marker released, so
-// running the command again publishes exactly the missing windows.
-func (o *opts) publishWindows(ctx context.Context, w windowPublish, res *backfillResult) error {
-	res.Trigger, res.Windows, res.Executed = string(w.trigger), len(w.starts), w.execute
-	res.Published, res.Skipped, res.PublishedBefore = []string{}, []string{}, []string{}
-	ids := make([]string, len(w.starts))
-	for i, s := range w.starts {
-		ids[i] = w.id(s)
-	}
-	store, err := o.store()
-	if err != nil {
-		return err
-	}
-	pub, err := o.published()
-	if err != nil {
-		return fmt.Errorf("%w: %w", err, errUsage)
-	}
-	todo := make([]int, 0, len(ids)) // indexes into ids
-	if w.rerun {
-		for i := range ids {
-			todo = append(todo, i)
-		}
-	} else {
-		states, err := store.States(ctx, ids)
-		if err != nil {
-			return err
-		}
-		var fresh []int
-		var freshIDs []string
-		for i, id := range ids {
-			if _, ok := states[id]; ok {
-				res.Skipped = append(res.Skipped, id)
-				continue
-			}
-			fresh = append(fresh, i)
-			freshIDs = append(freshIDs, id)
-		}
-		var free []bool
-		if w.execute {
-			// Held for the command's deadline and a minute: a kjobctl that
-			// dies before confirming leaves markers that expire soon.
-			free, err = pub.Reserve(ctx, freshIDs, o.timeout+time.Minute)
-		} else {
-			var marked []bool
-			marked, err = pub.Marked(ctx, freshIDs)
-			free = make([]bool, len(marked))
-			for i, m := range marked {
-				free[i] = !m
-			}
-		}
-		if err != nil {
-			return err
-		}
-		for k, i := range fresh {
-			if free[k] {
-				todo = append(todo, i)
-			} else {
-				res.PublishedBefore = append(res.PublishedBefore, ids[i])
-			}
-		}
-	}
-	// Reserved markers of windows that are not produced (an error before
-	// producing) are released at once rather than left to expire.
-	produced := false
-	if w.execute && !w.rerun {
-		defer func() {
-			if produced {
-				return
-			}
-			reserved := make([]string, len(todo))
-			for k, i := range todo {
-				reserved[k] = ids[i]
-			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = pub.Release(rctx, reserved)
-		}()
-	}
-	if !w.execute {
-		for _, i := range todo {
-			res.Published = append(res.Published, ids[i])
-		}
-		return nil
-	}
-	if w.rerun {
-		// A fresh start: the windows' records are cleared (the job's
-		// token counter is kept, so fencing still holds).
-		if err := store.ForgetAll(ctx, ids); err != nil {
-			return err
-		}
+// publisherFor is, to execute, the publisher once it checked the windows
+// topic (so a broker that is down or a topic that does not exist fails
+// before anything changes); nil for a dry run.
+func (o *opts) publisherFor(ctx context.Context, execute bool) (*kgo.Client, error) {
+	if !execute {
+		return nil, nil
 	}
 	cl, err := o.publisher()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cl.Close()
 	if err := o.checkTopic(ctx, cl, "--topic/KJOB_TOPIC", o.topic); err != nil {
-		return err
+		cl.Close()
+		return nil, err
 	}
-	var bar *progressBar
-	if len(todo) >= 50 && (w.progress == "always" || w.progress == "auto" && isTerminal(w.stderr)) {
-		bar = newProgressBar(w.stderr, len(todo))
-	}
-	now := nowFunc()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		failed   []string
-		done     atomic.Int64
-	)
-	ok := make([]bool, len(todo))
-	produced = true // from here on the callbacks account for every window
-	for k, i := range todo {
-		id := ids[i]
-		_, rec, err := w.job.Record(o.topic, schedule.Publication{Start: w.starts[i], Trigger: w.trigger, ID: id, PublishedAt: now, Namespace: o.namespace})
-		if err != nil {
-			return err
+	return cl, nil
+}
+
+// progressFor draws a progress bar on stderr for 50 windows or more, as
+// progress (auto, always or never) says.
+func progressFor(progress string, stderr io.Writer) func(total int) operator.Progress {
+	return func(total int) operator.Progress {
+		if total >= 50 && (progress == "always" || progress == "auto" && isTerminal(stderr)) {
+			return newProgressBar(stderr, total)
 		}
-		wg.Add(1)
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			mu.Lock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			if err != nil {
-				failed = append(failed, id)
-			} else {
-				ok[k] = true
-			}
-			mu.Unlock()
-			if n := done.Add(1); bar != nil {
-				bar.set(int(n))
-			}
-		})
+		return nil
 	}
-	wg.Wait()
-	if bar != nil {
-		bar.finish()
-	}
-	var published []string
-	for k, i := range todo {
-		if ok[k] {
-			published = append(published, ids[i])
-		}
-	}
-	res.Published = append(res.Published, published...)
-	// Markers outlive a failure: use a fresh context for them.
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var merr error
-	if w.rerun {
-		merr = pub.Mark(mctx, published)
-	} else {
-		merr = pub.Confirm(mctx, published)
-	}
-	if err := pub.Release(mctx, failed); err != nil && merr == nil {
-		merr = err
-	}
-	if firstErr != nil {
-		return fmt.Errorf("%w: published %d of %d windows, then: %w (run the same command again: the published windows are left out)", errPublish, len(published), len(todo), firstErr)
-	}
-	if merr != nil {
-		return fmt.Errorf("published %d windows, but could not record them: %w (a second run may publish them again; dedupe still runs each once)", len(published), merr)
-	}
-	return nil
 }
 
 func renderBackfill(w io.Writer, output string, r *backfillResult) error {
@@ -527,7 +360,8 @@ func newProgressBar(w io.Writer, total int) *progressBar {
 	return &progressBar{w: w, total: total, start: time.Now()}
 }
 
-func (b *progressBar) set(n int) {
+// Set draws n of the total.
+func (b *progressBar) Set(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
@@ -557,12 +391,13 @@ func (b *progressBar) set(n int) {
 	fmt.Fprintf(b.w, "\r[%s] %d/%d windows  %.0f/s  ETA %s ", bar, n, b.total, rate, eta)
 }
 
-func (b *progressBar) finish() {
+// Finish draws the full bar and ends its line.
+func (b *progressBar) Finish() {
 	b.mu.Lock()
 	shown := b.shown
 	b.mu.Unlock()
 	if shown < b.total {
-		b.set(b.total)
+		b.Set(b.total)
 	}
 	fmt.Fprintln(b.w)
 }

@@ -29,11 +29,13 @@ import (
 // it with the functions kjobctl uses, so an action does exactly what the
 // kjobctl command does.
 type Operator interface {
-	Trigger(ctx context.Context, job string) (*jobmsg.Message, *kgo.Record, error)
+	Trigger(ctx context.Context, job string, payload json.RawMessage) (*jobmsg.Message, *kgo.Record, error)
 	Pause(ctx context.Context, job, by string) (pause.Pause, error)
 	Resume(ctx context.Context, job string) (pause.Pause, error)
 	DeadLetters(ctx context.Context) ([]operator.DeadLetter, error)
 	Redrive(ctx context.Context, id, by string) (operator.RedriveItem, []operator.Redriven, error)
+	PlanBackfill(ctx context.Context, spec operator.BackfillSpec) (*operator.BackfillResult, error)
+	Backfill(ctx context.Context, spec operator.BackfillSpec) (*operator.BackfillResult, error)
 	PlanReplay(ctx context.Context, spec operator.ReplaySpec) (*operator.ReplayPlan, error)
 	ExecuteReplay(ctx context.Context, plan *operator.ReplayPlan) error
 }
@@ -252,6 +254,9 @@ type actionRequest struct {
 	Group      string  `json:"group,omitempty"`
 	// Replay execute.
 	Plan string `json:"plan,omitempty"`
+	// Backfill: window starts in [From, To), RFC 3339 (Rerun above).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // serveAction handles POST /api/actions/<name>: checks origin, CSRF token
@@ -283,7 +288,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	act, ok := actionsByName[name]
 	if !ok {
-		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, replay-plan, replay-execute", name))
+		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, backfill-plan, backfill, replay-plan, replay-execute", name))
 		return
 	}
 	target, params, err := act.check(&req)
@@ -340,7 +345,7 @@ type action struct {
 
 var actionsByName = map[string]action{
 	"trigger": {check: needJob, run: func(ctx context.Context, d *Dashboard, _ session, req *actionRequest) (map[string]any, int, error) {
-		m, rec, err := d.actions.a.Operator.Trigger(ctx, req.Job)
+		m, rec, err := d.actions.a.Operator.Trigger(ctx, req.Job, nil)
 		if err != nil {
 			return nil, statusOf(err), err
 		}
@@ -375,6 +380,12 @@ var actionsByName = map[string]action{
 			detail += fmt.Sprintf(": window %s republished at partition %d offset %d", out[0].WindowID, out[0].Partition, out[0].Offset)
 		}
 		return map[string]any{"detail": detail, "letter": it, "redriven": out}, 0, nil
+	}},
+	"backfill-plan": {check: checkBackfill, run: func(ctx context.Context, d *Dashboard, _ session, req *actionRequest) (map[string]any, int, error) {
+		return backfill(ctx, req, d.actions.a.Operator.PlanBackfill)
+	}},
+	"backfill": {check: checkBackfill, run: func(ctx context.Context, d *Dashboard, _ session, req *actionRequest) (map[string]any, int, error) {
+		return backfill(ctx, req, d.actions.a.Operator.Backfill)
 	}},
 	"replay-plan": {check: checkReplay, run: func(ctx context.Context, d *Dashboard, s session, req *actionRequest) (map[string]any, int, error) {
 		spec, err := replaySpec(req, d.cfg.Now())
@@ -429,6 +440,47 @@ func needJob(req *actionRequest) (string, map[string]string, error) {
 		return "", nil, errors.New("job: want the name of a job of the schedules file")
 	}
 	return "job " + req.Job, nil, nil
+}
+
+// backfillSpec is req's backfill.
+func backfillSpec(req *actionRequest) (operator.BackfillSpec, error) {
+	from, err := time.Parse(time.RFC3339, req.From)
+	if err != nil {
+		return operator.BackfillSpec{}, fmt.Errorf("from %q: want an RFC 3339 time such as 2026-01-01T00:00:00Z", req.From)
+	}
+	to, err := time.Parse(time.RFC3339, req.To)
+	if err != nil {
+		return operator.BackfillSpec{}, fmt.Errorf("to %q: want an RFC 3339 time such as 2026-01-02T00:00:00Z", req.To)
+	}
+	return operator.BackfillSpec{Job: req.Job, From: from, To: to, Rerun: req.Rerun}, nil
+}
+
+func checkBackfill(req *actionRequest) (string, map[string]string, error) {
+	if _, _, err := needJob(req); err != nil {
+		return "", nil, err
+	}
+	if _, err := backfillSpec(req); err != nil {
+		return "", nil, err
+	}
+	return "job " + req.Job, map[string]string{"from": req.From, "to": req.To, "rerun": strconv.FormatBool(req.Rerun)}, nil
+}
+
+// backfill plans or executes req's backfill with do.
+func backfill(ctx context.Context, req *actionRequest, do func(context.Context, operator.BackfillSpec) (*operator.BackfillResult, error)) (map[string]any, int, error) {
+	spec, err := backfillSpec(req)
+	if err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	res, err := do(ctx, spec)
+	if err != nil {
+		return nil, statusOf(err), err
+	}
+	verb := "would publish"
+	if res.Executed {
+		verb = "published"
+	}
+	return map[string]any{"detail": fmt.Sprintf("backfill %s [%s, %s): %s %d of %d windows", res.Job, res.From, res.To, verb, len(res.Published), res.Windows),
+		"backfill": res}, 0, nil
 }
 
 func checkReplay(req *actionRequest) (string, map[string]string, error) {
@@ -491,7 +543,7 @@ func statusOf(err error) int {
 		// ErrUnsettled: a replay forward past unsettled windows; the
 		// dashboard offers no skip-unsettled, kjobctl replay does.
 		return http.StatusConflict
-	case errors.Is(err, operator.ErrInvalidSpec):
+	case errors.Is(err, operator.ErrInvalidSpec), errors.Is(err, operator.ErrInvalidBackfill), errors.Is(err, operator.ErrTooManyWindows):
 		return http.StatusBadRequest
 	}
 	return http.StatusBadGateway

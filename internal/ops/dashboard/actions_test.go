@@ -83,8 +83,12 @@ func newActionsEnv(t *testing.T, ns, topic string, jobsYAML string) *actionsEnv 
 		t.Fatal(err)
 	}
 	t.Cleanup(rp.Close)
+	published, err := operator.NewPublished(e.rdb, ns, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
-		ReadOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Store: store, Pauses: e.pauses, Redrives: rd, Replayer: rp})
+		ReadOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Store: store, Published: published, Pauses: e.pauses, Redrives: rd, Replayer: rp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,4 +506,90 @@ func TestFailedLoginsThrottled(t *testing.T) {
 	if rec := get(attacker, "", "", e.token); rec.Code != http.StatusOK {
 		t.Errorf("bearer token from the throttled address: %d, want 200", rec.Code)
 	}
+}
+
+// TestBackfillAction: the dashboard plans and executes a backfill through
+// the operator API, as kjobctl backfill does: the plan publishes nothing,
+// the execution publishes each window once, and both are audited; a bad
+// range is refused (400) before anything is audited.
+func TestBackfillAction(t *testing.T) {
+	const topic = "kjob.windows"
+	e := newActionsEnv(t, "bf", topic, "jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n")
+	d, err := dashboard.New(dashboard.Config{Inspector: &fakeInspector{}, Brokers: e.brokers, Topic: topic, Actions: e.actions,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	cl := client(t)
+	post := func(path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+e.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", srv.URL)
+		if path != "/api/session" {
+			req.Header.Set("X-CSRF-Token", e.csrf(t, cl, srv.URL))
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	before := e.endOffset(t, topic)
+	body := `{"job":"report","from":"2026-01-01T00:00:00Z","to":"2026-01-01T03:00:00Z"}`
+	code, out := post("/api/actions/backfill-plan", body)
+	if code != http.StatusOK || !strings.Contains(out, "would publish 3 of 3 windows") || e.endOffset(t, topic) != before {
+		t.Fatalf("backfill-plan: %d %s", code, out)
+	}
+	code, out = post("/api/actions/backfill", body)
+	if code != http.StatusOK || !strings.Contains(out, "published 3 of 3 windows") || !strings.Contains(out, "report@2026-01-01T02:00:00Z#backfill") ||
+		e.endOffset(t, topic) != before+3 {
+		t.Fatalf("backfill: %d %s", code, out)
+	}
+	code, out = post("/api/actions/backfill", body)
+	if code != http.StatusOK || !strings.Contains(out, "published 0 of 3 windows") || e.endOffset(t, topic) != before+3 {
+		t.Fatalf("second backfill: %d %s", code, out)
+	}
+	for _, bad := range []string{`{"job":"report","from":"yesterday","to":"2026-01-01T03:00:00Z"}`, `{"job":"report","from":"2026-01-01T03:00:00Z","to":"2026-01-01T00:00:00Z"}`} {
+		if code, out := post("/api/actions/backfill", bad); code != http.StatusBadRequest {
+			t.Fatalf("backfill %s: %d %s, want 400", bad, code, out)
+		}
+	}
+	recs, err := e.audit.Recent(context.Background(), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if strings.HasPrefix(r.Action, "backfill") {
+			n++
+		}
+	}
+	if n != 8 { // three accepted actions (started and ok each) and the refused range (started and refused)
+		t.Errorf("%d backfill audit records, want 8: %+v", n, recs)
+	}
+}
+
+// csrf is the session's CSRF token for the bearer token.
+func (e *actionsEnv) csrf(t *testing.T, cl *http.Client, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/api/session", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Token string `json:"csrf_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || s.Token == "" {
+		t.Fatalf("GET /api/session: %v", err)
+	}
+	return s.Token
 }

@@ -25,8 +25,52 @@ import (
 // cmd/kjobctl/dlqcmd.go with its behaviour unchanged.) Letters are decoded
 // with internal/store/dlq, the codec the worker writes them with.
 
-// DeadLetter is one record of the dead-letter topic, decoded by internal/store/dlq.
+// DeadLetter is a dead letter as an operator lists it: the codec's
+// dlq.Letter, embedded (its reason, origin, attempts, worker, time, key,
+// value, original headers, size and hash are the letter's own, defined in
+// internal/store/dlq and nowhere else), plus what the operator adds: where
+// the letter is in the dead-letter topic, the window it holds, what could
+// not be read, and the window's state and the letter's redrive.
+//
+// Its JSON (kjobctl dlq -o json, the dashboard) is the flat object it has
+// always been: see MarshalJSON.
 type DeadLetter struct {
+	dlq.Letter
+	// ID is the letter's offset ("<partition>:<offset>" outside
+	// partition 0); Partition and Offset locate it in the dead-letter
+	// topic.
+	ID        string
+	Partition int32
+	Offset    int64
+	// WindowID, Job and Payload are the window's, when the letter's value
+	// decodes (else Job is the record's key).
+	WindowID string
+	Job      string
+	Payload  json.RawMessage
+	// DecodeError says why the value does not decode as a window.
+	DecodeError string
+	// Incomplete says what the letter left out of the original record
+	// (empty: nothing; it can be redriven). An incomplete letter is never
+	// redriven, not even with force.
+	Incomplete string
+	// LetterError says which dead-letter header is missing or malformed.
+	LetterError string
+	// RecordHeaders are all the record's headers by key, the letter's own
+	// (dlq.HeaderPrefix) included.
+	RecordHeaders map[string]string
+	// WindowState is the window's record in Redis now (nil: no record, or
+	// not read).
+	WindowState *WindowState
+	// Redriven is the letter's last redrive (nil: never redriven).
+	Redriven *Redrive
+
+	// read says the letter was read from the topic (ParseDeadLetter): a
+	// DeadLetter made otherwise has no record to republish.
+	read bool
+}
+
+// deadLetterJSON is DeadLetter's JSON form.
+type deadLetterJSON struct {
 	ID          string            `json:"id"`
 	Partition   int32             `json:"partition"`
 	Offset      int64             `json:"offset"`
@@ -41,26 +85,70 @@ type DeadLetter struct {
 	Payload     json.RawMessage   `json:"payload,omitempty"`
 	Value       string            `json:"value,omitempty"`
 	DecodeError string            `json:"decode_error,omitempty"`
-	// ValueSize and ValueSHA256 identify the original value, also when
-	// the letter holds only part of it.
-	ValueSize   int    `json:"value_size"`
-	ValueSHA256 string `json:"value_sha256,omitempty"`
-	// Incomplete says what the letter left out of the original record
-	// (empty: nothing; it can be redriven). An incomplete letter is never
-	// redriven, not even with force.
-	Incomplete string `json:"incomplete,omitempty"`
-	// LetterError says which dead-letter header is missing or malformed.
-	LetterError string `json:"letter_error,omitempty"`
-	// WindowState is the window's record in Redis now (nil: no record, or
-	// not read).
-	WindowState *WindowState `json:"window_state,omitempty"`
-	// Redriven is the letter's last redrive (nil: never redriven).
-	Redriven *Redrive `json:"redriven,omitempty"`
+	ValueSize   int               `json:"value_size"`
+	ValueSHA256 string            `json:"value_sha256,omitempty"`
+	Incomplete  string            `json:"incomplete,omitempty"`
+	LetterError string            `json:"letter_error,omitempty"`
+	WindowState *WindowState      `json:"window_state,omitempty"`
+	Redriven    *Redrive          `json:"redriven,omitempty"`
+}
 
-	// parsed is the letter as dlq.Parse decoded it; read says it was
-	// (a DeadLetter made otherwise has no record to republish).
-	parsed dlq.Letter
-	read   bool
+func (d DeadLetter) toJSON() deadLetterJSON {
+	j := deadLetterJSON{ID: d.ID, Partition: d.Partition, Offset: d.Offset, WindowID: d.WindowID, Job: d.Job, Reason: d.Reason,
+		Attempts: d.Attempts, Worker: d.Worker, At: d.At, Headers: d.RecordHeaders, Payload: d.Payload, DecodeError: d.DecodeError,
+		ValueSize: d.ValueSize, ValueSHA256: d.ValueSHA256, Incomplete: d.Incomplete, LetterError: d.LetterError,
+		WindowState: d.WindowState, Redriven: d.Redriven}
+	if d.read || d.Origin != (dlq.Origin{}) {
+		j.Origin = d.Origin.String()
+	}
+	if d.DecodeError != "" {
+		j.Value = string(d.Value)
+	}
+	return j
+}
+
+func (j deadLetterJSON) deadLetter() DeadLetter {
+	d := DeadLetter{ID: j.ID, Partition: j.Partition, Offset: j.Offset, WindowID: j.WindowID, Job: j.Job, Payload: j.Payload,
+		DecodeError: j.DecodeError, Incomplete: j.Incomplete, LetterError: j.LetterError, RecordHeaders: j.Headers,
+		WindowState: j.WindowState, Redriven: j.Redriven}
+	d.Reason, d.Attempts, d.Worker, d.At = j.Reason, j.Attempts, j.Worker, j.At
+	d.ValueSize, d.ValueSHA256, d.Value = j.ValueSize, j.ValueSHA256, []byte(j.Value)
+	d.Origin = parseOrigin(j.Origin)
+	return d
+}
+
+// parseOrigin parses "topic[partition]@offset" (dlq.Origin.String); a
+// string that does not parse is kept as the topic.
+func parseOrigin(s string) dlq.Origin {
+	i := strings.LastIndexByte(s, '[')
+	j := strings.LastIndex(s, "]@")
+	if i < 0 || j < i {
+		return dlq.Origin{Topic: s}
+	}
+	p, err1 := strconv.ParseInt(s[i+1:j], 10, 32)
+	o, err2 := strconv.ParseInt(s[j+2:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return dlq.Origin{Topic: s}
+	}
+	return dlq.Origin{Topic: s[:i], Partition: int32(p), Offset: o}
+}
+
+// MarshalJSON writes d as one flat object: id, partition, offset,
+// window_id, job, reason, origin ("topic[partition]@offset"), attempts,
+// worker, dead_lettered_at, headers (every record header), payload, value
+// (only for an undecodable one), decode_error, value_size, value_sha256,
+// incomplete, letter_error, window_state and redriven.
+func (d DeadLetter) MarshalJSON() ([]byte, error) { return json.Marshal(d.toJSON()) }
+
+// UnmarshalJSON reads what MarshalJSON writes. The result has no record to
+// republish.
+func (d *DeadLetter) UnmarshalJSON(b []byte) error {
+	var j deadLetterJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*d = j.deadLetter()
+	return nil
 }
 
 // WindowState is a window's record in Redis, as kjobctl dlq list shows it.
@@ -80,9 +168,9 @@ func (w *WindowState) String() string {
 	return fmt.Sprintf("%s (token %d)", w.Status, w.Token)
 }
 
-// Letter names d in the dead-letter topic named topic.
-func (d DeadLetter) Letter(topic string) Letter {
-	return Letter{Topic: topic, Partition: d.Partition, Offset: d.Offset}
+// In locates d in the dead-letter topic named topic.
+func (d DeadLetter) In(topic string) dlq.Origin {
+	return dlq.Origin{Topic: topic, Partition: d.Partition, Offset: d.Offset}
 }
 
 // ParseDeadLetter decodes a record of the dead-letter topic with
@@ -93,9 +181,8 @@ func (d DeadLetter) Letter(topic string) Letter {
 // read.
 func ParseDeadLetter(r *kgo.Record) DeadLetter {
 	l, err := dlq.Parse(r)
-	d := DeadLetter{ID: strconv.FormatInt(r.Offset, 10), Partition: r.Partition, Offset: r.Offset, Headers: map[string]string{},
-		Reason: l.Reason, Origin: l.Origin.String(), Attempts: l.Attempts, Worker: l.Worker, At: l.At,
-		ValueSize: l.ValueSize, ValueSHA256: l.ValueSHA256, Incomplete: l.Missing(), parsed: l, read: true}
+	d := DeadLetter{Letter: l, ID: strconv.FormatInt(r.Offset, 10), Partition: r.Partition, Offset: r.Offset, RecordHeaders: map[string]string{},
+		Incomplete: l.Missing(), read: true}
 	if l.Minimal {
 		d.Incomplete = "a minimal letter (the dead-letter topic refused the full one): no key, value or original headers"
 	}
@@ -106,7 +193,7 @@ func ParseDeadLetter(r *kgo.Record) DeadLetter {
 		d.LetterError = err.Error()
 	}
 	for _, h := range r.Headers {
-		d.Headers[h.Key] = string(h.Value)
+		d.RecordHeaders[h.Key] = string(h.Value)
 	}
 	if m, err := jobmsg.Unmarshal(l.Value); err == nil && !l.ValueTruncated {
 		d.WindowID, d.Job, d.Payload = m.ID, m.Job, m.Payload
@@ -116,7 +203,6 @@ func ParseDeadLetter(r *kgo.Record) DeadLetter {
 		} else {
 			d.DecodeError = err.Error()
 		}
-		d.Value = string(l.Value)
 		d.Job = string(l.Key)
 	}
 	return d
@@ -208,7 +294,7 @@ func AnnotateDeadLetters(ctx context.Context, store WindowStore, rd *Redrives, d
 		if st, ok := states[d.WindowID]; ok {
 			d.WindowState = &WindowState{Status: st.Status, Token: st.Token, Attempts: st.Attempts, Holder: st.Holder, UpdatedAt: st.UpdatedAt.UTC()}
 		}
-		if r, ok := redrives[d.Letter(dlqTopic)]; ok {
+		if r, ok := redrives[d.In(dlqTopic)]; ok {
 			d.Redriven = &r
 		}
 	}
@@ -223,6 +309,30 @@ type RedriveItem struct {
 	// With names the letter of the same window that is republished in its
 	// place.
 	With string `json:"with,omitempty"`
+}
+
+// redriveItemJSON is RedriveItem's JSON form: the letter's fields, then
+// skip and with.
+type redriveItemJSON struct {
+	deadLetterJSON
+	Skip string `json:"skip,omitempty"`
+	With string `json:"with,omitempty"`
+}
+
+// MarshalJSON writes the letter as DeadLetter.MarshalJSON does, with skip
+// and with.
+func (it RedriveItem) MarshalJSON() ([]byte, error) {
+	return json.Marshal(redriveItemJSON{it.DeadLetter.toJSON(), it.Skip, it.With})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (it *RedriveItem) UnmarshalJSON(b []byte) error {
+	var j redriveItemJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*it = RedriveItem{DeadLetter: j.deadLetter(), Skip: j.Skip, With: j.With}
+	return nil
 }
 
 // PlanRedrive decides, for each chosen letter, whether it is redriven.
@@ -332,16 +442,16 @@ func ExecuteRedrive(ctx context.Context, cfg RedriveConfig, items []RedriveItem,
 		case !d.read:
 			it.Skip = "the letter was not read from the dead-letter topic (ParseDeadLetter), so there is no record to republish"
 			continue
-		case d.Incomplete != "" || !d.parsed.Complete():
+		case d.Incomplete != "" || !d.Complete():
 			// Not even with force: PlanRedrive leaves such letters out
 			// already, and an item changed since must not slip through.
 			if d.Incomplete == "" {
-				d.Incomplete = d.parsed.Missing()
+				d.Incomplete = d.Missing()
 			}
 			it.Skip = incompleteSkip(d)
 			continue
 		}
-		r, err := cfg.Redrives.Begin(ctx, Redrive{Letter: d.Letter(cfg.DLQTopic), WindowID: d.WindowID, At: cfg.Now().UTC(), By: cfg.By}, force)
+		r, err := cfg.Redrives.Begin(ctx, Redrive{Letter: d.In(cfg.DLQTopic), WindowID: d.WindowID, At: cfg.Now().UTC(), By: cfg.By}, force)
 		if errors.Is(err, ErrAlreadyRedriven) {
 			// Another operator redrove it since the list was read.
 			it.Skip = fmt.Sprintf("redriven meanwhile at %s by %s", fmtTime(r.At), r.By)
@@ -350,7 +460,7 @@ func ExecuteRedrive(ctx context.Context, cfg RedriveConfig, items []RedriveItem,
 		if err != nil {
 			return out, fmt.Errorf("%w (after %d redriven)", err, len(out))
 		}
-		topic := d.parsed.Origin.Topic
+		topic := d.Origin.Topic
 		if topic == "" {
 			topic = cfg.Topic
 		}
@@ -360,7 +470,7 @@ func ExecuteRedrive(ctx context.Context, cfg RedriveConfig, items []RedriveItem,
 				return out, fmt.Errorf("%w (after %d redriven)", err, len(out))
 			}
 		}
-		rec := &kgo.Record{Topic: topic, Key: d.parsed.Key, Value: d.parsed.Value, Headers: d.parsed.Headers}
+		rec := &kgo.Record{Topic: topic, Key: d.Key, Value: d.Value, Headers: d.Headers}
 		if err := cfg.Client.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			_ = cfg.Redrives.Delete(context.WithoutCancel(ctx), r.Letter)
 			return out, fmt.Errorf("republish %s to %s (after %d redriven): %w", d.ID, topic, len(out), err)
@@ -382,7 +492,7 @@ func ExecuteRedrive(ctx context.Context, cfg RedriveConfig, items []RedriveItem,
 		if _, ok := republished[it.With]; !ok {
 			continue
 		}
-		r := Redrive{Letter: it.Letter(cfg.DLQTopic), WindowID: it.WindowID, At: cfg.Now().UTC(), By: cfg.By, With: it.With}
+		r := Redrive{Letter: it.In(cfg.DLQTopic), WindowID: it.WindowID, At: cfg.Now().UTC(), By: cfg.By, With: it.With}
 		if err := cfg.Redrives.Finish(ctx, r); err != nil {
 			return out, err
 		}

@@ -30,7 +30,7 @@ func TestIncompleteLetterNeverRedriven(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rec.Offset = 3
 			d := operator.ParseDeadLetter(rec)
-			if d.Incomplete == "" || d.ValueSize != len(orig.Value) || d.ValueSHA256 == "" || d.Origin != "w[1]@7" || d.LetterError != "" {
+			if d.Incomplete == "" || d.ValueSize != len(orig.Value) || d.ValueSHA256 == "" || d.Origin.String() != "w[1]@7" || d.LetterError != "" {
 				t.Fatalf("parsed %+v", d)
 			}
 			for _, force := range []bool{false, true} {

@@ -34,8 +34,16 @@
 //
 // # Operators' actions
 //
-// Trigger publishes a manual window; ReadDeadLetters, AnnotateDeadLetters,
-// PlanRedrive and ExecuteRedrive list and republish dead letters; Operator
-// bundles them (and pauses, and replays) for a program such as the
-// dashboard.
+// Operator is the one entry point: Trigger, PlanBackfill and Backfill,
+// Pause, Resume and ResumeCatchup, DeadLetters and DeadLetter, PlanRedrive,
+// ExecuteRedrive and Redrive, PlanReplay and ExecuteReplay. kjobctl and the
+// dashboard build an Operator and only parse their input and render its
+// results. The functions under it (Trigger, PublishWindows, ReadDeadLetters,
+// AnnotateDeadLetters, PlanRedrive, ExecuteRedrive, Replayer) stay exported
+// for the tools that read more than one action's data at once (kjobctl dlq
+// lists, plans and redrives from one read of the topic).
+//
+// A dead letter is internal/store/dlq's Letter; DeadLetter embeds it and
+// adds only what the operator knows: its place, its window, its window's
+// state and its redrive.
 package operator

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,9 @@ type Config struct {
 		WindowStore
 		Forget(ctx context.Context, id string) error
 	}
+	// Published are the deployment's published-window markers
+	// (NewPublished); optional: Backfill and PlanBackfill need them.
+	Published *Published
 	// Pauses, Redrives and Replayer are the deployment's.
 	Pauses   *pause.Store
 	Redrives *Redrives
@@ -60,26 +64,45 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Operator performs the operators' actions of kjobctl (trigger, pause,
-// resume, dead-letter redrive, replay) for a program other than kjobctl,
-// such as the dashboard, through the same functions kjobctl calls.
+// Operator performs the operators' actions: trigger, backfill (plan and
+// execute), pause and resume (with a catch-up), dead letters (list, inspect)
+// and their redrive, and replay (plan and execute). kjobctl and the
+// dashboard both call it; they only parse their input and render.
 type Operator struct{ cfg Config }
 
-// New validates cfg and returns an Operator. A setting it refuses is a
-// *configerr.Error.
+// New returns an Operator. It needs Config.Topic; every other part is
+// needed only by the actions that use it, and an action whose part is
+// missing returns a *configerr.Error naming it (kjobctl builds only what a
+// command uses).
 func New(cfg Config) (*Operator, error) {
-	switch {
-	case cfg.Topic == "" || cfg.DLQTopic == "":
-		return nil, &configerr.Error{Op: "operator", Field: "Config.Topic", Reason: "and DLQTopic are required; set the windows and dead-letter topics", Related: []string{"DLQTopic"}}
-	case cfg.Publisher == nil || cfg.Redriver == nil:
-		return nil, &configerr.Error{Op: "operator", Field: "Config.Publisher", Reason: "and Redriver are required; pass Kafka clients that partition by key", Related: []string{"Redriver"}}
-	case cfg.Store == nil || cfg.Pauses == nil || cfg.Redrives == nil || cfg.Replayer == nil:
-		return nil, &configerr.Error{Op: "operator", Field: "Config.Store", Reason: ", Pauses, Redrives and Replayer are required", Related: []string{"Pauses", "Redrives", "Replayer"}}
+	if cfg.Topic == "" {
+		return nil, &configerr.Error{Op: "operator", Field: "Config.Topic", Reason: "is required; set the windows topic"}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Operator{cfg: cfg}, nil
+}
+
+// requirement is a part of Config an action needs, and whether it is
+// missing.
+type requirement struct {
+	field   string
+	missing bool
+}
+
+// part is the requirement Config.field; missing says it is not set.
+func part(field string, missing bool) requirement { return requirement{field, missing} }
+
+// need is a *configerr.Error for the action op naming the first missing
+// part, or nil.
+func need(op string, parts ...requirement) error {
+	for _, p := range parts {
+		if p.missing {
+			return &configerr.Error{Op: "operator: " + op, Field: "Config." + p.field, Reason: "is not set; this action needs it"}
+		}
+	}
+	return nil
 }
 
 // Job returns the named job of the schedules file, or ErrUnknownJob.
@@ -91,17 +114,33 @@ func (o *Operator) Job(name string) (*schedule.Job, error) {
 	return o.cfg.Jobs[i], nil
 }
 
-// Trigger publishes one manual window of job now (see Trigger).
-func (o *Operator) Trigger(ctx context.Context, job string) (*jobmsg.Message, *kgo.Record, error) {
+// Trigger publishes one manual window of job now, with payload (nil: the
+// job's own), and waits for Kafka to acknowledge it (see the function
+// Trigger). It runs whether the job is paused or disabled (Paused tells).
+func (o *Operator) Trigger(ctx context.Context, job string, payload json.RawMessage) (*jobmsg.Message, *kgo.Record, error) {
+	if err := need("trigger", part("Publisher", o.cfg.Publisher == nil)); err != nil {
+		return nil, nil, err
+	}
 	j, err := o.Job(job)
 	if err != nil {
 		return nil, nil, err
 	}
-	return Trigger(ctx, o.cfg.Publisher, names.Deployment{Namespace: o.cfg.Namespace, Topic: o.cfg.Topic}, j, nil, o.cfg.Now())
+	return Trigger(ctx, o.cfg.Publisher, names.Deployment{Namespace: o.cfg.Namespace, Topic: o.cfg.Topic}, j, payload, o.cfg.Now())
+}
+
+// Paused reports whether job is paused, and since when and by whom.
+func (o *Operator) Paused(ctx context.Context, job string) (pause.Pause, bool, error) {
+	if err := need("paused", part("Pauses", o.cfg.Pauses == nil)); err != nil {
+		return pause.Pause{}, false, err
+	}
+	return o.cfg.Pauses.Get(ctx, job)
 }
 
 // Pause pauses job (Pauses.Pause); pause.ErrAlreadyPaused if it is.
 func (o *Operator) Pause(ctx context.Context, job, by string) (pause.Pause, error) {
+	if err := need("pause", part("Pauses", o.cfg.Pauses == nil)); err != nil {
+		return pause.Pause{}, err
+	}
 	if _, err := o.Job(job); err != nil {
 		return pause.Pause{}, err
 	}
@@ -109,8 +148,11 @@ func (o *Operator) Pause(ctx context.Context, job, by string) (pause.Pause, erro
 }
 
 // Resume resumes job without catching up (Pauses.ResumeAt); pause.ErrNotPaused
-// if it is not paused.
+// if it is not paused. ResumeCatchup also publishes the skipped windows.
 func (o *Operator) Resume(ctx context.Context, job string) (pause.Pause, error) {
+	if err := need("resume", part("Pauses", o.cfg.Pauses == nil)); err != nil {
+		return pause.Pause{}, err
+	}
 	if _, err := o.Job(job); err != nil {
 		return pause.Pause{}, err
 	}
@@ -120,6 +162,9 @@ func (o *Operator) Resume(ctx context.Context, job string) (pause.Pause, error) 
 // DeadLetters reads the dead letters with their window states and redrive
 // records.
 func (o *Operator) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
+	if err := need("dead letters", part("DLQTopic", o.cfg.DLQTopic == ""), part("Store", o.cfg.Store == nil), part("Redrives", o.cfg.Redrives == nil)); err != nil {
+		return nil, err
+	}
 	ls, err := ReadDeadLetters(ctx, o.cfg.ReadOpts, o.cfg.DLQTopic)
 	if err != nil {
 		return nil, err
@@ -130,29 +175,78 @@ func (o *Operator) DeadLetters(ctx context.Context) ([]DeadLetter, error) {
 	return ls, nil
 }
 
+// DeadLetter reads the dead letter id (as DeadLetter.ID writes it) with
+// its window state and redrive record; ErrUnknownLetter if there is none.
+func (o *Operator) DeadLetter(ctx context.Context, id string) (DeadLetter, error) {
+	ls, err := o.DeadLetters(ctx)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	i, err := o.find(ls, id)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return ls[i], nil
+}
+
+// find is the index of the letter id in ls, or ErrUnknownLetter.
+func (o *Operator) find(ls []DeadLetter, id string) (int, error) {
+	p, off, err := ParseDeadLetterID(id)
+	if err != nil {
+		return -1, fmt.Errorf("%w %q: want an id as the list shows it", ErrUnknownLetter, id)
+	}
+	i := slices.IndexFunc(ls, func(d DeadLetter) bool { return d.Partition == p && d.Offset == off })
+	if i < 0 {
+		return -1, fmt.Errorf("%w %s in %s", ErrUnknownLetter, id, o.cfg.DLQTopic)
+	}
+	return i, nil
+}
+
+// PlanRedrive plans the redrive of the dead letters ids (all of them if
+// ids is empty), as PlanRedrive does; nothing changes. It returns every
+// letter read, too.
+func (o *Operator) PlanRedrive(ctx context.Context, ids []string, force bool) ([]RedriveItem, []DeadLetter, error) {
+	ls, err := o.DeadLetters(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	chosen := ls
+	if len(ids) > 0 {
+		chosen = make([]DeadLetter, 0, len(ids))
+		for _, id := range ids {
+			i, err := o.find(ls, id)
+			if err != nil {
+				return nil, ls, err
+			}
+			chosen = append(chosen, ls[i])
+		}
+	}
+	return PlanRedrive(chosen, force), ls, nil
+}
+
+// ExecuteRedrive executes a plan PlanRedrive made (see the function
+// ExecuteRedrive); by names who redrives.
+func (o *Operator) ExecuteRedrive(ctx context.Context, items []RedriveItem, force bool, by string) ([]Redriven, error) {
+	if err := need("redrive", part("Redriver", o.cfg.Redriver == nil), part("Store", o.cfg.Store == nil), part("Redrives", o.cfg.Redrives == nil)); err != nil {
+		return nil, err
+	}
+	return ExecuteRedrive(ctx, RedriveConfig{Client: o.cfg.Redriver, Store: o.cfg.Store, Redrives: o.cfg.Redrives,
+		DLQTopic: o.cfg.DLQTopic, Topic: o.cfg.Topic, By: by, Now: o.cfg.Now}, items, force)
+}
+
 // Redrive redrives the dead letter id as kjobctl dlq redrive ID --execute
 // does (without --force): ErrUnknownLetter if there is none, ErrLeftOut
 // (with the item saying why) if its window is done or running or it was
 // redriven before.
 func (o *Operator) Redrive(ctx context.Context, id, by string) (RedriveItem, []Redriven, error) {
-	ls, err := o.DeadLetters(ctx)
+	items, _, err := o.PlanRedrive(ctx, []string{id}, false)
 	if err != nil {
 		return RedriveItem{}, nil, err
 	}
-	p, off, err := ParseDeadLetterID(id)
-	if err != nil {
-		return RedriveItem{}, nil, fmt.Errorf("%w %q: want an id as the list shows it", ErrUnknownLetter, id)
-	}
-	i := slices.IndexFunc(ls, func(d DeadLetter) bool { return d.Partition == p && d.Offset == off })
-	if i < 0 {
-		return RedriveItem{}, nil, fmt.Errorf("%w %s in %s", ErrUnknownLetter, id, o.cfg.DLQTopic)
-	}
-	items := PlanRedrive(ls[i:i+1], false)
 	if items[0].Skip != "" {
 		return items[0], nil, fmt.Errorf("%w: %s", ErrLeftOut, items[0].Skip)
 	}
-	out, err := ExecuteRedrive(ctx, RedriveConfig{Client: o.cfg.Redriver, Store: o.cfg.Store, Redrives: o.cfg.Redrives,
-		DLQTopic: o.cfg.DLQTopic, Topic: o.cfg.Topic, By: by, Now: o.cfg.Now}, items, false)
+	out, err := o.ExecuteRedrive(ctx, items, false, by)
 	if err != nil {
 		return items[0], out, err
 	}
@@ -164,10 +258,16 @@ func (o *Operator) Redrive(ctx context.Context, id, by string) (RedriveItem, []R
 
 // PlanReplay plans a replay (Replayer.Plan); nothing changes.
 func (o *Operator) PlanReplay(ctx context.Context, spec ReplaySpec) (*ReplayPlan, error) {
+	if err := need("replay", part("Replayer", o.cfg.Replayer == nil)); err != nil {
+		return nil, err
+	}
 	return o.cfg.Replayer.Plan(ctx, spec)
 }
 
 // ExecuteReplay executes a plan PlanReplay made (Replayer.Execute).
 func (o *Operator) ExecuteReplay(ctx context.Context, plan *ReplayPlan) error {
+	if err := need("replay", part("Replayer", o.cfg.Replayer == nil)); err != nil {
+		return err
+	}
 	return o.cfg.Replayer.Execute(ctx, plan)
 }

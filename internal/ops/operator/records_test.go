@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/dlq"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
@@ -19,7 +20,7 @@ func TestRedrives(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	l := operator.Letter{Topic: "w.dlq", Partition: 0, Offset: 3}
+	l := dlq.Origin{Topic: "w.dlq", Partition: 0, Offset: 3}
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	if _, ok, err := rd.Get(ctx, l); ok || err != nil {
 		t.Fatalf("Get before any redrive: %v %v", ok, err)
@@ -36,7 +37,7 @@ func TestRedrives(t *testing.T) {
 	if err := rd.Finish(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	other := operator.Letter{Topic: "other.dlq", Offset: 3}
+	other := dlq.Origin{Topic: "other.dlq", Offset: 3}
 	if _, err := rd.Begin(ctx, operator.Redrive{Letter: other, At: at}, false); err != nil {
 		t.Fatal(err)
 	}

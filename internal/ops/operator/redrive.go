@@ -11,6 +11,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/store/dlq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,40 +19,32 @@ import (
 // was redriven before (see the returned Redrive).
 var ErrAlreadyRedriven = errors.New("operator: dead letter already redriven")
 
-// Letter names one record of the dead-letter topic.
-type Letter struct {
-	// Topic is the dead-letter topic.
-	Topic string `json:"topic"`
-	// Partition and Offset locate the record.
-	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
-}
-
-// field is the Letter's field in the redrive hash.
-func (l Letter) field() string {
+// field is the redrive hash's field of the letter at l.
+func field(l dlq.Origin) string {
 	return l.Topic + "/" + strconv.FormatInt(int64(l.Partition), 10) + "/" + strconv.FormatInt(l.Offset, 10)
 }
 
-func parseLetter(f string) (Letter, bool) {
+func parseLetter(f string) (dlq.Origin, bool) {
 	i := strings.LastIndexByte(f, '/')
 	if i <= 0 {
-		return Letter{}, false
+		return dlq.Origin{}, false
 	}
 	j := strings.LastIndexByte(f[:i], '/')
 	if j <= 0 {
-		return Letter{}, false
+		return dlq.Origin{}, false
 	}
 	p, err1 := strconv.ParseInt(f[j+1:i], 10, 32)
 	o, err2 := strconv.ParseInt(f[i+1:], 10, 64)
 	if err1 != nil || err2 != nil {
-		return Letter{}, false
+		return dlq.Origin{}, false
 	}
-	return Letter{Topic: f[:j], Partition: int32(p), Offset: o}, true
+	return dlq.Origin{Topic: f[:j], Partition: int32(p), Offset: o}, true
 }
 
 // Redrive records that an operator republished a dead letter.
 type Redrive struct {
-	Letter Letter `json:"letter"`
+	// Letter locates the dead letter in the dead-letter topic.
+	Letter dlq.Origin `json:"letter"`
 	// WindowID is the dead letter's window; empty for an undecodable record.
 	WindowID string `json:"window_id,omitempty"`
 	// At is when the redrive started, By who started it.
@@ -101,21 +94,21 @@ func (s *Redrives) Begin(ctx context.Context, r Redrive, force bool) (Redrive, e
 		return Redrive{}, err
 	}
 	if force {
-		if err := s.rdb.HSet(ctx, s.key, r.Letter.field(), b).Err(); err != nil {
-			return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
+		if err := s.rdb.HSet(ctx, s.key, field(r.Letter), b).Err(); err != nil {
+			return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", field(r.Letter), err)
 		}
 		return r, nil
 	}
-	ok, err := s.rdb.HSetNX(ctx, s.key, r.Letter.field(), b).Result()
+	ok, err := s.rdb.HSetNX(ctx, s.key, field(r.Letter), b).Result()
 	if err != nil {
-		return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
+		return Redrive{}, fmt.Errorf("operator: record redrive of %s: %w", field(r.Letter), err)
 	}
 	if !ok {
 		cur, _, err := s.Get(ctx, r.Letter)
 		if err != nil {
 			return Redrive{}, err
 		}
-		return cur, fmt.Errorf("%w: %s at %s", ErrAlreadyRedriven, r.Letter.field(), cur.At.UTC().Format(time.RFC3339))
+		return cur, fmt.Errorf("%w: %s at %s", ErrAlreadyRedriven, field(r.Letter), cur.At.UTC().Format(time.RFC3339))
 	}
 	return r, nil
 }
@@ -126,21 +119,21 @@ func (s *Redrives) Finish(ctx context.Context, r Redrive) error {
 	if err != nil {
 		return err
 	}
-	if err := s.rdb.HSet(ctx, s.key, r.Letter.field(), b).Err(); err != nil {
-		return fmt.Errorf("operator: record redrive of %s: %w", r.Letter.field(), err)
+	if err := s.rdb.HSet(ctx, s.key, field(r.Letter), b).Err(); err != nil {
+		return fmt.Errorf("operator: record redrive of %s: %w", field(r.Letter), err)
 	}
 	return nil
 }
 
 // Delete forgets the redrives of letters (a redrive that failed, or
 // letters no longer in the dead-letter topic).
-func (s *Redrives) Delete(ctx context.Context, letters ...Letter) error {
+func (s *Redrives) Delete(ctx context.Context, letters ...dlq.Origin) error {
 	if len(letters) == 0 {
 		return nil
 	}
 	fs := make([]string, len(letters))
 	for i, l := range letters {
-		fs[i] = l.field()
+		fs[i] = field(l)
 	}
 	if err := s.rdb.HDel(ctx, s.key, fs...).Err(); err != nil {
 		return fmt.Errorf("operator: delete redrive records: %w", err)
@@ -149,28 +142,28 @@ func (s *Redrives) Delete(ctx context.Context, letters ...Letter) error {
 }
 
 // Get returns the redrive of letter, and false if it was never redriven.
-func (s *Redrives) Get(ctx context.Context, letter Letter) (Redrive, bool, error) {
-	v, err := s.rdb.HGet(ctx, s.key, letter.field()).Result()
+func (s *Redrives) Get(ctx context.Context, letter dlq.Origin) (Redrive, bool, error) {
+	v, err := s.rdb.HGet(ctx, s.key, field(letter)).Result()
 	if errors.Is(err, redis.Nil) {
 		return Redrive{}, false, nil
 	}
 	if err != nil {
-		return Redrive{}, false, fmt.Errorf("operator: get redrive of %s: %w", letter.field(), err)
+		return Redrive{}, false, fmt.Errorf("operator: get redrive of %s: %w", field(letter), err)
 	}
 	var r Redrive
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
-		return Redrive{}, false, fmt.Errorf("operator: redrive of %s in %s is not valid: %w", letter.field(), s.key, err)
+		return Redrive{}, false, fmt.Errorf("operator: redrive of %s in %s is not valid: %w", field(letter), s.key, err)
 	}
 	return r, true, nil
 }
 
 // List returns every recorded redrive of letters of dlqTopic.
-func (s *Redrives) List(ctx context.Context, dlqTopic string) (map[Letter]Redrive, error) {
+func (s *Redrives) List(ctx context.Context, dlqTopic string) (map[dlq.Origin]Redrive, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key).Result()
 	if err != nil {
 		return nil, fmt.Errorf("operator: list redrives: %w", err)
 	}
-	out := make(map[Letter]Redrive, len(m))
+	out := make(map[dlq.Origin]Redrive, len(m))
 	for f, v := range m {
 		l, ok := parseLetter(f)
 		if !ok || l.Topic != dlqTopic {

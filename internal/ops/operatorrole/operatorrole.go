@@ -15,6 +15,7 @@ import (
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
+	"github.com/kjob/kjob/internal/store/dlq"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
 )
@@ -57,7 +58,7 @@ func RedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) 
 		return preflight.RedisRole{}, err
 	}
 	window := func() string { return preflight.AccessCheckJob + "@" + id + "-" + preflight.Nonce() }
-	letter := operator.Letter{Topic: preflight.AccessCheckJob, Partition: 0, Offset: 0}
+	letter := dlq.Origin{Topic: preflight.AccessCheckJob, Partition: 0, Offset: 0}
 	return preflight.NewRedisRole(rdb, "operator", user, preflight.RedisOperatorCommands, d.OperatorACLKeys(), d.Key("access-check:probe"),
 		[]preflight.RedisUse{
 			preflight.EvalUse(rdb), // kjobctl does not PING

@@ -33,13 +33,13 @@ func (w *lockedWriter) String() string {
 	return w.b.String()
 }
 
-// buildDemoBinaries builds producer, worker and kjobctl into a temp dir.
+// buildDemoBinaries builds producer, worker, kjobctl and kjobdev into a temp dir.
 func buildDemoBinaries(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/producer", "./cmd/worker", "./cmd/kjobctl")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/producer", "./cmd/worker", "./cmd/kjobctl", "./cmd/kjobdev")
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -53,7 +53,7 @@ func buildDemoBinaries(t *testing.T) string {
 // signing was off, /tmp/kjob-demo-* stayed behind and --dir got no logs.
 func TestDemo(t *testing.T) {
 	bin := buildDemoBinaries(t)
-	selfExe = func() (string, error) { return filepath.Join(bin, "kjobctl"), nil }
+	selfExe = func() (string, error) { return filepath.Join(bin, "kjobdev"), nil }
 	t.Cleanup(func() { selfExe = os.Executable })
 	tmp := t.TempDir()
 	kept := t.TempDir()

@@ -28,9 +28,9 @@ import (
 	"github.com/kjob/kjob/internal/testkit/devredis"
 )
 
-const demoUsage = `kjobctl demo: run kjob end to end on this machine.
+const demoUsage = `kjobdev demo: run kjob end to end on this machine (make demo runs it).
 
-Starts the embedded broker (kjobctl dev-broker), Redis (a real redis-server
+Starts the embedded broker (kjobdev broker), Redis (a real redis-server
 when one is on PATH, else the in-process miniredis fallback, and says which),
 two producers and three workers as separate processes, with example jobs that
 fire every few seconds. A ledger (an HTTP endpoint the "http" jobs call)
@@ -48,7 +48,7 @@ Every process's full log is written to DIR/logs/NAME.log (the terminal
 shows the interesting lines, or all with --verbose). DIR is --dir, or a new
 temp directory that is removed at exit unless --keep.
 
-Usage: kjobctl demo [flags]`
+Usage: kjobdev demo [flags]`
 
 type demoConfig struct {
 	bin, dir           string
@@ -62,15 +62,15 @@ type demoConfig struct {
 	keep               bool
 }
 
-// selfExe is the kjobctl binary the demo runs the broker and the
-// dashboard with (tests point it at a built kjobctl).
+// selfExe is the kjobdev binary the demo runs the broker with (tests
+// point it at a built kjobdev).
 var selfExe = os.Executable
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c demoConfig
-	f := cli.NewFlags("kjobctl demo", demoUsage)
+	f := cli.NewFlags("kjobdev demo", demoUsage)
 	f.SetOutput(stdout)
-	f.String(&c.bin, "bin", "", "", "directory holding the producer and worker binaries (default: next to kjobctl)")
+	f.String(&c.bin, "bin", "", "", "directory holding the producer, worker and kjobctl binaries (default: next to kjobdev)")
 	f.String(&c.dir, "dir", "", "", "working directory for data, keys and logs (DIR/logs/NAME.log; default: a new temp dir, removed at exit unless --keep)")
 	f.Bool(&c.keep, "keep", "", false, "keep the temp working directory at exit (a --dir is always kept)")
 	f.Int(&c.producers, "producers", "", 2, "producer replicas")
@@ -91,7 +91,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		c.bin = filepath.Dir(exe)
 	}
-	for _, b := range []string{"producer", "worker"} {
+	need := []string{"producer", "worker"}
+	if c.dashboard != "" {
+		need = append(need, "kjobctl")
+	}
+	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(c.bin, b)); err != nil {
 			return fmt.Errorf("--bin %q: no %s binary there; build with `make build` or pass --bin: %w", c.bin, b, errUsage)
 		}
@@ -201,7 +205,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := d.start("broker", self, "dev-broker", "--listen", broker, "--data-dir", filepath.Join(d.cfg.dir, "kafka")); err != nil {
+	if err := d.start("broker", self, "broker", "--listen", broker, "--data-dir", filepath.Join(d.cfg.dir, "kafka")); err != nil {
 		return err
 	}
 	if err := waitTCP(ctx, broker); err != nil {
@@ -299,7 +303,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	if d.cfg.dashboard != "" {
 		// The dashboard's actions (trigger, backfill) publish windows, which
 		// the workers accept only signed.
-		if err := d.startDashboard(ctx, self, append(env, "KJOB_SIGNING_KEY_ID="+keyID)); err != nil {
+		if err := d.startDashboard(ctx, filepath.Join(d.cfg.bin, "kjobctl"), append(env, "KJOB_SIGNING_KEY_ID="+keyID)); err != nil {
 			return err
 		}
 	}
@@ -478,7 +482,7 @@ func (d *demoRun) handover() {
 
 // startDashboard runs kjobctl dashboard as a child, on --dashboard or, if
 // that address is taken, on a free loopback port, and opens it if asked.
-func (d *demoRun) startDashboard(ctx context.Context, self string, env []string) error {
+func (d *demoRun) startDashboard(ctx context.Context, kjobctl string, env []string) error {
 	addr := d.cfg.dashboard
 	if l, err := net.Listen("tcp", addr); err != nil {
 		port, perr := freePort()
@@ -490,7 +494,7 @@ func (d *demoRun) startDashboard(ctx context.Context, self string, env []string)
 	} else {
 		l.Close()
 	}
-	if err := d.startEnv("dashboard", env, self, "dashboard", "--listen", addr, "--interval", "1s", "--history", "5m"); err != nil {
+	if err := d.startEnv("dashboard", env, kjobctl, "dashboard", "--listen", addr, "--interval", "1s", "--history", "5m"); err != nil {
 		return err
 	}
 	if err := waitTCP(ctx, addr); err != nil {

@@ -16,19 +16,19 @@ import (
 	"github.com/kjob/kjob/cmd/internal/cli"
 )
 
-const devBrokerUsage = `kjobctl dev-broker: run kfake, franz-go's Kafka-compatible broker, as a process.
+const brokerUsage = `kjobdev broker: run kfake, franz-go's Kafka-compatible broker, as a process.
 
 It speaks the Kafka protocol (transactions, consumer groups), so the producer,
 the workers and any Kafka client (kcat, kafka-console-consumer) can use it.
 With --data-dir it persists records and group offsets across restarts.
 It is for development and tests; production uses a real Kafka cluster.
 
-Usage: kjobctl dev-broker [flags]`
+Usage: kjobdev broker [flags]`
 
-func devBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func broker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var listen, dataDir string
 	var minSession time.Duration
-	f := cli.NewFlags("kjobctl dev-broker", devBrokerUsage)
+	f := cli.NewFlags("kjobdev broker", brokerUsage)
 	f.SetOutput(stdout)
 	f.String(&listen, "listen", "KJOB_DEV_BROKER_LISTEN", "127.0.0.1:9092", "host:port to listen on")
 	f.String(&dataDir, "data-dir", "KJOB_DEV_BROKER_DATA_DIR", "", "directory to persist data in (empty: memory only)")
