@@ -19,6 +19,7 @@ import (
 	"github.com/kjob/kjob/internal/exec/control"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/handler/builtin"
+	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/obs/metrics"
@@ -80,7 +81,7 @@ type WorkerConfig struct {
 	// Default 7 days (dedupe.DefaultRetention).
 	Retention time.Duration
 	// Grace is how long in-flight handlers may finish on shutdown or
-	// revoke. Default 10s (worker.DefaultGrace).
+	// revoke. Default 10s (partition.DefaultGrace).
 	Grace time.Duration
 	// Concurrency is how many windows run at once across the partitions
 	// this worker owns. Default 100 (worker.DefaultConcurrency).
@@ -93,10 +94,11 @@ type WorkerConfig struct {
 	// (worker.DefaultStallAfter).
 	StallAfter time.Duration
 	// SessionTimeout is the consumer group session timeout (real Kafka
-	// refuses less than 6s by default). Default 6s.
+	// refuses less than 6s by default). Default 6s
+	// (partition.DefaultSessionTimeout).
 	SessionTimeout time.Duration
-	// HeartbeatInterval is the consumer group heartbeat interval. Default
-	// 1s.
+	// HeartbeatInterval is the consumer group heartbeat interval; below
+	// SessionTimeout. Default 1s (partition.DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 
 	// Verifier checks records' signatures (internal/store/signing). Nil, or one that
@@ -127,8 +129,10 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 }
 
-// withDefaults fills the zero fields. The defaults of the packages below
-// (dedupe, worker, partition) apply to what it leaves zero.
+// withDefaults fills every zero field that has a default, so the packages
+// below get a complete config: their own zero-value defaults are never
+// reached from here. Each default is the constant of the package that
+// uses it (dedupe, worker, partition, metrics).
 func (c WorkerConfig) withDefaults() WorkerConfig {
 	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
 	c.Namespace, c.Topic = d.Namespace, d.Topic
@@ -154,11 +158,26 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.ClaimExtendInterval == 0 {
 		c.ClaimExtendInterval = c.ClaimTTL / 3
 	}
+	if c.Retention == 0 {
+		c.Retention = dedupe.DefaultRetention
+	}
+	if c.Grace == 0 {
+		c.Grace = partition.DefaultGrace
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = worker.DefaultConcurrency
+	}
+	if c.MaxUncommitted == 0 {
+		c.MaxUncommitted = partition.DefaultMaxUncommitted
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = worker.DefaultStallAfter
+	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
+		c.SessionTimeout = partition.DefaultSessionTimeout
 	}
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
+		c.HeartbeatInterval = partition.DefaultHeartbeatInterval
 	}
 	if c.MaxJobLabels == 0 {
 		c.MaxJobLabels = metrics.DefaultMaxJobLabels
@@ -169,11 +188,54 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	return c
 }
 
-// Defaults of the consumer group, the same for every worker.
-const (
-	DefaultSessionTimeout    = 6 * time.Second
-	DefaultHeartbeatInterval = time.Second
-)
+// validate checks the config withDefaults filled: the one place a
+// worker's settings are checked. An error is a *configerr.Error naming the
+// WorkerConfig field, its value and the fix; the packages below get only
+// configs it accepted.
+func (c WorkerConfig) validate() error {
+	bad := func(field string, value any, reason string, related ...string) error {
+		return &configerr.Error{Op: "kjob", Field: "WorkerConfig." + field, Value: value, Reason: reason, Related: related}
+	}
+	if r, ok := names.ValidNamespace(c.Namespace); !ok {
+		return bad("Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
+	}
+	if c.DeadLetterTopic == c.Topic {
+		return bad("DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", names.Deployment{Topic: c.Topic}.DeadLetterTopic()))
+	}
+	if c.ClaimTTL < dedupe.MinClaimTTL {
+		return bad("ClaimTTL", c.ClaimTTL, fmt.Sprintf("is below the minimum %v; set at least %v (a few seconds in production), or 0 for the default %v", dedupe.MinClaimTTL, dedupe.MinClaimTTL, dedupe.DefaultClaimTTL))
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"ClaimExtendInterval", c.ClaimExtendInterval}, {"Grace", c.Grace}, {"StallAfter", c.StallAfter}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval}} {
+		if d.v < 0 {
+			return bad(d.field, d.v, "is negative; set a positive duration, or 0 for the default")
+		}
+	}
+	switch {
+	case c.ReplicationFactor < 0:
+		return bad("ReplicationFactor", c.ReplicationFactor, "is negative; set the replica count of the topics Run creates, or 0 for 1")
+	case c.Concurrency < 0:
+		return bad("Concurrency", c.Concurrency, fmt.Sprintf("is negative; set how many windows may run at once (1 for one at a time), or 0 for %d", worker.DefaultConcurrency))
+	case c.MaxUncommitted < 0:
+		return bad("MaxUncommitted", c.MaxUncommitted, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", partition.DefaultMaxUncommitted))
+	case c.MaxJobLabels < 0:
+		return bad("MaxJobLabels", c.MaxJobLabels, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", metrics.DefaultMaxJobLabels))
+	case c.ClaimExtendInterval >= c.ClaimTTL/2:
+		return bad("ClaimExtendInterval", c.ClaimExtendInterval, fmt.Sprintf("must be less than WorkerConfig.ClaimTTL/2 (%v; ClaimTTL %v), or claims expire while their handlers run and another worker may run the same window: lower it (0 picks ClaimTTL/3) or raise WorkerConfig.ClaimTTL",
+			c.ClaimTTL/2, c.ClaimTTL), "WorkerConfig.ClaimTTL")
+	case c.Retention < c.ClaimTTL:
+		return bad("Retention", c.Retention, fmt.Sprintf("is shorter than WorkerConfig.ClaimTTL (%v): done markers must outlive claims; set at least the claim TTL (7 days, the default, is customary: it is the replay horizon)",
+			c.ClaimTTL), "WorkerConfig.ClaimTTL")
+	case c.HeartbeatInterval >= c.SessionTimeout:
+		return bad("HeartbeatInterval", c.HeartbeatInterval, fmt.Sprintf("must be below WorkerConfig.SessionTimeout (%v): set about a third of the session timeout (%v)", c.SessionTimeout, c.SessionTimeout/3), "WorkerConfig.SessionTimeout")
+	}
+	if _, err := builtin.ParseAllowList(strings.Join(c.HTTPAllowHosts, ",")); err != nil {
+		return &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: c.HTTPAllowHosts, Reason: err.Error(), Err: err}
+	}
+	return nil
+}
 
 // DefaultID is a process's default id: hostname-pid.
 func DefaultID() string {
@@ -201,8 +263,8 @@ type Worker struct {
 }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
-// Run does. An invalid field is a *configerr.Error naming it (as the
-// package below names it: "worker: Config.Grace" is WorkerConfig.Grace).
+// Run does. An invalid field is a *configerr.Error naming it
+// ("WorkerConfig.Grace"), its value and the fix.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := checkBrokers("WorkerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
@@ -211,9 +273,12 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	allow, err := builtin.ParseAllowList(strings.Join(cfg.HTTPAllowHosts, ","))
 	if err != nil {
-		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: cfg.HTTPAllowHosts, Reason: err.Error(), Err: err}
+		return nil, err // validate parsed it
 	}
 	log := cfg.Logger.With("worker", cfg.ID)
 	required := cfg.Verifier != nil && cfg.Verifier.Required()

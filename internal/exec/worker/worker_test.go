@@ -23,6 +23,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/testkit/testenv"
@@ -396,7 +397,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Topic != DefaultTopic || cfg.Group != DefaultGroup || cfg.DeadLetterTopic != DefaultTopic+".dlq" || cfg.ReplicationFactor != 1 ||
-		cfg.Grace != DefaultGrace || cfg.ClaimExtendInterval != 2*time.Second || cfg.Now == nil || cfg.Logger == nil {
+		cfg.Grace != partition.DefaultGrace || cfg.ClaimExtendInterval != 2*time.Second || cfg.Now == nil || cfg.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 }
