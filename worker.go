@@ -199,8 +199,12 @@ func (c WorkerConfig) validate() error {
 	if r, ok := names.ValidNamespace(c.Namespace); !ok {
 		return bad("Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
 	}
+	d := names.Deployment{Topic: c.Topic}
 	if c.DeadLetterTopic == c.Topic {
-		return bad("DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", names.Deployment{Topic: c.Topic}.DeadLetterTopic()))
+		return bad("DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", d.DeadLetterTopic()))
+	}
+	if c.ControlTopic == c.Topic {
+		return bad("ControlTopic", c.ControlTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", d.ControlTopic()))
 	}
 	if c.ClaimTTL < dedupe.MinClaimTTL {
 		return bad("ClaimTTL", c.ClaimTTL, fmt.Sprintf("is below the minimum %v; set at least %v (a few seconds in production), or 0 for the default %v", dedupe.MinClaimTTL, dedupe.MinClaimTTL, dedupe.DefaultClaimTTL))
