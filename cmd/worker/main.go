@@ -51,7 +51,12 @@ func run(ctx context.Context, args []string) error {
 		Feeds("WorkerConfig.Grace").
 		// WorkerConfig reads 0 as its default; on the command line 0 reads
 		// as "no grace", so it is refused rather than silently made 10s.
-		Require(func() bool { return c.Grace > 0 }, fmt.Sprintf("must be positive: in-flight handlers get this long to finish on shutdown or revoke before they are abandoned and their windows run again elsewhere; set a duration such as %v (the default)", partition.DefaultGrace))
+		Require(func() string {
+			if c.Grace <= 0 {
+				return fmt.Sprintf("must be positive: in-flight handlers get this long to finish on shutdown or revoke before they are abandoned and their windows run again elsewhere; set a duration such as %v (the default)", partition.DefaultGrace)
+			}
+			return ""
+		})
 	f.Duration(&c.StallAfter, "stall-after", "KJOB_STALL_AFTER", worker.DefaultStallAfter, "how long settling a partition's oldest record may keep failing (its dead letter refused, Redis not answering) before the partition is reported stalled: /readyz 503, kjob_partition_stalled_seconds, kjobctl status").Feeds("WorkerConfig.StallAfter")
 	f.IntRange(&c.Concurrency, "concurrency", "KJOB_CONCURRENCY", worker.DefaultConcurrency, 1, 1_000_000, "how many windows run at once across the partitions this worker owns; windows of one job follow its overlap policy (1 runs one window at a time)").Feeds("WorkerConfig.Concurrency")
 	f.IntRange(&c.MaxUncommitted, "max-uncommitted", "KJOB_MAX_UNCOMMITTED", partition.DefaultMaxUncommitted, 1, 10_000_000, "per partition, how many records may be fetched and not yet committed (from the first unsettled one on) before fetching pauses: bounds memory and what a crash re-delivers").Feeds("WorkerConfig.MaxUncommitted")

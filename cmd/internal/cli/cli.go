@@ -58,21 +58,21 @@ func (fl *Flag) Feeds(fields ...string) *Flag {
 	return fl
 }
 
-// Require makes Parse refuse the flag's value when ok reports false after
-// parsing, with the flag's Ref, ": ", then reason (what is wrong and the
-// fix). It is for what the command line reads differently from the
-// config, such as a 0 that a flag means literally and the config reads as
-// "the default"; rules of the config itself are the config's to check.
-func (fl *Flag) Require(ok func() bool, reason string) *Flag {
-	fl.f.rules = append(fl.f.rules, rule{fl.name, ok, reason})
+// Require makes Parse refuse the flag's value when check, called after
+// parsing, returns a reason (what is wrong and the fix; "" accepts it):
+// the error is the flag's Ref, ": ", then the reason. It is for what the
+// command line reads differently from the config, such as a 0 that a flag
+// means literally and the config reads as "the default"; rules of the
+// config itself are the config's to check.
+func (fl *Flag) Require(check func() string) *Flag {
+	fl.f.rules = append(fl.f.rules, rule{fl.name, check})
 	return fl
 }
 
 // rule is a Flag.Require.
 type rule struct {
-	name   string
-	ok     func() bool
-	reason string
+	name  string
+	check func() string
 }
 
 // ConfigError prefixes err, when it is about config fields that flags
@@ -298,8 +298,8 @@ func (f *Flags) check() error {
 		}
 	}
 	for _, r := range f.rules {
-		if !r.ok() {
-			return f.Errorf(r.name, "%s", r.reason)
+		if why := r.check(); why != "" {
+			return f.Errorf(r.name, "%s", why)
 		}
 	}
 	return nil
