@@ -231,7 +231,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	log := cfg.Logger
 	if cfg.MisfireGrace > 0 && cfg.MisfireGrace < cfg.LeaseTTL+cfg.LeaseRenew {
-		log.Warn("ProducerConfig.MisfireGrace is shorter than a crash failover (LeaseTTL + LeaseRenew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
+		log.Warn("ProducerConfig.MisfireGrace is shorter than a crash failover (ProducerConfig.LeaseTTL + ProducerConfig.LeaseRenew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
 			"misfire_grace", cfg.MisfireGrace, "lease_ttl", cfg.LeaseTTL, "lease_renew", cfg.LeaseRenew)
 	}
 	obs, err := service.Observe(context.Background(), log, "kjob-producer", cfg.Redis, !cfg.NoJobLabel, cfg.MaxJobLabels)

@@ -189,7 +189,8 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 }
 
 // validate checks the config withDefaults filled: the one place a
-// worker's settings are checked. An error is a *configerr.Error naming the
+// worker's settings are checked, but for HTTPAllowHosts, which NewWorker
+// parses once for the value it needs. An error is a *configerr.Error naming the
 // WorkerConfig field, its value and the fix; the packages below get only
 // configs it accepted.
 func (c WorkerConfig) validate() error {
@@ -235,9 +236,6 @@ func (c WorkerConfig) validate() error {
 	case c.HeartbeatInterval >= c.SessionTimeout:
 		return bad("HeartbeatInterval", c.HeartbeatInterval, fmt.Sprintf("must be below WorkerConfig.SessionTimeout (%v): set about a third of the session timeout (%v)", c.SessionTimeout, c.SessionTimeout/3), "WorkerConfig.SessionTimeout")
 	}
-	if _, err := builtin.ParseAllowList(strings.Join(c.HTTPAllowHosts, ",")); err != nil {
-		return &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: c.HTTPAllowHosts, Reason: err.Error(), Err: err}
-	}
 	return nil
 }
 
@@ -277,12 +275,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	allow, err := builtin.ParseAllowList(strings.Join(cfg.HTTPAllowHosts, ","))
 	if err != nil {
-		return nil, err // validate parsed it
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: cfg.HTTPAllowHosts, Reason: err.Error(), Err: err}
 	}
 	log := cfg.Logger.With("worker", cfg.ID)
 	required := cfg.Verifier != nil && cfg.Verifier.Required()
@@ -291,11 +286,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	// signatures are required; say so loudly when they are not.
 	if !required {
 		log.Warn("signatures are not required: any principal that can write to the windows topic can run any registered handler with any payload on this worker; " +
-			"sign windows (producer --signing-keys-dir, --signing-key-id) and require them (worker --signatures-required/KJOB_SIGNATURES_REQUIRED=true, or WorkerConfig.Verifier) (deploy/SECURITY.md)")
+			"sign windows (the producer's ProducerConfig.Signer) and require them (WorkerConfig.Verifier) (deploy/SECURITY.md)")
 	}
 	if allow == nil {
-		log.Warn("the http handler may POST to ANY host: --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS is empty (WorkerConfig.HTTPAllowHosts in a worker of your own), so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
+		log.Warn("the http handler may POST to ANY host: WorkerConfig.HTTPAllowHosts is empty, so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
 			"list the hosts your http jobs call (deploy/SECURITY.md)", "signatures_required", required)
+	}
+	// The warnings come first: a refused config still shows them.
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	store, err := dedupe.New(cfg.Redis, dedupe.Config{Namespace: cfg.Namespace, ClaimTTL: cfg.ClaimTTL, Retention: cfg.Retention})
 	if err != nil {

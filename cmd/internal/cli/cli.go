@@ -77,8 +77,19 @@ type rule struct {
 
 // ConfigError prefixes err, when it is about config fields that flags
 // feed (Flag.Feeds), with those flags, as WithFlags does with the fields
-// recorded at registration. Any other error is returned as it is.
-func (f *Flags) ConfigError(err error) error { return f.WithFlags(err, f.fields) }
+// recorded at registration. When err holds a *configerr.Error whose field
+// a flag feeds, the value given is wrong, and the result also wraps
+// ErrUsage (the binaries exit 2, as for a flag that does not parse). Any
+// other error is returned as it is.
+func (f *Flags) ConfigError(err error) error {
+	out := f.WithFlags(err, f.fields)
+	if ce := configerr.As(err); ce != nil {
+		if _, ok := f.fields[ce.Field]; ok {
+			return &usage{out}
+		}
+	}
+	return out
+}
 
 type envFlag struct{ name, env string }
 

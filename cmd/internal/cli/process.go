@@ -74,7 +74,8 @@ type Started struct {
 	KafkaOpts []kgo.Opt
 }
 
-// Start builds the logger (and routes go-redis's own lines through it),
+// Start builds the logger (which names the config fields flags feed by
+// those flags, Flags.NameFields; go-redis's own lines go through it too),
 // the broker list, the Kafka security options and the Redis client, in
 // that order, returning the first error, naming its flag.
 func (p *Process) Start(f *Flags, stderr io.Writer) (*Started, error) {
@@ -82,6 +83,9 @@ func (p *Process) Start(f *Flags, stderr io.Writer) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The library's messages name config fields; the process's user
+	// knows them by their flags.
+	log = slog.New(f.nameFieldsIn(log.Handler()))
 	// go-redis's own lines ("failed to dial") in the process's format,
 	// rate-limited.
 	redis.SetLogger(service.RedisLogger(log, service.RedisLogEvery))

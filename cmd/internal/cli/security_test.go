@@ -244,8 +244,8 @@ func luaCalls(t *testing.T, dir string) []string {
 func TestRedisACLsCoverScripts(t *testing.T) {
 	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	for _, c := range []struct{ user, dir string }{
-		{"kjob-producer", filepath.Join("..", "..", "..", "pkg", "lease")},
-		{"kjob-worker", filepath.Join("..", "..", "..", "pkg", "dedupe")},
+		{"kjob-producer", filepath.Join("..", "..", "..", "internal", "store", "lease")},
+		{"kjob-worker", filepath.Join("..", "..", "..", "internal", "store", "dedupe")},
 	} {
 		granted := testenv.RedisACLCommands(users[c.user])
 		calls := luaCalls(t, c.dir)
