@@ -52,9 +52,9 @@ func (p *Process) Register(f *Flags, role string, help map[string]string) {
 	f.String(&p.Namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, h("namespace", "deployment name, one per kjob deployment: prefixes Redis keys, derives the default topics and consumer group, and labels every window")).Feeds(cfg + "Namespace")
 	f.String(&p.ID, "id", "KJOB_ID", kjob.DefaultID(), h("id", "this "+role+"'s id")).Feeds(cfg + "ID")
 	p.Kafka.Register(f)
-	f.Bool(&p.CheckKafkaACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, h("kafka-check-acls", "before starting, check that the Kafka principal holds the "+role+"'s ACLs (deploy/SECURITY.md)"))
+	f.Bool(&p.CheckKafkaACLs, "kafka-check-acls", "KJOB_KAFKA_CHECK_ACLS", true, h("kafka-check-acls", "before starting, check that the Kafka principal holds the "+role+"'s ACLs (deploy/SECURITY.md)")).Feeds(cfg + "SkipKafkaAccessCheck")
 	p.Redis.Register(f)
-	f.Bool(&p.CheckRedisACLs, "redis-check-acls", "KJOB_REDIS_CHECK_ACLS", true, h("redis-check-acls", "before starting, run each Redis script and command the "+role+" uses once, on throwaway keys, and stop if the Redis user lacks a permission (deploy/SECURITY.md)"))
+	f.Bool(&p.CheckRedisACLs, "redis-check-acls", "KJOB_REDIS_CHECK_ACLS", true, h("redis-check-acls", "before starting, run each Redis script and command the "+role+" uses once, on throwaway keys, and stop if the Redis user lacks a permission (deploy/SECURITY.md)")).Feeds(cfg + "SkipRedisAccessCheck")
 	f.String(&p.HTTPAddr, "http-addr", "KJOB_HTTP_ADDR", ":8080", h("http-addr", "listen address for /healthz, /readyz and /metrics; empty turns it off")).Feeds(cfg + "HTTPAddr")
 	f.Bool(&p.JobLabel, "metrics-job-label", "KJOB_METRICS_JOB_LABEL", true, h("metrics-job-label", "label per-job metrics with the job's name (kjob_job); turn off with many thousands of jobs to keep the number of series bounded"))
 	f.IntRange(&p.MaxJobs, "metrics-max-jobs", "KJOB_METRICS_MAX_JOBS", metrics.DefaultMaxJobLabels, 1, math.MaxInt32, h("metrics-max-jobs",
