@@ -432,17 +432,19 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	defer srv.Stop()
 	// Every worker exports the group's lag, read with kadm off the scrape
 	// path, and the time lag: the age of the oldest window not settled.
+	// Both only read offsets and metadata, so they share one plain client.
 	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
 	if err != nil {
 		return err
 	}
 	defer lagCl.Close()
-	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Topic: c.Topic, Group: c.Group, States: w.store})
+	lagAdm := kadm.NewClient(lagCl)
+	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Admin: lagAdm, Topic: c.Topic, Group: c.Group, States: w.store})
 	if err != nil {
 		return err
 	}
 	defer timeLag.Close()
-	lag := metrics.NewLag(w.obs.Registry, kadm.NewClient(lagCl), c.Group, c.Topic, 5*time.Second, w.log,
+	lag := metrics.NewLag(w.obs.Registry, lagAdm, c.Group, c.Topic, 5*time.Second, w.log,
 		metrics.WithTimeLag(timeLag, !c.NoJobLabel), metrics.WithTimeLagMaxJobs(c.MaxJobLabels))
 
 	w.health.Running(w.ready)
