@@ -21,6 +21,7 @@ import (
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -134,7 +135,7 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 		c.Partitions = producer.DefaultPartitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if c.TransactionTimeout == 0 {
 		c.TransactionTimeout = producer.DefaultTransactionTimeout
@@ -146,7 +147,7 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 		c.LeaseTTL = lease.DefaultTTL
 	}
 	if c.LeaseRenew == 0 {
-		c.LeaseRenew = min(lease.DefaultRenewInterval, c.LeaseTTL/5)
+		c.LeaseRenew = lease.DefaultRenewFor(c.LeaseTTL)
 	}
 	if c.MaxJobLabels == 0 {
 		c.MaxJobLabels = metrics.DefaultMaxJobLabels

@@ -29,6 +29,7 @@ import (
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/storeepoch"
+	"github.com/kjob/kjob/internal/store/topic"
 )
 
 // WorkerConfig configures a Worker. The zero value of every field but
@@ -147,7 +148,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if c.ID == "" {
 		c.ID = DefaultID()
@@ -156,7 +157,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 		c.ClaimTTL = dedupe.DefaultClaimTTL
 	}
 	if c.ClaimExtendInterval == 0 {
-		c.ClaimExtendInterval = c.ClaimTTL / 3
+		c.ClaimExtendInterval = worker.DefaultClaimExtendFor(c.ClaimTTL)
 	}
 	if c.Retention == 0 {
 		c.Retention = dedupe.DefaultRetention

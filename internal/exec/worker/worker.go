@@ -291,6 +291,10 @@ type Execution struct {
 	ScheduledAt, PublishedAt time.Time
 }
 
+// DefaultClaimExtendFor is the default claim extend interval for claims
+// that live ttl: ttl/3.
+func DefaultClaimExtendFor(ttl time.Duration) time.Duration { return ttl / 3 }
+
 // configError is a *configerr.Error about field of Config.
 func configError(field string, value any, reason string) error {
 	return &configerr.Error{Op: "worker", Field: field, Value: value, Reason: reason}
@@ -347,7 +351,7 @@ func (c *Config) validate() error {
 		return configError("Config.DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", dlq))
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if c.Grace == 0 {
 		c.Grace = partition.DefaultGrace
@@ -366,7 +370,7 @@ func (c *Config) validate() error {
 		return configError("Config.Store.ClaimTTL()", ttl, "is not positive; the store must report how long its claims live (dedupe.Config.ClaimTTL)")
 	}
 	if c.ClaimExtendInterval == 0 {
-		c.ClaimExtendInterval = ttl / 3
+		c.ClaimExtendInterval = DefaultClaimExtendFor(ttl)
 	}
 	// ClaimExtendInterval < ClaimTTL/2 is checked by keepalive.NewPolicy
 	// (New), the primitive that relies on it.
