@@ -86,7 +86,7 @@ func checkRole(t *testing.T, role string, rdb redis.UniversalClient, user string
 // for the commands the role works without (a warning names those).
 func TestRedisMissingCommandIsNamed(t *testing.T) {
 	addr, admin := aclServer(t)
-	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "deploy", "SECURITY.md"))
+	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	// The role works without these: go-redis falls back from HELLO to
 	// AUTH, and standbys poll the lease without release announcements.
 	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello", "info"}, "operator": {"hello"}}
