@@ -477,7 +477,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	case <-time.After(firstEpochWait):
 		w.log.Warn("store epoch not proven yet; starting the consumer, whose claims wait for it", "err", w.epoch.Ready())
 	}
-	err = w.inner.Run(ctx)
+	// A dead-letter topic with other settings stops the consumer: name
+	// the fields its settings came from.
+	err = topicFields(w.inner.Run(ctx), map[string]topicSource{
+		c.DeadLetterTopic: {Partitions: "WorkerConfig.DeadLetterTopic", ReplicationFactor: "WorkerConfig.ReplicationFactor"},
+	})
 	hcancel()
 	wg.Wait()
 	w.log.Info("worker stopped")

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -21,7 +20,6 @@ import (
 	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/topic"
 )
 
 const usage = `worker: run kjob job windows from Kafka, exactly once per window.
@@ -87,9 +85,5 @@ func run(ctx context.Context, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err = w.Run(ctx)
-	if errors.Is(err, topic.ErrMismatch) {
-		return fmt.Errorf("%s, %s: %w", f.Ref("dlq-topic"), f.Ref("replication-factor"), err)
-	}
-	return f.ConfigError(err)
+	return f.ConfigError(w.Run(ctx))
 }

@@ -61,7 +61,8 @@ func TestRunRefusesBadSettings(t *testing.T) {
 }
 
 // An existing dead-letter topic with other settings stops the worker with
-// an error that names the flags behind it.
+// an error that names the flag behind the setting that differs (the
+// partition count: the fix is another topic, not a replication factor).
 func TestRunDeadLetterTopicMismatchNamesTheFlags(t *testing.T) {
 	brokers := testenv.Brokers(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -75,7 +76,7 @@ func TestRunDeadLetterTopicMismatchNamesTheFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = run(ctx, []string{"--brokers", strings.Join(brokers, ","), "--http-addr", "", "--kafka-check-acls=false", "--redis-check-acls=false", "--redis-url", "redis://127.0.0.1:1"})
-	want := `--dlq-topic/KJOB_DLQ_TOPIC="", --replication-factor/KJOB_REPLICATION_FACTOR=1: worker: dead-letter topic: topic kjob.windows.dlq exists but has 2 partitions, configured 1`
+	want := `--dlq-topic/KJOB_DLQ_TOPIC="": worker: dead-letter topic: topic kjob.windows.dlq exists but has 2 partitions, configured 1`
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, topic.ErrMismatch) {
 		t.Fatalf("run = %v\nwant it to start with %s", err, want)
 	}
