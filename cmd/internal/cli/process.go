@@ -13,6 +13,7 @@ import (
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/obs/metrics"
 	"github.com/kjob/kjob/internal/obs/service"
+	"github.com/kjob/kjob/internal/store/topic"
 )
 
 // Process holds the flags every kjob daemon has: where Kafka and Redis
@@ -48,7 +49,7 @@ func (p *Process) Register(f *Flags, role string, help map[string]string) {
 	}
 	f.String(&p.Brokers, "brokers", "KJOB_BROKERS", "127.0.0.1:9092", h("brokers", "comma-separated Kafka seed brokers")).Feeds(cfg + "Brokers")
 	f.String(&p.Topic, "topic", "KJOB_TOPIC", "", h("topic", "topic the producer publishes windows to (default kjob.<namespace>.windows; "+names.DefaultTopic+" for the namespace "+names.DefaultNamespace+")")).Feeds(cfg + "Topic")
-	f.IntRange(&p.ReplicationFactor, "replication-factor", "KJOB_REPLICATION_FACTOR", 1, 1, math.MaxInt16, h("replication-factor", "replication factor of the topics "+role+" creates (1 to 32767)")).Feeds(cfg + "ReplicationFactor")
+	f.IntRange(&p.ReplicationFactor, "replication-factor", "KJOB_REPLICATION_FACTOR", int(topic.DefaultReplicationFactor), 1, math.MaxInt16, h("replication-factor", "replication factor of the topics "+role+" creates (1 to 32767)")).Feeds(cfg + "ReplicationFactor")
 	f.String(&p.Namespace, "namespace", "KJOB_NAMESPACE", names.DefaultNamespace, h("namespace", "deployment name, one per kjob deployment: prefixes Redis keys, derives the default topics and consumer group, and labels every window")).Feeds(cfg + "Namespace")
 	f.String(&p.ID, "id", "KJOB_ID", kjob.DefaultID(), h("id", "this "+role+"'s id")).Feeds(cfg + "ID")
 	p.Kafka.Register(f)
