@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/exec/producer"
@@ -21,6 +22,7 @@ import (
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -49,8 +51,8 @@ type ProducerConfig struct {
 	// each job. Default Topic + ".state".
 	StateTopic string
 	// Partitions of the windows topic when Run creates it; an existing
-	// topic with another count stops Run. Default 1
-	// (producer.DefaultPartitions).
+	// topic with another count stops Run (an error naming this field).
+	// Default 1 (producer.DefaultPartitions).
 	Partitions int32
 	// ReplicationFactor of the topics Run creates. Default 1.
 	ReplicationFactor int16
@@ -119,8 +121,10 @@ type ProducerConfig struct {
 	TracerProvider trace.TracerProvider
 }
 
-// withDefaults fills the zero fields. internal/exec/producer's defaults apply to
-// what it leaves zero.
+// withDefaults fills every zero field that has a default, so the packages
+// below get a complete config: their own zero-value defaults are never
+// reached from here. Each default is the constant of the package that
+// uses it (producer, lease, metrics).
 func (c ProducerConfig) withDefaults() ProducerConfig {
 	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
 	c.Namespace, c.Topic = d.Namespace, d.Topic
@@ -133,6 +137,15 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	if c.ID == "" {
 		c.ID = DefaultID()
 	}
+	if c.Partitions == 0 {
+		c.Partitions = producer.DefaultPartitions
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = topic.DefaultReplicationFactor
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = producer.DefaultTransactionTimeout
+	}
 	if c.MisfireGrace == 0 {
 		c.MisfireGrace = producer.DefaultMisfireGrace
 	}
@@ -140,7 +153,7 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 		c.LeaseTTL = lease.DefaultTTL
 	}
 	if c.LeaseRenew == 0 {
-		c.LeaseRenew = min(lease.DefaultRenewInterval, c.LeaseTTL/5)
+		c.LeaseRenew = lease.DefaultRenewFor(c.LeaseTTL)
 	}
 	if c.MaxJobLabels == 0 {
 		c.MaxJobLabels = metrics.DefaultMaxJobLabels
@@ -149,6 +162,52 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// validate checks the config withDefaults filled: the one place a
+// producer's settings are checked. An error is a *configerr.Error naming
+// the ProducerConfig field, its value and the fix; the packages below get
+// only configs it accepted.
+func (c ProducerConfig) validate() error {
+	bad := func(field string, value any, reason string, related ...string) error {
+		return &configerr.Error{Op: "kjob", Field: "ProducerConfig." + field, Value: value, Reason: reason, Related: related}
+	}
+	if r, ok := names.ValidNamespace(c.Namespace); !ok {
+		return bad("Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
+	}
+	if len(c.Jobs) == 0 {
+		return bad("Jobs", nil, "is empty; load a schedules file with schedule.Load")
+	}
+	seen := make(map[string]bool, len(c.Jobs))
+	for i, j := range c.Jobs {
+		if j == nil {
+			return bad(fmt.Sprintf("Jobs[%d]", i), nil, "is nil; drop the entry")
+		}
+		if seen[j.Name] {
+			return bad(fmt.Sprintf("Jobs[%d]", i), nil, fmt.Sprintf(": job name %q appears twice; names must be unique", j.Name))
+		}
+		seen[j.Name] = true
+	}
+	switch {
+	case c.StateTopic == c.Topic:
+		return bad("StateTopic", c.StateTopic, fmt.Sprintf("is the windows topic; use a separate topic, or leave it empty for %q", names.Deployment{Topic: c.Topic}.StateTopic()))
+	case c.Partitions < 0:
+		return bad("Partitions", c.Partitions, fmt.Sprintf("is negative; set the windows topic's partition count, or 0 for %d", producer.DefaultPartitions))
+	case c.ReplicationFactor < 0:
+		return bad("ReplicationFactor", c.ReplicationFactor, "is negative; set the replica count of the topics Run creates, or 0 for 1")
+	case c.TransactionTimeout < time.Second:
+		return bad("TransactionTimeout", c.TransactionTimeout, fmt.Sprintf("is below 1s; set at least 1s, or 0 for the default %v", producer.DefaultTransactionTimeout))
+	case c.LeaseTTL < lease.MinTTL:
+		return bad("LeaseTTL", c.LeaseTTL, fmt.Sprintf("is too short: set at least %v (seconds in production), or 0 for the default %v", lease.MinTTL, lease.DefaultTTL))
+	case c.LeaseRenew < 0:
+		return bad("LeaseRenew", c.LeaseRenew, fmt.Sprintf("is negative: set a duration below ProducerConfig.LeaseTTL/2 (%v), or 0 for the default", c.LeaseTTL/2), "ProducerConfig.LeaseTTL")
+	case c.LeaseRenew >= c.LeaseTTL/2:
+		return bad("LeaseRenew", c.LeaseRenew, fmt.Sprintf("must be less than ProducerConfig.LeaseTTL/2 (%v; LeaseTTL %v), or the leader cannot renew before its lease expires: lower it or raise ProducerConfig.LeaseTTL",
+			c.LeaseTTL/2, c.LeaseTTL), "ProducerConfig.LeaseTTL")
+	case c.MaxJobLabels < 0:
+		return bad("MaxJobLabels", c.MaxJobLabels, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", metrics.DefaultMaxJobLabels))
+	}
+	return nil
 }
 
 // Producer is a whole kjob producer process, as cmd/producer runs it: it
@@ -163,9 +222,9 @@ type Producer struct {
 }
 
 // NewProducer validates cfg and assembles a producer. It connects to
-// nothing: Run does. An invalid field is a *configerr.Error naming it, as
-// the package below names it ("producer: TransactionTimeout" is
-// ProducerConfig.TransactionTimeout, "lease: Config.TTL" LeaseTTL).
+// nothing: Run does. An invalid field is a *configerr.Error naming it
+// ("ProducerConfig.LeaseTTL"), its value and the fix; an error of
+// cfg.Elector is returned as it is.
 func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if err := checkBrokers("ProducerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
@@ -174,9 +233,12 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if cfg.MisfireGrace > 0 && cfg.MisfireGrace < cfg.LeaseTTL+cfg.LeaseRenew {
-		log.Warn("--misfire-grace is shorter than a crash failover (--lease-ttl + --lease-renew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
+		log.Warn("ProducerConfig.MisfireGrace is shorter than a crash failover (ProducerConfig.LeaseTTL + ProducerConfig.LeaseRenew): a window due while a crashed leader's lease runs out is published only if its job's catchup covers it",
 			"misfire_grace", cfg.MisfireGrace, "lease_ttl", cfg.LeaseTTL, "lease_renew", cfg.LeaseRenew)
 	}
 	obs := service.Observe(cfg.Redis, cfg.TracerProvider, !cfg.NoJobLabel, cfg.MaxJobLabels)
@@ -288,7 +350,10 @@ func (p *Producer) Run(ctx context.Context) (err error) {
 	adm := kadm.NewClient(admCl)
 	p.health.Running(func() error { return p.ready(adm) })
 	p.log.Info("producer starting", "id", c.ID, "brokers", strings.Join(c.Brokers, ","), "topic", c.Topic, "jobs", len(c.Jobs), "transactional_id", c.TransactionalID)
-	err = p.inner.Run(ctx)
+	err = topicFields(p.inner.Run(ctx), map[string]topicSource{
+		c.Topic:      {Partitions: "ProducerConfig.Partitions", ReplicationFactor: "ProducerConfig.ReplicationFactor"},
+		c.StateTopic: {Partitions: "ProducerConfig.StateTopic", ReplicationFactor: "ProducerConfig.ReplicationFactor", Compacted: "ProducerConfig.StateTopic"},
+	})
 	p.log.Info("producer stopped")
 	if serr := srv.Stop(); serr != nil {
 		return serr

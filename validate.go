@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kjob/kjob/internal/base/configerr"
+	"github.com/kjob/kjob/internal/store/topic"
 )
 
 // checkBrokers refuses an empty list and any entry that is not host:port
@@ -113,3 +115,49 @@ func (w *redisWatch) Stop() error {
 	defer w.mu.Unlock()
 	return w.err
 }
+
+// topicSource names the config fields a topic's settings come from, for
+// a topic mismatch at Run.
+type topicSource struct{ Partitions, ReplicationFactor, Compacted string }
+
+// topicFields returns err, when it holds a *topic.MismatchError about one
+// of the topics in by, wrapped so that its configuration fields
+// (configerr.Fields) are the config's fields the topic's settings came
+// from ("ProducerConfig.Partitions"), not the topic Spec's; any other
+// error is returned as it is.
+func topicFields(err error, by map[string]topicSource) error {
+	var me *topic.MismatchError
+	if !errors.As(err, &me) {
+		return err
+	}
+	src, ok := by[me.Topic]
+	if !ok {
+		return err
+	}
+	var fields []string
+	for _, f := range me.Fields {
+		var to string
+		switch f {
+		case "Spec.Partitions":
+			to = src.Partitions
+		case "Spec.ReplicationFactor":
+			to = src.ReplicationFactor
+		case "Spec.Compacted":
+			to = src.Compacted
+		}
+		if to != "" && !slices.Contains(fields, to) {
+			fields = append(fields, to)
+		}
+	}
+	return &fieldsError{err: err, fields: fields}
+}
+
+// fieldsError is an error about the config fields it lists.
+type fieldsError struct {
+	err    error
+	fields []string
+}
+
+func (e *fieldsError) Error() string          { return e.err.Error() }
+func (e *fieldsError) Unwrap() error          { return e.err }
+func (e *fieldsError) ConfigFields() []string { return e.fields }

@@ -19,6 +19,7 @@ import (
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/control"
 	"github.com/kjob/kjob/internal/exec/handler/builtin"
+	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/obs/metrics"
@@ -28,6 +29,7 @@ import (
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/storeepoch"
+	"github.com/kjob/kjob/internal/store/topic"
 )
 
 // WorkerConfig configures a Worker. The zero value of every field but
@@ -80,7 +82,7 @@ type WorkerConfig struct {
 	// Default 7 days (dedupe.DefaultRetention).
 	Retention time.Duration
 	// Grace is how long in-flight handlers may finish on shutdown or
-	// revoke. Default 10s (worker.DefaultGrace).
+	// revoke. Default 10s (partition.DefaultGrace).
 	Grace time.Duration
 	// Concurrency is how many windows run at once across the partitions
 	// this worker owns. Default 100 (worker.DefaultConcurrency).
@@ -93,10 +95,11 @@ type WorkerConfig struct {
 	// (worker.DefaultStallAfter).
 	StallAfter time.Duration
 	// SessionTimeout is the consumer group session timeout (real Kafka
-	// refuses less than 6s by default). Default 6s.
+	// refuses less than 6s by default). Default 6s
+	// (partition.DefaultSessionTimeout).
 	SessionTimeout time.Duration
-	// HeartbeatInterval is the consumer group heartbeat interval. Default
-	// 1s.
+	// HeartbeatInterval is the consumer group heartbeat interval; below
+	// SessionTimeout. Default 1s (partition.DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 
 	// Verifier checks records' signatures (internal/store/signing). Nil, or one that
@@ -135,8 +138,10 @@ type WorkerConfig struct {
 	TracerProvider trace.TracerProvider
 }
 
-// withDefaults fills the zero fields. The defaults of the packages below
-// (dedupe, worker, partition) apply to what it leaves zero.
+// withDefaults fills every zero field that has a default, so the packages
+// below get a complete config: their own zero-value defaults are never
+// reached from here. Each default is the constant of the package that
+// uses it (dedupe, worker, partition, metrics).
 func (c WorkerConfig) withDefaults() WorkerConfig {
 	d := names.Deployment{Namespace: c.Namespace, Topic: c.Topic}.WithDefaults()
 	c.Namespace, c.Topic = d.Namespace, d.Topic
@@ -151,7 +156,7 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if c.ID == "" {
 		c.ID = DefaultID()
@@ -160,13 +165,28 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 		c.ClaimTTL = dedupe.DefaultClaimTTL
 	}
 	if c.ClaimExtendInterval == 0 {
-		c.ClaimExtendInterval = c.ClaimTTL / 3
+		c.ClaimExtendInterval = worker.DefaultClaimExtendFor(c.ClaimTTL)
+	}
+	if c.Retention == 0 {
+		c.Retention = dedupe.DefaultRetention
+	}
+	if c.Grace == 0 {
+		c.Grace = partition.DefaultGrace
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = worker.DefaultConcurrency
+	}
+	if c.MaxUncommitted == 0 {
+		c.MaxUncommitted = partition.DefaultMaxUncommitted
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = worker.DefaultStallAfter
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
+		c.SessionTimeout = partition.DefaultSessionTimeout
 	}
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = DefaultHeartbeatInterval
+		c.HeartbeatInterval = partition.DefaultHeartbeatInterval
 	}
 	if c.MaxJobLabels == 0 {
 		c.MaxJobLabels = metrics.DefaultMaxJobLabels
@@ -177,11 +197,56 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	return c
 }
 
-// Defaults of the consumer group, the same for every worker.
-const (
-	DefaultSessionTimeout    = 6 * time.Second
-	DefaultHeartbeatInterval = time.Second
-)
+// validate checks the config withDefaults filled: the one place a
+// worker's settings are checked, but for HTTPAllowHosts, which NewWorker
+// parses once for the value it needs. An error is a *configerr.Error naming the
+// WorkerConfig field, its value and the fix; the packages below get only
+// configs it accepted.
+func (c WorkerConfig) validate() error {
+	bad := func(field string, value any, reason string, related ...string) error {
+		return &configerr.Error{Op: "kjob", Field: "WorkerConfig." + field, Value: value, Reason: reason, Related: related}
+	}
+	if r, ok := names.ValidNamespace(c.Namespace); !ok {
+		return bad("Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
+	}
+	d := names.Deployment{Topic: c.Topic}
+	if c.DeadLetterTopic == c.Topic {
+		return bad("DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", d.DeadLetterTopic()))
+	}
+	if c.ControlTopic == c.Topic {
+		return bad("ControlTopic", c.ControlTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", d.ControlTopic()))
+	}
+	if c.ClaimTTL < dedupe.MinClaimTTL {
+		return bad("ClaimTTL", c.ClaimTTL, fmt.Sprintf("is below the minimum %v; set at least %v (a few seconds in production), or 0 for the default %v", dedupe.MinClaimTTL, dedupe.MinClaimTTL, dedupe.DefaultClaimTTL))
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"ClaimExtendInterval", c.ClaimExtendInterval}, {"Grace", c.Grace}, {"StallAfter", c.StallAfter}, {"SessionTimeout", c.SessionTimeout}, {"HeartbeatInterval", c.HeartbeatInterval}} {
+		if d.v < 0 {
+			return bad(d.field, d.v, "is negative; set a positive duration, or 0 for the default")
+		}
+	}
+	switch {
+	case c.ReplicationFactor < 0:
+		return bad("ReplicationFactor", c.ReplicationFactor, "is negative; set the replica count of the topics Run creates, or 0 for 1")
+	case c.Concurrency < 0:
+		return bad("Concurrency", c.Concurrency, fmt.Sprintf("is negative; set how many windows may run at once (1 for one at a time), or 0 for %d", worker.DefaultConcurrency))
+	case c.MaxUncommitted < 0:
+		return bad("MaxUncommitted", c.MaxUncommitted, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", partition.DefaultMaxUncommitted))
+	case c.MaxJobLabels < 0:
+		return bad("MaxJobLabels", c.MaxJobLabels, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", metrics.DefaultMaxJobLabels))
+	case c.ClaimExtendInterval >= c.ClaimTTL/2:
+		return bad("ClaimExtendInterval", c.ClaimExtendInterval, fmt.Sprintf("must be less than WorkerConfig.ClaimTTL/2 (%v; ClaimTTL %v), or claims expire while their handlers run and another worker may run the same window: lower it (0 picks ClaimTTL/3) or raise WorkerConfig.ClaimTTL",
+			c.ClaimTTL/2, c.ClaimTTL), "WorkerConfig.ClaimTTL")
+	case c.Retention < c.ClaimTTL:
+		return bad("Retention", c.Retention, fmt.Sprintf("is shorter than WorkerConfig.ClaimTTL (%v): done markers must outlive claims; set at least the claim TTL (7 days, the default, is customary: it is the replay horizon)",
+			c.ClaimTTL), "WorkerConfig.ClaimTTL")
+	case c.HeartbeatInterval >= c.SessionTimeout:
+		return bad("HeartbeatInterval", c.HeartbeatInterval, fmt.Sprintf("must be below WorkerConfig.SessionTimeout (%v): set about a third of the session timeout (%v)", c.SessionTimeout, c.SessionTimeout/3), "WorkerConfig.SessionTimeout")
+	}
+	return nil
+}
 
 // DefaultID is a process's default id: hostname-pid.
 func DefaultID() string {
@@ -209,8 +274,8 @@ type Worker struct {
 }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
-// Run does. An invalid field is a *configerr.Error naming it (as the
-// package below names it: "worker: Config.Grace" is WorkerConfig.Grace).
+// Run does. An invalid field is a *configerr.Error naming it
+// ("WorkerConfig.Grace"), its value and the fix.
 func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := checkBrokers("WorkerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
@@ -230,11 +295,15 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	// signatures are required; say so loudly when they are not.
 	if !required {
 		log.Warn("signatures are not required: any principal that can write to the windows topic can run any registered handler with any payload on this worker; " +
-			"sign windows (producer --signing-keys-dir, --signing-key-id) and require them (worker --signatures-required/KJOB_SIGNATURES_REQUIRED=true, or WorkerConfig.Verifier) (deploy/SECURITY.md)")
+			"sign windows (the producer's ProducerConfig.Signer) and require them (WorkerConfig.Verifier) (deploy/SECURITY.md)")
 	}
 	if allow == nil {
-		log.Warn("the http handler may POST to ANY host: --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS is empty (WorkerConfig.HTTPAllowHosts in a worker of your own), so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
+		log.Warn("the http handler may POST to ANY host: WorkerConfig.HTTPAllowHosts is empty, so a window's payload.url can point at internal services and cloud metadata endpoints (SSRF); "+
 			"list the hosts your http jobs call (deploy/SECURITY.md)", "signatures_required", required)
+	}
+	// The warnings come first: a refused config still shows them.
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	store, err := dedupe.New(cfg.Redis, dedupe.Config{Namespace: cfg.Namespace, ClaimTTL: cfg.ClaimTTL, Retention: cfg.Retention})
 	if err != nil {
@@ -362,17 +431,19 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	defer srv.Stop()
 	// Every worker exports the group's lag, read with kadm off the scrape
 	// path, and the time lag: the age of the oldest window not settled.
+	// Both only read offsets and metadata, so they share one plain client.
 	lagCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
 	if err != nil {
 		return err
 	}
 	defer lagCl.Close()
-	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Topic: c.Topic, Group: c.Group, States: w.store})
+	lagAdm := kadm.NewClient(lagCl)
+	timeLag, err := inspect.NewTimeLag(inspect.TimeLagConfig{Brokers: c.Brokers, ClientOpts: c.KafkaOpts, Admin: lagAdm, Topic: c.Topic, Group: c.Group, States: w.store})
 	if err != nil {
 		return err
 	}
 	defer timeLag.Close()
-	lag := metrics.NewLag(w.obs.Registry, kadm.NewClient(lagCl), c.Group, c.Topic, 5*time.Second, w.log,
+	lag := metrics.NewLag(w.obs.Registry, lagAdm, c.Group, c.Topic, 5*time.Second, w.log,
 		metrics.WithTimeLag(timeLag, !c.NoJobLabel), metrics.WithTimeLagMaxJobs(c.MaxJobLabels))
 
 	w.health.Running(w.ready)
@@ -404,7 +475,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	case <-time.After(firstEpochWait):
 		w.log.Warn("store epoch not proven yet; starting the consumer, whose claims wait for it", "err", w.epoch.Ready())
 	}
-	err = w.inner.Run(ctx)
+	// A dead-letter topic with other settings stops the consumer: name
+	// the fields its settings came from.
+	err = topicFields(w.inner.Run(ctx), map[string]topicSource{
+		c.DeadLetterTopic: {Partitions: "WorkerConfig.DeadLetterTopic", ReplicationFactor: "WorkerConfig.ReplicationFactor"},
+	})
 	hcancel()
 	wg.Wait()
 	w.log.Info("worker stopped")

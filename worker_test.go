@@ -18,8 +18,7 @@ import (
 )
 
 // NewWorker refuses a config it cannot run with a *configerr.Error naming
-// the field, and leaves nothing running behind a refusal, even one that
-// comes after it built the consumer.
+// the WorkerConfig field, and leaves nothing running behind a refusal.
 func TestNewWorkerRefuses(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
@@ -37,10 +36,10 @@ func TestNewWorkerRefuses(t *testing.T) {
 		{kjob.WorkerConfig{Brokers: []string{"kafka-1"}, Redis: rdb}, "WorkerConfig.Brokers[0]", `= "kafka-1" is not host:port`},
 		{kjob.WorkerConfig{Brokers: []string{":9092"}, Redis: rdb}, "WorkerConfig.Brokers[0]", `has no host`},
 		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, HTTPAllowHosts: []string{"http://x/"}}, "WorkerConfig.HTTPAllowHosts", "without scheme or port"},
-		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Namespace: "a b"}, "Config.Namespace", "contains ' '"},
-		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Grace: -1}, "Config.Grace", "is negative"},
-		// Refused by the control agent, after the consumer was built.
-		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, ControlTopic: "kjob.windows"}, "AgentConfig.ControlTopic", ""},
+		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Namespace: "a b"}, "WorkerConfig.Namespace", "contains ' '"},
+		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, Grace: -1}, "WorkerConfig.Grace", "is negative"},
+		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, ControlTopic: "kjob.windows"}, "WorkerConfig.ControlTopic", "is the windows topic"},
+		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, ClaimTTL: 9 * time.Second, ClaimExtendInterval: 5 * time.Second}, "WorkerConfig.ClaimExtendInterval", "must be less than WorkerConfig.ClaimTTL/2"},
 	} {
 		w, err := kjob.NewWorker(tc.cfg)
 		ce := configerr.As(err)

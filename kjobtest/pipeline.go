@@ -31,7 +31,7 @@ const (
 	DefaultPartitions = 4
 	// DefaultClaimTTL is PipelineOptions.ClaimTTL when it is zero: the
 	// claim TTL cmd/worker runs with.
-	DefaultClaimTTL = 6 * time.Second
+	DefaultClaimTTL = dedupe.DefaultClaimTTL
 	// DefaultGrace is PipelineOptions.Grace when it is zero.
 	DefaultGrace = 2 * time.Second
 	// DefaultWaitTimeout is PipelineOptions.WaitTimeout when it is zero.

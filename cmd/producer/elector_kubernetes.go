@@ -49,3 +49,11 @@ func kubeElector(leaseNS, leaseName, namespace, id string, ttl, renew time.Durat
 		LeaseDuration: ttl, RenewDeadline: ttl * 2 / 3, RetryPeriod: renew, Logger: log,
 	})
 }
+
+// kubeFlags names the flag each kubelease.Config field kubeElector sets
+// comes from, for its errors.
+var kubeFlags = map[string]string{
+	"Config.Namespace": "lease-namespace", "Config.Name": "lease-name", "Config.Identity": "id",
+	"Config.LeaseDuration": "lease-ttl", "Config.RenewDeadline": "lease-ttl", "Config.RetryPeriod": "lease-renew",
+	"LeaseDuration": "lease-ttl", "RenewDeadline": "lease-ttl", // named in reasons (Related)
+}

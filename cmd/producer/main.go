@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/signal"
@@ -36,19 +37,36 @@ func run(ctx context.Context, args []string) error {
 	var partitions int
 	f := cli.NewFlags("producer", usage)
 	p.Register(f, "producer", sharedHelp)
-	f.String(&c.StateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)")
-	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", producer.DefaultPartitions, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)")
-	f.String(&c.TransactionalID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)")
-	f.Duration(&c.TransactionTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", producer.DefaultTransactionTimeout, "Kafka transaction timeout")
+	f.String(&c.StateTopic, "state-topic", "KJOB_STATE_TOPIC", "", "compacted topic with the last published window per job (default <topic>.state)").Feeds("ProducerConfig.StateTopic")
+	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", producer.DefaultPartitions, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)").Feeds("ProducerConfig.Partitions")
+	f.String(&c.TransactionalID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)").Feeds("ProducerConfig.TransactionalID")
+	f.Duration(&c.TransactionTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", producer.DefaultTransactionTimeout, "Kafka transaction timeout").Feeds("ProducerConfig.TransactionTimeout")
 	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
 	signing.RegisterProducer(f)
 	f.String(&leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the leader lease lives: redis, or kubernetes (a coordination.k8s.io Lease, in-cluster credentials)")
 	f.String(&leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default the pod's own, from its service account)")
 	f.String(&leaseName, "lease-name", "KJOB_LEASE_NAME", "", "name of the Kubernetes Lease (default kjob-producer-<namespace>)")
-	f.Duration(&c.LeaseTTL, "lease-ttl", "KJOB_LEASE_TTL", lease.DefaultTTL, "leader lease TTL: a crashed leader is replaced within about this long")
-	f.Duration(&c.LeaseRenew, "lease-renew", "KJOB_LEASE_RENEW", lease.DefaultRenewInterval, "how often the leader renews its lease (must be < lease-ttl/2)")
+	f.Duration(&c.LeaseTTL, "lease-ttl", "KJOB_LEASE_TTL", lease.DefaultTTL, "leader lease TTL: a crashed leader is replaced within about this long").Feeds("ProducerConfig.LeaseTTL")
+	f.Duration(&c.LeaseRenew, "lease-renew", "KJOB_LEASE_RENEW", lease.DefaultRenewInterval, "how often the leader renews its lease (must be < lease-ttl/2)").
+		Feeds("ProducerConfig.LeaseRenew").
+		// ProducerConfig reads 0 as its default; on the command line it is refused.
+		Require(func() string {
+			if c.LeaseRenew <= 0 {
+				return fmt.Sprintf("not positive: set a duration below --lease-ttl/2 (%v)", c.LeaseTTL/2)
+			}
+			return ""
+		})
 	f.Duration(&c.MisfireGrace, "misfire-grace", "KJOB_MISFIRE_GRACE", producer.DefaultMisfireGrace,
-		"a window due at most this long before a new leader took over is published whatever the job's catchup (keep it above --lease-ttl + --lease-renew, the crash failover time; 0 turns it off)")
+		"a window due at most this long before a new leader took over is published whatever the job's catchup (keep it above --lease-ttl + --lease-renew, the crash failover time; 0 turns it off)").
+		Feeds("ProducerConfig.MisfireGrace").
+		// ProducerConfig reads negative as "off" and 0 as its default; on
+		// the command line 0 is "off", and a negative value is refused.
+		Require(func() string {
+			if c.MisfireGrace < 0 {
+				return "is negative: use a duration such as 10s, or 0 to turn the grace off"
+			}
+			return ""
+		})
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -57,9 +75,6 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Redis.Close()
-	if err := check(f, c); err != nil {
-		return err
-	}
 	// An invalid schedules file stops the process here, naming file and line.
 	file, err := schedule.Load(schedules)
 	if err != nil {
@@ -79,7 +94,7 @@ func run(ctx context.Context, args []string) error {
 	if c.MisfireGrace == 0 {
 		c.MisfireGrace = -1 // --misfire-grace 0 turns the grace off; ProducerConfig's zero is the default
 	}
-	if c.Elector, err = newElector(leaseBackend, leaseNS, leaseName, c); err != nil {
+	if c.Elector, err = newElector(f, leaseBackend, leaseNS, leaseName, c); err != nil {
 		return err
 	}
 	// Tracing is the library's opt-in; the binary opts in from OTEL_*.
@@ -91,9 +106,9 @@ func run(ctx context.Context, args []string) error {
 	c.TracerProvider = tp
 	pr, err := kjob.NewProducer(c)
 	if err != nil {
-		return f.WithFlags(err, libraryFields)
+		return f.ConfigError(err)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return f.WithFlags(pr.Run(ctx), libraryFields)
+	return f.ConfigError(pr.Run(ctx))
 }

@@ -31,19 +31,19 @@ func TestRunRefusesBadSettings(t *testing.T) {
 		want string
 	}{
 		{"renew not below ttl/2", map[string]string{"KJOB_LEASE_RENEW": "3s"}, nil,
-			"--lease-renew/KJOB_LEASE_RENEW=3s: must be less than --lease-ttl/2 (2.5s; --lease-ttl/KJOB_LEASE_TTL=5s), or the leader cannot renew before its lease expires: lower --lease-renew or raise --lease-ttl"},
+			"--lease-renew/KJOB_LEASE_RENEW=3s, --lease-ttl/KJOB_LEASE_TTL=5s: kjob: ProducerConfig.LeaseRenew = 3s must be less than ProducerConfig.LeaseTTL/2 (2.5s; LeaseTTL 5s), or the leader cannot renew before its lease expires: lower it or raise ProducerConfig.LeaseTTL"},
 		{"renew zero", nil, []string{"--lease-renew", "0s"},
 			"--lease-renew/KJOB_LEASE_RENEW=0s: not positive: set a duration below --lease-ttl/2 (2.5s)"},
 		{"ttl too short", nil, []string{"--lease-ttl", "1ms"},
-			"--lease-ttl/KJOB_LEASE_TTL=1ms: too short: set at least 10ms (seconds in production)"},
+			"--lease-ttl/KJOB_LEASE_TTL=1ms: kjob: ProducerConfig.LeaseTTL = 1ms is too short: set at least 10ms (seconds in production), or 0 for the default 5s"},
 		{"replication factor wraps int16", map[string]string{"KJOB_REPLICATION_FACTOR": "70000"}, nil,
 			"--replication-factor/KJOB_REPLICATION_FACTOR=70000: out of range: want a whole number from 1 to 32767"},
 		{"partitions negative", nil, []string{"--partitions", "-3"},
 			"--partitions/KJOB_PARTITIONS=-3: out of range: want a whole number from 1 to 2147483647"},
 		{"partitions wrap int32", nil, []string{"--partitions", "4294967297"},
 			"--partitions/KJOB_PARTITIONS=4294967297: out of range: want a whole number from 1 to 2147483647"},
-		{"library error: transaction timeout", nil, []string{"--transaction-timeout", "500ms"},
-			"--transaction-timeout/KJOB_TRANSACTION_TIMEOUT=500ms: producer: TransactionTimeout = 500ms: must be at least 1s"},
+		{"transaction timeout too short", nil, []string{"--transaction-timeout", "500ms"},
+			"--transaction-timeout/KJOB_TRANSACTION_TIMEOUT=500ms: kjob: ProducerConfig.TransactionTimeout = 500ms is below 1s; set at least 1s, or 0 for the default 10s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("KJOB_SCHEDULES", schedules)

@@ -37,7 +37,7 @@ func TestTrustWarnings(t *testing.T) {
 		t.Errorf("warnings with signatures required and an allow-list:\n%s", stderr)
 	}
 	code, _, stderr := daemontest.RunMain(t, "--http-allow-hosts", "http://hooks.example.com")
-	if code != 2 || !strings.Contains(stderr, `--http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS=http://hooks.example.com: entry "http://hooks.example.com": want a host name`) {
+	if code != 2 || !strings.Contains(stderr, `--http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS=http://hooks.example.com: kjob: WorkerConfig.HTTPAllowHosts = [http://hooks.example.com] entry "http://hooks.example.com": want a host name`) {
 		t.Errorf("bad allow-list: exit %d, stderr %q", code, stderr)
 	}
 }

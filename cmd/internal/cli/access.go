@@ -19,14 +19,14 @@ type SigningOptions struct {
 
 // RegisterProducer adds the producer's signing flags.
 func (o *SigningOptions) RegisterProducer(f *Flags) {
-	f.String(&o.KeysDir, "signing-keys-dir", "KJOB_SIGNING_KEYS_DIR", "", "directory with one HMAC key per file, named by key id (empty: do not sign)")
+	f.String(&o.KeysDir, "signing-keys-dir", "KJOB_SIGNING_KEYS_DIR", "", "directory with one HMAC key per file, named by key id (empty: do not sign)").Feeds("ProducerConfig.Signer")
 	f.String(&o.KeyID, "signing-key-id", "KJOB_SIGNING_KEY_ID", "", "id of the key to sign windows with (a file in --signing-keys-dir)")
 }
 
 // RegisterWorker adds the worker's signing flags.
 func (o *SigningOptions) RegisterWorker(f *Flags) {
 	f.String(&o.KeysDir, "signing-keys-dir", "KJOB_SIGNING_KEYS_DIR", "", "directory with one accepted HMAC key per file, named by key id (empty: do not verify)")
-	f.Bool(&o.Required, "signatures-required", "KJOB_SIGNATURES_REQUIRED", false, "dead-letter unsigned windows (signed windows are always verified when keys are set)")
+	f.Bool(&o.Required, "signatures-required", "KJOB_SIGNATURES_REQUIRED", false, "dead-letter unsigned windows (signed windows are always verified when keys are set)").Feeds("WorkerConfig.Verifier")
 }
 
 // Signer returns the producer's signer, or nil if signing is off.

@@ -33,7 +33,62 @@ type Flags struct {
 	out     io.Writer
 	envs    []envFlag
 	ranges  []intRange
+	fields  map[string]string // config field -> flag name (Flag.Feeds)
+	rules   []rule            // Flag.Require
 	version bool
+}
+
+// Flag is a flag just registered: Feeds records the config fields it
+// fills, so an error about one of those fields names the flag.
+type Flag struct {
+	f    *Flags
+	name string
+}
+
+// Feeds records that the flag fills the config fields named (as a
+// *configerr.Error names them, e.g. "WorkerConfig.ClaimTTL"): ConfigError
+// then names the flag in an error about any of them. It returns the flag.
+func (fl *Flag) Feeds(fields ...string) *Flag {
+	if fl.f.fields == nil {
+		fl.f.fields = map[string]string{}
+	}
+	for _, field := range fields {
+		fl.f.fields[field] = fl.name
+	}
+	return fl
+}
+
+// Require makes Parse refuse the flag's value when check, called after
+// parsing, returns a reason (what is wrong and the fix; "" accepts it):
+// the error is the flag's Ref, ": ", then the reason. It is for what the
+// command line reads differently from the config, such as a 0 that a flag
+// means literally and the config reads as "the default"; rules of the
+// config itself are the config's to check.
+func (fl *Flag) Require(check func() string) *Flag {
+	fl.f.rules = append(fl.f.rules, rule{fl.name, check})
+	return fl
+}
+
+// rule is a Flag.Require.
+type rule struct {
+	name  string
+	check func() string
+}
+
+// ConfigError prefixes err, when it is about config fields that flags
+// feed (Flag.Feeds), with those flags, as WithFlags does with the fields
+// recorded at registration. When err holds a *configerr.Error whose field
+// a flag feeds, the value given is wrong, and the result also wraps
+// ErrUsage (the binaries exit 2, as for a flag that does not parse). Any
+// other error is returned as it is.
+func (f *Flags) ConfigError(err error) error {
+	out := f.WithFlags(err, f.fields)
+	if ce := configerr.As(err); ce != nil {
+		if _, ok := f.fields[ce.Field]; ok {
+			return &usage{out}
+		}
+	}
+	return out
 }
 
 type envFlag struct{ name, env string }
@@ -126,35 +181,39 @@ func (f *Flags) env(name, env string) {
 }
 
 // String defines a string flag mirrored by env.
-func (f *Flags) String(p *string, name, env, def, help string) {
+func (f *Flags) String(p *string, name, env, def, help string) *Flag {
 	f.fs.StringVar(p, name, def, help)
 	f.env(name, env)
+	return &Flag{f, name}
 }
 
 // Int defines an int flag mirrored by env.
-func (f *Flags) Int(p *int, name, env string, def int, help string) {
+func (f *Flags) Int(p *int, name, env string, def int, help string) *Flag {
 	f.fs.IntVar(p, name, def, help)
 	f.env(name, env)
+	return &Flag{f, name}
 }
 
 // IntRange defines an int flag mirrored by env whose value must lie in
 // [lo, hi]: Parse rejects any other value, naming flag, variable, value and
 // range (so a value cannot wrap around when converted to a narrower type).
-func (f *Flags) IntRange(p *int, name, env string, def, lo, hi int, help string) {
-	f.Int(p, name, env, def, help)
+func (f *Flags) IntRange(p *int, name, env string, def, lo, hi int, help string) *Flag {
 	f.ranges = append(f.ranges, intRange{name: name, p: p, lo: lo, hi: hi})
+	return f.Int(p, name, env, def, help)
 }
 
 // Bool defines a bool flag mirrored by env.
-func (f *Flags) Bool(p *bool, name, env string, def bool, help string) {
+func (f *Flags) Bool(p *bool, name, env string, def bool, help string) *Flag {
 	f.fs.BoolVar(p, name, def, help)
 	f.env(name, env)
+	return &Flag{f, name}
 }
 
 // Duration defines a duration flag mirrored by env.
-func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, help string) {
+func (f *Flags) Duration(p *time.Duration, name, env string, def time.Duration, help string) *Flag {
 	f.fs.DurationVar(p, name, def, help)
 	f.env(name, env)
+	return &Flag{f, name}
 }
 
 // Parse applies the environment, then the command line, then checks the
@@ -242,11 +301,16 @@ func (f *Flags) parseEnv() error {
 	return nil
 }
 
-// check enforces the IntRange bounds.
+// check enforces the IntRange bounds, then the Require rules.
 func (f *Flags) check() error {
 	for _, r := range f.ranges {
 		if *r.p < r.lo || *r.p > r.hi {
 			return f.Errorf(r.name, "out of range: want a whole number from %d to %d", r.lo, r.hi)
+		}
+	}
+	for _, r := range f.rules {
+		if why := r.check(); why != "" {
+			return f.Errorf(r.name, "%s", why)
 		}
 	}
 	return nil

@@ -110,7 +110,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		return nil, configError("AgentConfig.ControlTopic", cfg.ControlTopic, fmt.Sprintf("is the windows topic; leave it empty for %q", ctl))
 	}
 	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = 1
+		cfg.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -235,7 +235,7 @@ func ProducerRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 			return leaseRound(ctx, check, id)
 		}},
 		RedisUse{What: "the lease release announcements (SUBSCRIBE and PUBLISH on " + live.Channel() + ")",
-			Degraded: "standbys poll the lease every --lease-renew instead of taking over the moment the leader releases it",
+			Degraded: "standbys poll the lease every ProducerConfig.LeaseRenew instead of taking over the moment the leader releases it",
 			Run: func(ctx context.Context) error {
 				ps := rdb.Subscribe(ctx, live.Channel())
 				defer ps.Close()
@@ -318,7 +318,7 @@ func CheckRedisAccess(ctx context.Context, log *slog.Logger, role RedisRole) err
 			return ctx.Err()
 		}
 		if isAuthError(err) {
-			return fmt.Errorf("redis refused user %q: %w (check --redis-url and --redis-password-file)", role.User, err)
+			return fmt.Errorf("redis refused user %q: %w (check the Redis client's user and password)", role.User, err)
 		}
 		delay := b.Next()
 		log.Warn("cannot check redis permissions yet; retrying", "err", err, "retry_in", delay)
@@ -347,8 +347,8 @@ func (r RedisRole) run(ctx context.Context, log *slog.Logger) error {
 			log.Warn("redis user lacks a permission; "+u.Degraded, "user", r.User, "missing", missing, "use", u.What, "err", err, "see", "deploy/SECURITY.md")
 			continue
 		}
-		return fmt.Errorf("%w: user %q lacks %s, which the %s needs for %s: grant it as the %s's ACL SETUSER line in deploy/SECURITY.md does (--redis-check-acls=false skips this check): %v",
-			ErrRedisPermission, r.User, missing, r.Name, u.What, r.Name, err)
+		return fmt.Errorf("%w: user %q lacks %s, which the %s needs for %s: grant it as the %s's ACL SETUSER line in deploy/SECURITY.md does (%s skips this check): %v",
+			ErrRedisPermission, r.User, missing, r.Name, u.What, r.Name, skipField(r.Name), err)
 	}
 	return nil
 }
@@ -477,4 +477,16 @@ func isAuthError(err error) bool {
 func NewRedisRole(rdb redis.UniversalClient, name, user string, commands []string, keyPattern, probeKey string, uses []RedisUse) RedisRole {
 	return RedisRole{Name: name, User: user, Commands: commands, KeyPattern: keyPattern, Uses: uses,
 		rdb: rdb, probe: probeKeys{key: probeKey}}
+}
+
+// skipField names the setting that turns role's Redis access check off,
+// for messages.
+func skipField(role string) string {
+	switch role {
+	case "worker":
+		return "WorkerConfig.SkipRedisAccessCheck"
+	case "producer":
+		return "ProducerConfig.SkipRedisAccessCheck"
+	}
+	return "the config's SkipRedisAccessCheck"
 }

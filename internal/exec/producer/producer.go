@@ -263,7 +263,7 @@ func New(cfg Config) (*Producer, error) {
 		return nil, configError("Partitions", cfg.Partitions, ": must be at least 1")
 	}
 	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = 1
+		cfg.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if cfg.ReplicationFactor < 0 {
 		return nil, configError("ReplicationFactor", cfg.ReplicationFactor, ": must be at least 1")

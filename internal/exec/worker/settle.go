@@ -184,7 +184,7 @@ func (l *loop) reclaim(wn *win) {
 // may have run already.
 func (l *loop) tooOld(wn *win, age time.Duration) {
 	retention := l.w.cfg.Store.Retention()
-	reason := fmt.Sprintf("published %s ago, more than the replay horizon (the store's retention, worker --retention/KJOB_RETENTION = %s): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run",
+	reason := fmt.Sprintf("published %s ago, more than the replay horizon (the store's retention, WorkerConfig.Retention = %s): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run",
 		days(age), days(retention))
 	l.logger(wn).Error("dead-lettering a window older than the replay horizon instead of running it", "age", age.Round(time.Second), "retention", retention)
 	l.deadLetter(wn, reason, wn.claim.Attempt, wn.claim.Token, fmt.Errorf("%w: %s", ErrBeyondHorizon, reason))

@@ -333,7 +333,7 @@ func TestRecordBeyondReplayHorizonIsDeadLettered(t *testing.T) {
 				t.Fatalf("dead-letter topic has %d records, want 1", len(dlq))
 			}
 			reason, _ := header(dlq[0], HeaderDLQReason)
-			want := "published 9d ago, more than the replay horizon (the store's retention, worker --retention/KJOB_RETENTION = 7d): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run"
+			want := "published 9d ago, more than the replay horizon (the store's retention, WorkerConfig.Retention = 7d): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run"
 			if reason != want {
 				t.Errorf("dead letter reason\n %q\nwant\n %q", reason, want)
 			}

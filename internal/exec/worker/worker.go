@@ -85,8 +85,6 @@ const (
 	// default one (names.DefaultGroup); another namespace's is
 	// names.DefaultGroupOf(Namespace).
 	DefaultGroup = names.DefaultGroup
-	// DefaultGrace is Config.Grace when it is zero.
-	DefaultGrace = 10 * time.Second
 	// DefaultConcurrency is Config.Concurrency when it is zero.
 	DefaultConcurrency = 100
 	// AllowShare sets the default limit of a job whose overlap policy is
@@ -195,7 +193,7 @@ type Config struct {
 	// Grace is how long a revoked partition's in-flight windows may keep
 	// running, and how long a handler whose context was cancelled (timeout,
 	// revoke, loss, replace) is waited for before it is abandoned. Default
-	// 10s.
+	// 10s (partition.DefaultGrace).
 	Grace time.Duration
 	// Concurrency is how many windows may run at once across the
 	// partitions this worker owns. Windows of different jobs run
@@ -295,6 +293,10 @@ type Execution struct {
 	ScheduledAt, PublishedAt time.Time
 }
 
+// DefaultClaimExtendFor is the default claim extend interval for claims
+// that live ttl: ttl/3.
+func DefaultClaimExtendFor(ttl time.Duration) time.Duration { return ttl / 3 }
+
 // configError is a *configerr.Error about field of Config.
 func configError(field string, value any, reason string) error {
 	return &configerr.Error{Op: "worker", Field: field, Value: value, Reason: reason}
@@ -316,18 +318,15 @@ func (c *Config) validate() error {
 		return configError("Config.ReplicationFactor", c.ReplicationFactor, "is negative; set it to the dead-letter topic's replica count, or 0 for 1")
 	case c.Concurrency < 0:
 		return configError("Config.Concurrency", c.Concurrency, fmt.Sprintf("is negative; set how many windows may run at once (1 for one at a time), or 0 for %d", DefaultConcurrency))
-	case c.MaxUncommitted < 0:
-		return configError("Config.MaxUncommitted", c.MaxUncommitted, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", partition.DefaultMaxUncommitted))
 	}
+	// MaxUncommitted, Grace, SessionTimeout and HeartbeatInterval go to
+	// partition.New, which checks them.
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 		def  time.Duration
 	}{
-		{"Grace", c.Grace, DefaultGrace},
 		{"ClaimExtendInterval", c.ClaimExtendInterval, c.Store.ClaimTTL() / 3},
-		{"SessionTimeout", c.SessionTimeout, partition.DefaultSessionTimeout},
-		{"HeartbeatInterval", c.HeartbeatInterval, partition.DefaultHeartbeatInterval},
 		{"StallAfter", c.StallAfter, DefaultStallAfter},
 	} {
 		if d.v < 0 {
@@ -354,10 +353,10 @@ func (c *Config) validate() error {
 		return configError("Config.DeadLetterTopic", c.DeadLetterTopic, fmt.Sprintf("is the windows topic; set another topic, or leave it empty for %q", dlq))
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = 1
+		c.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if c.Grace == 0 {
-		c.Grace = DefaultGrace
+		c.Grace = partition.DefaultGrace
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -373,12 +372,10 @@ func (c *Config) validate() error {
 		return configError("Config.Store.ClaimTTL()", ttl, "is not positive; the store must report how long its claims live (dedupe.Config.ClaimTTL)")
 	}
 	if c.ClaimExtendInterval == 0 {
-		c.ClaimExtendInterval = ttl / 3
+		c.ClaimExtendInterval = DefaultClaimExtendFor(ttl)
 	}
-	if c.ClaimExtendInterval >= ttl/2 {
-		return configError("Config.ClaimExtendInterval", c.ClaimExtendInterval, fmt.Sprintf("must be less than the store's ClaimTTL/2 = %v (ClaimTTL %v), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL",
-			ttl/2, ttl))
-	}
+	// ClaimExtendInterval < ClaimTTL/2 is checked by keepalive.NewPolicy
+	// (New), the primitive that relies on it.
 	if r := c.Store.Retention(); r < ttl {
 		return configError("Config.Store.Retention()", r, fmt.Sprintf("is shorter than its ClaimTTL() = %v; the store must remember done windows longer than a claim lives (dedupe.Config.Retention)", ttl))
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/testkit/testenv"
@@ -377,7 +378,9 @@ func TestConfigValidation(t *testing.T) {
 		{"negative grace", func(c *Config) { c.Grace = -1 }, "Config.Grace = -1ns is negative"},
 		{"negative extend", func(c *Config) { c.ClaimExtendInterval = -time.Second }, "Config.ClaimExtendInterval = -1s is negative; set a positive duration, or 0 for the default 2s"},
 		{"extend too slow", func(c *Config) { c.ClaimExtendInterval = 3 * time.Second },
-			"worker: Config.ClaimExtendInterval = 3s must be less than the store's ClaimTTL/2 = 3s (ClaimTTL 6s), or claims expire while their handlers run; lower it (ClaimTTL/3 is customary; 0 picks it) or raise the store's ClaimTTL"},
+			// keepalive.NewPolicy, the primitive that relies on the rule, is
+			// its one guard below kjob.WorkerConfig.
+			"worker: Config.ClaimExtendInterval = 3s with the store's ClaimTTL 6s: keepalive: renew interval = 3s must be less than TTL/2 = 3s (TTL 6s): lower the interval or raise the TTL"},
 		{"dlq is topic", func(c *Config) { c.Topic = "a"; c.DeadLetterTopic = "a" }, `Config.DeadLetterTopic = "a" is the windows topic`},
 		{"negative rf", func(c *Config) { c.ReplicationFactor = -1 }, "Config.ReplicationFactor = -1 is negative"},
 		{"heartbeat", func(c *Config) { c.SessionTimeout = time.Second; c.HeartbeatInterval = time.Second }, "Config.HeartbeatInterval = 1s is not below Config.SessionTimeout"},
@@ -396,7 +399,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Topic != DefaultTopic || cfg.Group != DefaultGroup || cfg.DeadLetterTopic != DefaultTopic+".dlq" || cfg.ReplicationFactor != 1 ||
-		cfg.Grace != DefaultGrace || cfg.ClaimExtendInterval != 2*time.Second || cfg.Now == nil || cfg.Logger == nil {
+		cfg.Grace != partition.DefaultGrace || cfg.ClaimExtendInterval != 2*time.Second || cfg.Now == nil || cfg.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", cfg)
 	}
 }

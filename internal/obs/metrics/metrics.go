@@ -206,7 +206,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		}, []string{"op"}),
 		folded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kjob_metrics_job_labels_folded_total",
-			Help: `Observations reported under kjob_job="other" because the number of distinct job labels reached its bound (--metrics-max-jobs).`,
+			Help: `Observations reported under kjob_job="other" because the number of distinct job labels reached its bound (MaxJobLabels of the worker's or producer's config).`,
 		}),
 		maxJobs: DefaultMaxJobLabels,
 		jobs:    map[string]struct{}{},

@@ -268,7 +268,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 		return
 	}
 	if o := origin(r); o == "" || !d.sameOrigin(r, o) {
-		d.refuse(w, r, s.user, http.StatusForbidden, fmt.Sprintf("cross-origin request refused: origin %q is not the dashboard's (add it with --allow-origin if a proxy serves the dashboard there)", o))
+		d.refuse(w, r, s.user, http.StatusForbidden, fmt.Sprintf("cross-origin request refused: origin %q is not the dashboard's (add it to the dashboard's allowed origins, Actions.AllowedOrigins, if a proxy serves the dashboard there)", o))
 		return
 	}
 	if got := r.Header.Get(csrfHeader); got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(d.csrfToken(s))) != 1 {

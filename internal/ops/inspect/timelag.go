@@ -56,6 +56,10 @@ type TimeLagConfig struct {
 	// Brokers and ClientOpts (TLS, SASL) reach the Kafka cluster.
 	Brokers    []string
 	ClientOpts []kgo.Opt
+	// Admin, if set, is the client TimeLag reads offsets with, in place of
+	// one of its own: a plain client (no consumer group, no transactions)
+	// shared with other readers of the process. Close leaves it open.
+	Admin *kadm.Client
 	// Topic is the windows topic. Default "kjob.windows"
 	// (names.DefaultTopic).
 	Topic string
@@ -94,6 +98,9 @@ type TimeLag struct {
 func NewTimeLag(cfg TimeLagConfig) (*TimeLag, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Admin != nil {
+		return &TimeLag{cfg: cfg, adm: cfg.Admin}, nil
 	}
 	cl, err := kgo.NewClient(cfg.opts()...)
 	if err != nil {
@@ -155,8 +162,12 @@ func (in *Inspector) TimeLag(ctx context.Context) (*TimeLagReport, error) {
 	return t.Read(ctx)
 }
 
-// Close releases the Kafka client.
-func (t *TimeLag) Close() { t.cl.Close() }
+// Close releases the Kafka client, unless it is TimeLagConfig.Admin's.
+func (t *TimeLag) Close() {
+	if t.cl != nil && t.cfg.Admin == nil {
+		t.cl.Close()
+	}
+}
 
 // TimeLagReport is one Read: per partition and per job, the oldest due
 // window not yet settled, and per job the newest settled one.

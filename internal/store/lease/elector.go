@@ -129,6 +129,10 @@ type Elector struct {
 	leadCtx context.Context // of the current term; nil when not leading
 }
 
+// DefaultRenewFor is the default renew interval for a lease of ttl:
+// DefaultRenewInterval, or ttl/5 if that is shorter.
+func DefaultRenewFor(ttl time.Duration) time.Duration { return min(DefaultRenewInterval, ttl/5) }
+
 // configError is a *configerr.Error about field of Config.
 func configError(field string, value any, reason string, related ...string) error {
 	return &configerr.Error{Op: "lease", Field: field, Value: value, Reason: reason, Related: related}
@@ -154,7 +158,7 @@ func NewElector(cfg Config) (*Elector, error) {
 		return nil, configError("Config.RenewInterval", cfg.RenewInterval, "is negative: use a positive duration below TTL/2, or 0 for the default")
 	}
 	if cfg.RenewInterval == 0 {
-		cfg.RenewInterval = min(DefaultRenewInterval, cfg.TTL/5)
+		cfg.RenewInterval = DefaultRenewFor(cfg.TTL)
 	}
 	if cfg.RenewInterval >= cfg.TTL/2 {
 		return nil, configError("Config.RenewInterval", cfg.RenewInterval, fmt.Sprintf("must be less than Config.TTL/2 = %v (Config.TTL = %v): lower RenewInterval or raise TTL",

@@ -146,7 +146,7 @@ func New(cfg Config) (*Guard, error) {
 		cfg.Interval = DefaultInterval
 	}
 	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = 1
+		cfg.ReplicationFactor = topic.DefaultReplicationFactor
 	}
 	if cfg.ID == "" {
 		var b [8]byte

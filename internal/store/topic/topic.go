@@ -85,6 +85,10 @@ func (s Spec) validate() error {
 	return nil
 }
 
+// DefaultReplicationFactor is the replication factor of the topics kjob
+// creates when its config leaves it zero.
+const DefaultReplicationFactor int16 = 1
+
 // Settings of the topics Ensure creates (Spec.Configs).
 const (
 	// SegmentMs is segment.ms of a compacted topic (Kafka's default is 7

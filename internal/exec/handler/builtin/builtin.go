@@ -218,5 +218,5 @@ func (a *AllowList) Check(u *url.URL) error {
 			}
 		}
 	}
-	return fmt.Errorf("%w: %q is not in the http handler's allow-list %s (add it to WorkerConfig.HTTPAllowHosts, --http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS in cmd/worker, if this job may call it)", errHostNotAllowed, host, a.spec)
+	return fmt.Errorf("%w: %q is not in the http handler's allow-list %s (add it to WorkerConfig.HTTPAllowHosts if this job may call it)", errHostNotAllowed, host, a.spec)
 }

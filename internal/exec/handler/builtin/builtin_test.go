@@ -161,7 +161,7 @@ func TestHTTPHandlerAllowList(t *testing.T) {
 			t.Errorf("allow %q, url %s: refused by the list: %v", tc.allow, tc.url, err)
 		case !tc.ok && tc.allow == "localhost" && refused:
 			t.Errorf("allow %q, url %s: refused by the list: %v", tc.allow, tc.url, err)
-		case !tc.ok && tc.allow != "*.example.com" && tc.allow != "localhost" && (!refused || !errors.Is(err, handler.ErrPermanent) || !strings.Contains(err.Error(), "--http-allow-hosts/KJOB_HTTP_ALLOW_HOSTS")):
+		case !tc.ok && tc.allow != "*.example.com" && tc.allow != "localhost" && (!refused || !errors.Is(err, handler.ErrPermanent) || !strings.Contains(err.Error(), "WorkerConfig.HTTPAllowHosts")):
 			t.Errorf("allow %q, url %s: err = %v, want a permanent refusal naming --http-allow-hosts", tc.allow, tc.url, err)
 		}
 	}
