@@ -144,7 +144,7 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 	})
 	createTopic(b, adm, topic, partitions)
 	w, err := worker.New(worker.Config{
-		Brokers: brokers, Topic: topic, Group: "bench", Store: store, Handler: mux, WorkerID: "bench-worker",
+		Brokers: brokers, Topic: topic, Group: "bench", Store: store, Handler: mux, WorkerID: "bench-worker", Namespace: "bench",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
