@@ -18,6 +18,7 @@ import (
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/control"
+	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/handler/builtin"
 	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/preflight"
@@ -271,7 +272,20 @@ type Worker struct {
 	inner *worker.Worker
 	agent *control.Agent
 	epoch *storeepoch.Guard
+	// embedded are the test kit's options (worker.Embed); zero otherwise.
+	embedded worker.Embedded
 }
+
+// The test kit sets its options on the Worker NewWorker built
+// (worker.Embed). The hook names no Worker type, only a method, so
+// programs that never call NewWorker (cmd/producer) still link none of
+// the worker's parts.
+func init() {
+	worker.Embed = func(w any, e worker.Embedded) { w.(interface{ embed(worker.Embedded) }).embed(e) }
+}
+
+// embed sets the test kit's options (worker.Embed); call it before Run.
+func (w *Worker) embed(e worker.Embedded) { w.embedded = e }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
 // Run does. An invalid field is a *configerr.Error naming it
@@ -323,6 +337,21 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 	if cfg.Verifier != nil {
 		verify = cfg.Verifier.Verify
 	}
+	// The test kit's options (worker.Embedded), set after NewWorker and
+	// before Run, are read at each window.
+	mux := attempts(w.mux)
+	h := handler.HandlerFunc(func(ctx context.Context, a *handler.Job) error {
+		if eh := w.embedded.Handler; eh != nil {
+			return eh.HandleJob(ctx, a)
+		}
+		return mux.HandleJob(ctx, a)
+	})
+	executed := func(x worker.Execution) {
+		m.Executed(x)
+		if f := w.embedded.OnExecuted; f != nil {
+			f(x)
+		}
+	}
 	var err error
 	w.inner, err = worker.New(worker.Config{
 		Brokers:             cfg.Brokers,
@@ -334,7 +363,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		DeadLetterTopic:     cfg.DeadLetterTopic,
 		ReplicationFactor:   cfg.ReplicationFactor,
 		Store:               m.Store(store),
-		Handler:             attempts(w.mux),
+		Handler:             h,
 		WorkerID:            cfg.ID,
 		Grace:               cfg.Grace,
 		Concurrency:         cfg.Concurrency,
@@ -344,7 +373,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 		SessionTimeout:      cfg.SessionTimeout,
 		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Logger:              cfg.Logger,
-		OnExecuted:          m.Executed,
+		OnExecuted:          executed,
 		OnAttempt:           obs.Tracing.Attempt,
 	})
 	if err != nil {
@@ -355,11 +384,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 	w.agent, err = control.NewAgent(control.AgentConfig{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Group: cfg.Group, Topic: cfg.Topic,
 		ControlTopic: cfg.ControlTopic, ReplicationFactor: cfg.ReplicationFactor, Member: cfg.ID, Seeker: w.inner, Logger: cfg.Logger})
 	if err != nil {
-		// Release the consumer's Kafka client: Run with a done context
-		// returns at once.
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = w.inner.Run(done)
+		releaseConsumer(w.inner)
 		return nil, err
 	}
 	// The store epoch keeps fencing tokens above every earlier one across
@@ -368,9 +393,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 	w.epoch, err = storeepoch.New(storeepoch.Config{Brokers: cfg.Brokers, ClientOpts: cfg.KafkaOpts, Topic: names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}.EpochTopic(), Namespace: cfg.Namespace,
 		ReplicationFactor: cfg.ReplicationFactor, Store: store, ID: cfg.ID, Logger: log})
 	if err != nil {
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = w.inner.Run(done)
+		releaseConsumer(w.inner)
 		return nil, err
 	}
 	obs.Registry.MustRegister(metrics.Stalls(w.inner.Stalled), metrics.Slots(w.inner), metrics.StoreEpoch(w.epoch.Status))
@@ -405,6 +428,15 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	if err := w.once(); err != nil {
 		return err
 	}
+	// NewWorker made the consumer's Kafka client; a Run that returns
+	// before the consumer runs (stopped or refused while starting) must
+	// release it.
+	consumerRan := false
+	defer func() {
+		if !consumerRan {
+			releaseConsumer(w.inner)
+		}
+	}()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c := w.cfg
@@ -477,6 +509,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}
 	// A dead-letter topic with other settings stops the consumer: name
 	// the fields its settings came from.
+	consumerRan = true
 	err = topicFields(w.inner.Run(ctx), map[string]topicSource{
 		c.DeadLetterTopic: {Partitions: "WorkerConfig.DeadLetterTopic", ReplicationFactor: "WorkerConfig.ReplicationFactor"},
 	})
@@ -487,6 +520,14 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return serr
 	}
 	return err
+}
+
+// releaseConsumer releases the Kafka client of a consumer that will not
+// run: its Run with a done context returns at once.
+func releaseConsumer(inner *worker.Worker) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = inner.Run(done)
 }
 
 // firstEpochWait bounds how long Run waits for the store epoch's first

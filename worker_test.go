@@ -106,3 +106,22 @@ func TestRunStopsOnClosedRedis(t *testing.T) {
 		}
 	}
 }
+
+// A Run stopped before its consumer runs (here: while it waits for Kafka)
+// releases the consumer's Kafka client, which NewWorker made. Before, the
+// client's goroutines were left running.
+func TestRunStoppedWhileStartingReleases(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	w, err := kjob.NewWorker(kjob.WorkerConfig{Brokers: []string{"127.0.0.1:1"}, Redis: rdb,
+		Logger: slog.New(slog.DiscardHandler), SkipKafkaAccessCheck: true, SkipRedisAccessCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatalf("Run stopped while starting = %v, want nil", err)
+	}
+}

@@ -30,9 +30,12 @@
 //
 // StartPipeline runs a small kjob deployment inside the test process: the
 // embedded Kafka broker (kfake) with the windows and dead-letter topics, a
-// Redis for the idempotency store, and one kjob worker running the
-// handler under test with its claims, fencing tokens, retries, overlap
-// policies and dead letters. Publish puts a window on the topic now, as
+// Redis for the idempotency store, and one kjob.Worker (kjob.NewWorker,
+// the worker a process embeds) running the handler under test with its
+// claims, fencing tokens, retries, overlap policies and dead letters. The
+// worker sends every window to the handler under test, whatever its
+// handler name: the built-in handlers (noop, log, sleep, http) are not in
+// the way. Publish puts a window on the topic now, as
 // the producer would; Wait blocks (with a deadline) until that window is
 // settled and returns its Result: the Outcome, the handler's attempts with
 // their tokens and errors, the store's record (Stored) and the DeadLetter.

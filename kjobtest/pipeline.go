@@ -311,7 +311,7 @@ func StartPipeline(tb TB, h kjob.Handler, opts PipelineOptions) *Pipeline {
 		tb.Fatalf("kjobtest: Kafka client: %v", err)
 		return nil
 	}
-	w, err := newWorker(p, h)
+	w, err := newWorker(p, h, rdb)
 	if err != nil {
 		dl.Close()
 		tb.Fatalf("kjobtest: %v", err)
@@ -336,26 +336,35 @@ func StartPipeline(tb TB, h kjob.Handler, opts PipelineOptions) *Pipeline {
 	return p
 }
 
-// newWorker builds the pipeline's worker: the one place that assembles
-// kjob's worker, so that a library type assembling a whole worker process
-// can replace it.
-func newWorker(p *Pipeline, h kjob.Handler) (*worker.Worker, error) {
-	return worker.New(worker.Config{
-		Brokers:           p.brokers,
-		Namespace:         Namespace,
-		Topic:             p.Topic(),
-		Group:             Group,
-		DeadLetterTopic:   p.DeadLetterTopic(),
-		Store:             p.store,
-		Handler:           attempts(p.recorder(h)),
-		WorkerID:          DefaultWorker,
-		Grace:             p.opts.Grace,
-		Concurrency:       p.opts.Concurrency,
-		SessionTimeout:    2 * time.Second,        // kfake allows it; a rejoin is quick
-		HeartbeatInterval: 100 * time.Millisecond, // assignments arrive with heartbeats
-		Logger:            p.opts.Logger,
-		OnExecuted:        p.executed,
+// newWorker builds the pipeline's worker with kjob.NewWorker, the Worker
+// users run, and two options only the kit sets (worker.Embedded): every
+// window goes to the handler under test, whatever its handler name (the
+// built-in handlers are not in the way), and each execution report comes
+// to the pipeline. The broker is in-process and its principal has every
+// right, so the access checks are left out.
+func newWorker(p *Pipeline, h kjob.Handler, rdb redis.UniversalClient) (*kjob.Worker, error) {
+	w, err := kjob.NewWorker(kjob.WorkerConfig{
+		Brokers:              p.brokers,
+		Redis:                rdb,
+		Namespace:            Namespace,
+		Topic:                p.Topic(),
+		Group:                Group,
+		DeadLetterTopic:      p.DeadLetterTopic(),
+		ID:                   DefaultWorker,
+		ClaimTTL:             p.opts.ClaimTTL,
+		Grace:                p.opts.Grace,
+		Concurrency:          p.opts.Concurrency,
+		SessionTimeout:       2 * time.Second,        // kfake allows it; a rejoin is quick
+		HeartbeatInterval:    100 * time.Millisecond, // assignments arrive with heartbeats
+		SkipKafkaAccessCheck: true,
+		SkipRedisAccessCheck: true,
+		Logger:               p.opts.Logger,
 	})
+	if err != nil {
+		return nil, err
+	}
+	worker.Embed(w, worker.Embedded{Handler: attempts(p.recorder(h)), OnExecuted: p.executed})
+	return w, nil
 }
 
 // attempts adapts h to the worker, which runs attempts, as kjob.Worker

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -381,5 +382,32 @@ func TestAbandonedCallsAreAttempts(t *testing.T) {
 		if !a.Abandoned || a.Attempt != i+1 || !a.Finished.IsZero() || a.Err == nil {
 			t.Errorf("attempt %d: %+v; want abandoned, attempt %d, not finished, with the worker's reason", i+1, a, i+1)
 		}
+	}
+}
+
+// The pipeline runs kjob.NewWorker's Worker, but every window goes to the
+// handler under test, whatever its handler name: a built-in name (http,
+// sleep) does not reach the built-in handler, and a name no Mux would
+// route still runs.
+func TestPipelineRoutesEveryWindowToTheHandler(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	h := kjob.HandlerFunc(func(_ context.Context, j *kjob.Job) error {
+		mu.Lock()
+		got = append(got, j.HandlerName())
+		mu.Unlock()
+		return nil
+	})
+	p := kjobtest.StartPipeline(t, h, kjobtest.PipelineOptions{})
+	for _, name := range []string{"http", "sleep", "not-registered"} {
+		res := p.Wait(t, p.Publish(t, kjobtest.Window{Job: "j-" + name, Handler: name}))
+		if res.Outcome != kjobtest.OutcomeDone || len(res.Attempts) != 1 {
+			t.Fatalf("handler %s: %s after %d attempts: %v", name, res.Outcome, len(res.Attempts), res.Err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"http", "sleep", "not-registered"}; !slices.Equal(got, want) {
+		t.Fatalf("the handler under test saw %v, want %v", got, want)
 	}
 }

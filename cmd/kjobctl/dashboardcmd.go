@@ -205,10 +205,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	closers = append(closers, red.Close)
-	rp, err := operator.NewReplayer(operator.ReplayerConfig{
-		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
-		IssuedBy: "kjob dashboard " + kjob.DefaultID(), Now: nowFunc,
-	})
+	rp, err := o.replayer("kjob dashboard "+kjob.DefaultID(), 0)
 	if err != nil {
 		closeAll()
 		return nil, nil, err

@@ -202,6 +202,27 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 // command publishes or redrives nothing). The published-window markers are there for the
 // commands that register --retention. Call it after setup.
 func (o *opts) operator(publisher, redriver *kgo.Client) (*operator.Operator, error) {
+	return o.operatorWith(publisher, redriver, nil)
+}
+
+// replayer is the deployment's replayer (the operator's replay part):
+// issuedBy names the operator in the requests the workers log, ackTimeout
+// bounds the wait for their acks (0: the replayer's default). Close it.
+// Call it after setup.
+func (o *opts) replayer(issuedBy string, ackTimeout time.Duration) (*operator.Replayer, error) {
+	store, err := o.store()
+	if err != nil {
+		return nil, err
+	}
+	return operator.NewReplayer(operator.ReplayerConfig{
+		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
+		IssuedBy: issuedBy, AckTimeout: ackTimeout, Now: nowFunc,
+	})
+}
+
+// operatorWith is operator with the replayer (nil: the command replays
+// nothing).
+func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.Replayer) (*operator.Operator, error) {
 	store, err := o.store()
 	if err != nil {
 		return nil, err
@@ -215,7 +236,7 @@ func (o *opts) operator(publisher, redriver *kgo.Client) (*operator.Operator, er
 		return nil, err
 	}
 	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
-		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Now: nowFunc}
+		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Replayer: replayer, Now: nowFunc}
 	if o.file != nil {
 		cfg.Jobs = o.file.Jobs
 	}

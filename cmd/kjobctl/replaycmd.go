@@ -150,21 +150,18 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	store, err := o.store()
-	if err != nil {
-		return err
-	}
-	r, err := operator.NewReplayer(operator.ReplayerConfig{
-		Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic, ControlTopic: o.controlTopic, Store: store,
-		IssuedBy: "kjobctl " + kjob.DefaultID(), AckTimeout: ackTimeout, Now: nowFunc,
-	})
+	r, err := o.replayer("kjobctl "+kjob.DefaultID(), ackTimeout)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	op, err := o.operatorWith(nil, nil, r)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, o.timeout+ackTimeout)
 	defer cancel()
-	plan, err := r.Plan(cctx, spec)
+	plan, err := op.PlanReplay(cctx, spec)
 	if err != nil {
 		return replayErr(err)
 	}
@@ -174,7 +171,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return fmt.Errorf("replay: %w", errDryRun)
 	}
-	if err := r.Execute(cctx, plan); err != nil {
+	if err := op.ExecuteReplay(cctx, plan); err != nil {
 		if errors.Is(err, operator.ErrUnsettled) {
 			_ = renderReplay(stdout, o.output, plan, false)
 		}

@@ -406,3 +406,70 @@ func planOnline(t *testing.T, ctx context.Context, r *operator.Replayer, spec op
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestOperatorReplay: the Operator's replay (the entry point kjobctl
+// replay and the dashboard call) plans and executes through its Replayer,
+// passes the spec's options through (Rerun clears the done markers), and
+// without a Replayer names the missing part.
+func TestOperatorReplay(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	bare, err := operator.New(operator.Config{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bare.PlanReplay(ctx, operator.ReplaySpec{Group: group, Mode: operator.ToEarliest})
+	if ce := configerr.As(err); ce == nil || ce.Field != "Config.Replayer" {
+		t.Fatalf("plan without a replayer: %v, want a *configerr.Error naming Config.Replayer", err)
+	}
+	if err := bare.ExecuteReplay(ctx, &operator.ReplayPlan{}); configerr.As(err) == nil || configerr.As(err).Field != "Config.Replayer" {
+		t.Fatalf("execute without a replayer: %v, want a *configerr.Error naming Config.Replayer", err)
+	}
+
+	op, err := operator.New(operator.Config{Topic: topic, Store: e.store, Replayer: e.replayer()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []*jobmsg.Message
+	for i := range 4 {
+		ms = append(ms, window("solo", i))
+	}
+	e.publish(ms...)
+	p := names.JobPartition("solo", 2)
+	resp, err := e.adm.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: p, Offset: 3, LeaderEpoch: -1}))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[2:4] {
+		c, err := e.store.Claim(ctx, m.ID, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Complete(ctx, m.ID, c.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := op.PlanReplay(ctx, operator.ReplaySpec{Group: group, Mode: operator.ShiftBy, Offset: -2, Partitions: []int32{p}, Rerun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Online || plan.Partitions[0].Before != 4 || plan.Partitions[0].Target != 2 || !slices.Equal(plan.Rerun, []string{ms[2].ID, ms[3].ID}) {
+		t.Fatalf("plan %+v, rerun %v", plan, plan.Rerun)
+	}
+	if err := op.ExecuteReplay(ctx, plan); err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Partitions[0]; got.After != 2 || got.AppliedBy != "kadm" {
+		t.Fatalf("after execute: %+v", got)
+	}
+	for _, m := range ms[2:4] {
+		if _, err := e.store.State(ctx, m.ID); !errors.Is(err, dedupe.ErrNotFound) {
+			t.Fatalf("done marker of %s not cleared: %v", m.ID, err)
+		}
+	}
+}
