@@ -8,6 +8,7 @@ import (
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -91,7 +92,7 @@ type Window struct {
 // message builds the window's message with the defaults applied (start
 // and published are the defaults of Start and PublishedAt) and returns it
 // as a worker decodes it from the record: the job w describes builds it
-// (schedule.Job.Message, as the producer's windows), then jobmsg encodes
+// (window.Message, as the producer's windows), then jobmsg encodes
 // and decodes it, so it is exactly what a worker would hand to a handler,
 // and invalid fields are reported by jobmsg's validation.
 func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
@@ -127,10 +128,10 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 		return nil, err
 	}
 	job := &schedule.Job{
-		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: jobmsg.Overlap(w.Overlap),
+		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: schedule.Overlap(w.Overlap),
 		Retries: schedule.RetryPolicy{MaxAttempts: w.MaxAttempts, Backoff: w.Backoff, MaxBackoff: w.MaxBackoff},
 	}
-	_, rec, err := job.Record("", schedule.Publication{
+	_, rec, err := window.Record(job, "", window.Publication{
 		Start: w.Start, End: w.End, Trigger: jobmsg.Trigger(w.Trigger), ID: w.ID, Nonce: "kjobtest",
 		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt, Namespace: Namespace,
 	})

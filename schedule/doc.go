@@ -19,11 +19,11 @@
 //	    max_concurrent: 4           # allow only: windows of the job one worker runs at once; default a quarter of its concurrency
 //	    enabled: true               # default true
 //
-// The upper bounds on timeout and retries are the constants
-// jobmsg.MaxTimeout, jobmsg.MaxAttempts and jobmsg.MaxBackoffLimit, which
-// workers also enforce on every record. overlap says what the workers do
-// with a window of the job while an earlier one of the same job still runs
-// or waits (see jobmsg.Overlap): run them one at a time in order (queue),
+// The upper bounds on timeout (24h), max_attempts (100), backoff and
+// max_backoff (24h) and max_concurrent (10000) are the ones workers also
+// enforce on every record. overlap says what the workers do with a window
+// of the job while an earlier one of the same job still runs or waits (see
+// Overlap): run them one at a time in order (queue),
 // skip the newer one (skip), keep only the newest waiting one (latest),
 // cancel the running one (replace), or run them concurrently (allow).
 // max_concurrent (allow only) bounds how many of them one worker runs at

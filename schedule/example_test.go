@@ -101,7 +101,7 @@ func ExampleJob_Windows() {
 // A job's policy is what every window of it carries to the workers: its
 // timeout, retries and overlap policy (here: skip a window that comes up
 // while the previous one still runs).
-func ExampleJob_Policy() {
+func ExampleParse_policy() {
 	f, err := schedule.Parse("schedules.yaml", []byte(`jobs:
   - name: export
     schedule: "*/5 * * * *"
@@ -113,8 +113,8 @@ func ExampleJob_Policy() {
 		fmt.Println(err)
 		return
 	}
-	p := f.Jobs[0].Policy()
-	fmt.Println(time.Duration(p.Timeout), p.MaxAttempts, p.Overlap)
+	j := f.Jobs[0]
+	fmt.Println(j.Timeout, j.Retries.MaxAttempts, j.Overlap)
 	// Output:
 	// 30m0s 3 skip
 }

@@ -410,7 +410,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 	}
 	j = &Job{
 		File: p.path, Line: n.Line, Location: time.UTC,
-		Payload: json.RawMessage("{}"), Timeout: DefaultTimeout, Enabled: true, Overlap: jobmsg.OverlapQueue,
+		Payload: json.RawMessage("{}"), Timeout: DefaultTimeout, Enabled: true, Overlap: OverlapQueue,
 		Retries: RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 	}
 	fields := map[string]*yaml.Node{}
@@ -509,7 +509,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 		}
 	}
 	if s, v, ok := scalar("overlap"); ok {
-		if o := jobmsg.Overlap(s); o.Valid() {
+		if o := Overlap(s); o.Valid() {
 			j.Overlap = o
 		} else {
 			p.fail(v, at("overlap"), s, overlapHelp)
@@ -519,7 +519,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 		switch n, err := strconv.Atoi(s); {
 		case err != nil || n < 1 || n > jobmsg.MaxConcurrentLimit:
 			p.fail(v, at("max_concurrent"), s, fmt.Sprintf("want a whole number from 1 to %d: how many windows of the job one worker runs at once (leave it out for the worker's default)", jobmsg.MaxConcurrentLimit))
-		case j.Overlap != jobmsg.OverlapAllow:
+		case j.Overlap != OverlapAllow:
 			p.fail(v, at("max_concurrent"), s, fmt.Sprintf("applies only to overlap: allow (overlap %s runs one window of the job at a time); set overlap: allow or remove max_concurrent", j.Overlap))
 		default:
 			j.MaxConcurrent = n

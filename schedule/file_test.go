@@ -49,7 +49,7 @@ func TestParseValid(t *testing.T) {
 	if r.Name != "report" || r.Spec != "30 2 * * *" || r.Timezone != "Europe/Berlin" || r.Location.String() != berlin.String() ||
 		r.Handler != "http" || r.Timeout != 30*time.Second || r.Catchup != 10*time.Minute ||
 		r.Retries != (RetryPolicy{MaxAttempts: 5, Backoff: 2 * time.Second, MaxBackoff: time.Minute}) ||
-		r.Overlap != jobmsg.OverlapSkip || !r.Enabled || r.File != "s.yaml" || r.Line != 3 {
+		r.Overlap != OverlapSkip || !r.Enabled || r.File != "s.yaml" || r.Line != 3 {
 		t.Errorf("report = %+v", r)
 	}
 	// Key order as written, no HTML escaping, YAML types mapped to JSON,
@@ -68,7 +68,7 @@ func TestParseValid(t *testing.T) {
 	// Defaults.
 	if tk.Timezone != "" || tk.Location != time.UTC || tk.Timeout != DefaultTimeout || tk.Catchup != 0 ||
 		tk.Retries != (RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff}) ||
-		!tk.Enabled || string(tk.Payload) != "{}" || tk.Line != 13 || tk.Overlap != jobmsg.OverlapQueue {
+		!tk.Enabled || string(tk.Payload) != "{}" || tk.Line != 13 || tk.Overlap != OverlapQueue {
 		t.Errorf("tick = %+v", tk)
 	}
 	if tk.Retries != (RetryPolicy{3, time.Second, time.Minute}) || DefaultTimeout != time.Minute {
@@ -103,11 +103,11 @@ func TestParseMaxConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := f.Jobs[0], f.Jobs[1]
-	if a.MaxConcurrent != 4 || a.Policy().MaxConcurrent != 4 || a.Policy().Overlap != jobmsg.OverlapAllow {
-		t.Errorf("fan-out: MaxConcurrent %d, policy %+v; want 4", a.MaxConcurrent, a.Policy())
+	if a.MaxConcurrent != 4 || recordPolicy(a).MaxConcurrent != 4 || recordPolicy(a).Overlap != jobmsg.OverlapAllow {
+		t.Errorf("fan-out: MaxConcurrent %d, policy %+v; want 4", a.MaxConcurrent, recordPolicy(a))
 	}
-	if b.MaxConcurrent != 0 || b.Policy().MaxConcurrent != 0 {
-		t.Errorf("par: MaxConcurrent %d, policy %+v; want 0 (the worker's default)", b.MaxConcurrent, b.Policy())
+	if b.MaxConcurrent != 0 || recordPolicy(b).MaxConcurrent != 0 {
+		t.Errorf("par: MaxConcurrent %d, policy %+v; want 0 (the worker's default)", b.MaxConcurrent, recordPolicy(b))
 	}
 }
 
@@ -143,13 +143,13 @@ jobs:
 	}
 	a, b, c, d := f.Jobs[0], f.Jobs[1], f.Jobs[2], f.Jobs[3]
 	if a.Handler != "http" || a.Timeout != 30*time.Second || a.Retries.MaxAttempts != 7 || string(a.Payload) != `{"url":"http://127.0.0.1:1/"}` ||
-		a.Overlap != jobmsg.OverlapLatest {
+		a.Overlap != OverlapLatest {
 		t.Errorf("a = %+v", a)
 	}
-	if b.Handler != "http" || b.Timeout != 5*time.Second || b.Retries.MaxAttempts != 3 || b.Overlap != jobmsg.OverlapReplace {
+	if b.Handler != "http" || b.Timeout != 5*time.Second || b.Retries.MaxAttempts != 3 || b.Overlap != OverlapReplace {
 		t.Errorf("b = %+v (an explicit key must win over a merged one)", b)
 	}
-	if c.Name != "c" || string(c.Payload) != `{"k":"v"}` || string(d.Payload) != `{"k":"v"}` || c.Overlap != jobmsg.OverlapQueue {
+	if c.Name != "c" || string(c.Payload) != `{"k":"v"}` || string(d.Payload) != `{"k":"v"}` || c.Overlap != OverlapQueue {
 		t.Errorf("c = %+v, d = %+v", c, d)
 	}
 }
@@ -442,7 +442,7 @@ func FuzzParse(f *testing.F) {
 			msg := &jobmsg.Message{ID: jobmsg.WindowID(j.Name, utc("2026-10-24T23:00:00Z")), Job: j.Name, Handler: j.Handler,
 				Window:      jobmsg.Window{Start: utc("2026-10-24T23:00:00Z"), End: utc("2026-10-24T23:00:01Z")},
 				ScheduledAt: utc("2026-10-24T23:00:00Z"), PublishedAt: utc("2026-10-24T23:00:00Z"), Trigger: jobmsg.TriggerSchedule,
-				Payload: j.Payload, Policy: j.Policy()}
+				Payload: j.Payload, Policy: recordPolicy(j)}
 			if _, err := jobmsg.Marshal(msg); err != nil {
 				t.Fatalf("job accepted by the file but its window refused by jobmsg: %v\n%+v", err, j)
 			}

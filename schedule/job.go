@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/kjob/kjob/internal/store/jobmsg"
 )
 
 // Defaults applied to fields a job leaves out.
@@ -49,7 +47,7 @@ type Job struct {
 	// Payload is the job's payload as a JSON object; "{}" when absent.
 	Payload json.RawMessage
 	// Timeout bounds one attempt (default 1m); always > 0 and at most
-	// jobmsg.MaxTimeout.
+	// 24h, the longest timeout workers accept.
 	Timeout time.Duration
 	// Catchup is how old a window missed while no producer led may be and
 	// still be published (with trigger "catchup") when a leader takes
@@ -61,12 +59,11 @@ type Job struct {
 	// Retries is the job's retry policy.
 	Retries RetryPolicy
 	// Overlap is the job's overlap policy: how its windows may overlap
-	// (default jobmsg.OverlapQueue: one at a time, in window order).
-	Overlap jobmsg.Overlap
+	// (default OverlapQueue: one at a time, in window order).
+	Overlap Overlap
 	// MaxConcurrent bounds how many windows of the job one worker runs at
-	// once; only with Overlap jobmsg.OverlapAllow (from 1 to
-	// jobmsg.MaxConcurrentLimit). 0 (the default) leaves it to the
-	// worker: a quarter of its concurrency (see internal/exec/worker).
+	// once; only with Overlap OverlapAllow (from 1 to 10000). 0 (the
+	// default) leaves it to the worker: a quarter of its concurrency.
 	MaxConcurrent int
 	// Enabled reports whether the producer publishes the job (default true).
 	Enabled bool
@@ -81,35 +78,14 @@ type Job struct {
 // RetryPolicy says how often and how fast a failing window is retried.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts in all, the first included
-	// (default 3, from 1 to jobmsg.MaxAttempts).
+	// (default 3, from 1 to 100).
 	MaxAttempts int
 	// Backoff is the delay before the second attempt (default 1s, > 0,
-	// at most jobmsg.MaxBackoffLimit).
+	// at most 24h).
 	Backoff time.Duration
 	// MaxBackoff caps the delay between attempts (default 1m, >= Backoff,
-	// at most jobmsg.MaxBackoffLimit).
+	// at most 24h).
 	MaxBackoff time.Duration
-}
-
-// Policy returns the execution policy every window of the job carries to
-// the workers: timeout, retries, overlap and max_concurrent. The producer and kjobctl (for
-// trigger, backfill and catch-up) both build a window's policy with it, so
-// a window means the same whoever published it. A Job that did not come
-// from Parse and has no Overlap gets jobmsg.OverlapQueue.
-func (j *Job) Policy() jobmsg.Policy {
-	o := j.Overlap
-	if o == "" {
-		o = jobmsg.OverlapQueue
-	}
-	return jobmsg.Policy{
-		Timeout:     jobmsg.Duration(j.Timeout),
-		MaxAttempts: j.Retries.MaxAttempts,
-		Backoff:     jobmsg.Duration(j.Retries.Backoff),
-		MaxBackoff:  jobmsg.Duration(j.Retries.MaxBackoff),
-		Overlap:     o,
-
-		MaxConcurrent: j.MaxConcurrent,
-	}
 }
 
 // Schedule returns the job's parsed schedule. For a Job that did not come

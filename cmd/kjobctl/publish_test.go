@@ -12,6 +12,7 @@ import (
 
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -207,7 +208,7 @@ func TestTriggerWarns(t *testing.T) {
 }
 
 // Every window kjobctl builds (trigger, backfill, resume --catchup all go
-// through schedule.Job.Message, as the producer) carries the job's whole
+// through window.Message, as the producer) carries the job's whole
 // policy, as the producer's do.
 func TestWindowMessageCarriesJobPolicy(t *testing.T) {
 	f, err := schedule.Parse("s.yaml", []byte("jobs:\n  - name: a\n    schedule: \"@every 1m\"\n    handler: log\n"+
@@ -220,8 +221,8 @@ func TestWindowMessageCarriesJobPolicy(t *testing.T) {
 	want := jobmsg.Policy{Timeout: jobmsg.Duration(5 * time.Minute), MaxAttempts: 7, Backoff: jobmsg.Duration(3 * time.Second),
 		MaxBackoff: jobmsg.Duration(2 * time.Minute), Overlap: jobmsg.OverlapLatest}
 	for _, trig := range []jobmsg.Trigger{jobmsg.TriggerManual, jobmsg.TriggerBackfill, jobmsg.TriggerCatchup} {
-		m := j.Message(schedule.Publication{Start: start, Trigger: trig, ID: jobmsg.BackfillID("a", start), PublishedAt: start})
-		if m.Policy != want || m.Policy != j.Policy() {
+		m := window.Message(j, window.Publication{Start: start, Trigger: trig, ID: jobmsg.BackfillID("a", start), PublishedAt: start})
+		if m.Policy != want || m.Policy != window.Policy(j) {
 			t.Errorf("%s: policy %+v, want %+v", trig, m.Policy, want)
 		}
 		r, err := jobmsg.Record("kjob.windows", m)

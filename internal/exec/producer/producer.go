@@ -23,6 +23,7 @@ import (
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/topic"
+	windowrec "github.com/kjob/kjob/internal/store/window" // the package; window is this file's type
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -683,7 +684,7 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			}
 			continue
 		}
-		msg, rec, err := w.job.Record(p.cfg.Topic, schedule.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now, Namespace: p.cfg.Namespace})
+		msg, rec, err := windowrec.Record(w.job, p.cfg.Topic, windowrec.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now, Namespace: p.cfg.Namespace})
 		if err != nil {
 			// A job that cannot be encoded is a configuration error that
 			// schedule validation should have caught; do not block the others.

@@ -27,6 +27,7 @@ import (
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -364,7 +365,7 @@ func TestActionRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	_, letter, err := j.Jobs[0].Record(topic+".dlq", schedule.Publication{Start: start})
+	_, letter, err := window.Record(j.Jobs[0], topic+".dlq", window.Publication{Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -621,7 +622,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		if tz == "" {
 			tz = "UTC"
 		}
-		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Overlap: string(j.Policy().Overlap), Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
+		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Overlap: string(window.Policy(j).Overlap), Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
 		// A paused job fires nothing until it is resumed.
 		if j.Enabled && !paused[j.Name] {
 			t := now

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -220,7 +221,7 @@ func PublishWindows(ctx context.Context, c PublishConfig, w Windows, res *Backfi
 	produced = true // from here on the callbacks account for every window
 	for k, i := range todo {
 		id := ids[i]
-		_, rec, err := w.Job.Record(c.Topic, schedule.Publication{Start: w.Starts[i], Trigger: w.Trigger, ID: id, PublishedAt: now, Namespace: c.Namespace})
+		_, rec, err := window.Record(w.Job, c.Topic, window.Publication{Start: w.Starts[i], Trigger: w.Trigger, ID: id, PublishedAt: now, Namespace: c.Namespace})
 		if err != nil {
 			return err
 		}

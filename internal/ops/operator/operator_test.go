@@ -15,6 +15,7 @@ import (
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	windowrec "github.com/kjob/kjob/internal/store/window" // window is a helper in replay_test.go
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -54,12 +55,12 @@ func TestTriggerAndRedrive(t *testing.T) {
 		t.Fatalf("triggered %+v as %s[%d]@%d", m, rec.Topic, rec.Partition, rec.Offset)
 	}
 	// The window carries the job's policy as the producer's do, overlap
-	// included, and so do backfill's and catch-up's (schedule.Job.Message).
-	if m.Policy != f.Jobs[0].Policy() || m.Policy.Overlap != jobmsg.OverlapReplace {
-		t.Fatalf("triggered with policy %+v, want the job's %+v", m.Policy, f.Jobs[0].Policy())
+	// included, and so do backfill's and catch-up's (window.Message).
+	if m.Policy != windowrec.Policy(f.Jobs[0]) || m.Policy.Overlap != jobmsg.OverlapReplace {
+		t.Fatalf("triggered with policy %+v, want the job's %+v", m.Policy, windowrec.Policy(f.Jobs[0]))
 	}
-	if p := f.Jobs[0].Message(schedule.Publication{Start: now, Trigger: jobmsg.TriggerBackfill, ID: "report@x", PublishedAt: now}).Policy; p != f.Jobs[0].Policy() {
-		t.Fatalf("schedule.Job.Message policy %+v, want the job's %+v", p, f.Jobs[0].Policy())
+	if p := windowrec.Message(f.Jobs[0], windowrec.Publication{Start: now, Trigger: jobmsg.TriggerBackfill, ID: "report@x", PublishedAt: now}).Policy; p != windowrec.Policy(f.Jobs[0]) {
+		t.Fatalf("windowrec.Message policy %+v, want the job's %+v", p, windowrec.Policy(f.Jobs[0]))
 	}
 
 	// The worker dead-letters the window.

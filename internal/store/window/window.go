@@ -1,4 +1,9 @@
-package schedule
+// Package window builds the window records of a schedule's jobs: the one
+// place a window of a schedule.Job becomes a jobmsg.Message and its Kafka
+// record. It lives here, not in the public schedule package, so that
+// schedule's API speaks only its own words (the spec and the file format)
+// and the wire format stays internal.
+package window
 
 import (
 	"encoding/json"
@@ -7,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/schedule"
 )
 
 // Publication says which window of a job is published and why. Only Start
@@ -42,13 +48,34 @@ type Publication struct {
 	Namespace string
 }
 
+// Policy returns the execution policy every window of j carries to the
+// workers: timeout, retries, overlap and max_concurrent. The producer and
+// kjobctl (for trigger, backfill and catch-up) both build a window's policy
+// with it, so a window means the same whoever published it. A Job that did
+// not come from schedule.Parse and has no Overlap gets jobmsg.OverlapQueue.
+func Policy(j *schedule.Job) jobmsg.Policy {
+	o := jobmsg.Overlap(j.Overlap)
+	if o == "" {
+		o = jobmsg.OverlapQueue
+	}
+	return jobmsg.Policy{
+		Timeout:     jobmsg.Duration(j.Timeout),
+		MaxAttempts: j.Retries.MaxAttempts,
+		Backoff:     jobmsg.Duration(j.Retries.Backoff),
+		MaxBackoff:  jobmsg.Duration(j.Retries.MaxBackoff),
+		Overlap:     o,
+
+		MaxConcurrent: j.MaxConcurrent,
+	}
+}
+
 // Message returns the message of j's window p: the window [p.Start,
 // p.End), j's handler and payload, and j's policy (Policy: timeout,
 // retries, overlap). It is the one place a window of a job becomes a
 // message: the producer, kjobctl (trigger, backfill, resume --catchup),
 // the dashboard's trigger and kjobtest all build windows with it, so a
 // window means the same whoever published it.
-func (j *Job) Message(p Publication) *jobmsg.Message {
+func Message(j *schedule.Job, p Publication) *jobmsg.Message {
 	if p.Trigger == "" {
 		p.Trigger = jobmsg.TriggerSchedule
 	}
@@ -81,7 +108,7 @@ func (j *Job) Message(p Publication) *jobmsg.Message {
 		Window:      jobmsg.Window{Start: p.Start.UTC(), End: p.End.UTC()},
 		ScheduledAt: p.ScheduledAt.UTC(), PublishedAt: p.PublishedAt.UTC(),
 		Trigger: p.Trigger, Payload: p.Payload,
-		Policy: j.Policy(),
+		Policy: Policy(j),
 	}
 }
 
@@ -89,8 +116,8 @@ func (j *Job) Message(p Publication) *jobmsg.Message {
 // topic (jobmsg.Record: key = job, value = JSON, schema headers). It fails
 // only for a window jobmsg refuses (an invalid job made by hand, or an
 // invalid Publication).
-func (j *Job) Record(topic string, p Publication) (*jobmsg.Message, *kgo.Record, error) {
-	m := j.Message(p)
+func Record(j *schedule.Job, topic string, p Publication) (*jobmsg.Message, *kgo.Record, error) {
+	m := Message(j, p)
 	rec, err := jobmsg.Record(topic, m)
 	if err != nil {
 		return nil, nil, err
