@@ -222,10 +222,11 @@ type Producer struct {
 }
 
 // NewProducer validates cfg and assembles a producer. It connects to
-// nothing: Run does. An invalid field is a *configerr.Error naming it
+// nothing: Run does. An invalid field is a *ConfigError naming it
 // ("ProducerConfig.LeaseTTL"), its value and the fix; an error of
 // cfg.Elector is returned as it is.
-func NewProducer(cfg ProducerConfig) (*Producer, error) {
+func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := checkBrokers("ProducerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
 	}
@@ -243,7 +244,6 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	obs := service.Observe(cfg.Redis, cfg.TracerProvider, !cfg.NoJobLabel, cfg.MaxJobLabels)
 	p := &Producer{process: process{role: "producer", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg}
-	var err error
 	if p.inner, err = p.assemble(); err != nil {
 		return nil, err
 	}
@@ -311,6 +311,7 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 // is gone, or the error that stopped it (wrapping topic.ErrMismatch when
 // an existing topic has other settings). A Producer runs once.
 func (p *Producer) Run(ctx context.Context) (err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := p.once(); err != nil {
 		return err
 	}

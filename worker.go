@@ -288,9 +288,10 @@ func init() {
 func (w *Worker) embed(e worker.Embedded) { w.embedded = e }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
-// Run does. An invalid field is a *configerr.Error naming it
+// Run does. An invalid field is a *ConfigError naming it
 // ("WorkerConfig.Grace"), its value and the fix.
-func NewWorker(cfg WorkerConfig) (*Worker, error) {
+func NewWorker(cfg WorkerConfig) (_ *Worker, err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := checkBrokers("WorkerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
 	}
@@ -425,6 +426,7 @@ func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 // It returns nil after a graceful shutdown, when every goroutine it
 // started has exited, or the error that stopped it. A Worker runs once.
 func (w *Worker) Run(ctx context.Context) (err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := w.once(); err != nil {
 		return err
 	}
