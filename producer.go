@@ -21,7 +21,6 @@ import (
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
-	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/schedule"
 )
@@ -93,9 +92,9 @@ type ProducerConfig struct {
 	// if that is shorter.
 	LeaseRenew time.Duration
 
-	// Signer, if set, signs every window record (internal/store/signing), for
+	// Signer, if set, signs every window record (NewSigner), for
 	// workers that require signatures.
-	Signer *signing.Signer
+	Signer *Signer
 	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
 	// Run makes before it starts: that the Kafka principal holds the
 	// producer's ACLs, and that the Redis user may run every script and
@@ -233,6 +232,9 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err := checkRedis("ProducerConfig.Redis", cfg.Redis); err != nil {
 		return nil, err
 	}
+	if cfg.Signer != nil && cfg.Signer.s == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Signer", Reason: "is an empty Signer; make it with kjob.NewSigner"}
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -269,7 +271,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 	}
 	var sign func(*kgo.Record) error
 	if c.Signer != nil {
-		sign = c.Signer.Sign
+		sign = c.Signer.s.Sign
 	}
 	return producer.New(producer.Config{
 		Brokers:            c.Brokers,

@@ -28,7 +28,6 @@ import (
 	"github.com/kjob/kjob/internal/ops/inspect"
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/storeepoch"
 	"github.com/kjob/kjob/internal/store/topic"
 )
@@ -103,11 +102,11 @@ type WorkerConfig struct {
 	// SessionTimeout. Default 1s (partition.DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 
-	// Verifier checks records' signatures (internal/store/signing). Nil, or one that
+	// Verifier checks records' signatures (NewVerifier). Nil, or one that
 	// does not require signatures, accepts unsigned records: NewWorker
 	// warns then, as anyone who can write to the windows topic can run
 	// any handler with any payload (deploy/SECURITY.md).
-	Verifier *signing.Verifier
+	Verifier *Verifier
 	// HTTPAllowHosts are the hosts the built-in http handler may POST to
 	// (builtin.ParseAllowList entries); empty allows any host, with a
 	// warning at start-up.
@@ -303,6 +302,9 @@ func NewWorker(cfg WorkerConfig) (_ *Worker, err error) {
 	if err != nil {
 		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: cfg.HTTPAllowHosts, Reason: err.Error(), Err: err}
 	}
+	if cfg.Verifier != nil && cfg.Verifier.v == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Verifier", Reason: "is an empty Verifier; make it with kjob.NewVerifier"}
+	}
 	log := cfg.Logger.With("worker", cfg.ID)
 	required := cfg.Verifier != nil && cfg.Verifier.Required()
 	// The trust model (deploy/SECURITY.md): whoever can write to the
@@ -336,7 +338,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 	m := obs.Metrics
 	var verify func(*kgo.Record) error
 	if cfg.Verifier != nil {
-		verify = cfg.Verifier.Verify
+		verify = cfg.Verifier.v.Verify
 	}
 	// The test kit's options (worker.Embedded), set after NewWorker and
 	// before Run, are read at each window.
