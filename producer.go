@@ -38,7 +38,7 @@ type ProducerConfig struct {
 	// pauses. Required. Run does not close it.
 	Redis redis.UniversalClient
 
-	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Namespace names the deployment: it prefixes the
 	// Redis keys, derives the default Topic, the lease key and the
 	// transactional id, and labels every record the producer writes.
 	// Default "kjob".
@@ -51,7 +51,7 @@ type ProducerConfig struct {
 	StateTopic string
 	// Partitions of the windows topic when Run creates it; an existing
 	// topic with another count stops Run (an error naming this field).
-	// Default 1 (producer.DefaultPartitions).
+	// Default 1.
 	Partitions int32
 	// ReplicationFactor of the topics Run creates. Default 1.
 	ReplicationFactor int16
@@ -60,16 +60,16 @@ type ProducerConfig struct {
 	ID string
 	// TransactionalID is the Kafka transactional id, the same for every
 	// producer replica of the deployment. Default "kjob-producer-" +
-	// Namespace (names.Deployment.TransactionalID).
+	// Namespace.
 	TransactionalID string
 	// TransactionTimeout bounds how long an open transaction of a crashed
 	// leader holds back read-committed consumers; at least 1s. Default
-	// 10s (producer.DefaultTransactionTimeout).
+	// 10s.
 	TransactionTimeout time.Duration
 	// MisfireGrace: a window due at most this long before a new leader
 	// took over is published whatever its job's catchup. Keep it above
 	// LeaseTTL + LeaseRenew, the crash failover time (NewProducer warns
-	// otherwise). Default 10s (producer.DefaultMisfireGrace); negative
+	// otherwise). Default 10s; negative
 	// turns it off.
 	MisfireGrace time.Duration
 
@@ -85,10 +85,10 @@ type ProducerConfig struct {
 	// LeaseTTL is the leader lease's TTL: a crashed leader is replaced
 	// within about this long. The default Redis lease uses it and
 	// LeaseRenew; an Elector of your own should use the same values, as
-	// the misfire-grace warning assumes them. Default 5s (lease.DefaultTTL).
+	// the misfire-grace warning assumes them. Default 5s.
 	LeaseTTL time.Duration
 	// LeaseRenew is how often the leader renews its lease; less than
-	// LeaseTTL/2. Default 1s (lease.DefaultRenewInterval), or LeaseTTL/5
+	// LeaseTTL/2. Default 1s, or LeaseTTL/5
 	// if that is shorter.
 	LeaseRenew time.Duration
 
@@ -310,8 +310,8 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 // creates the topics if missing, then campaigns for leadership and
 // publishes windows while it leads, until ctx is done. It returns nil
 // after a graceful shutdown, when every goroutine and client it started
-// is gone, or the error that stopped it (wrapping topic.ErrMismatch when
-// an existing topic has other settings). A Producer runs once.
+// is gone, or the error that stopped it (one naming the config fields
+// when an existing topic has other settings). A Producer runs once.
 func (p *Producer) Run(ctx context.Context) (err error) {
 	defer func() { err = asConfigError(err) }()
 	if err := p.once(); err != nil {

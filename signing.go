@@ -6,7 +6,7 @@ import (
 
 // MinSigningKeyBytes is the shortest signing secret NewSigner and
 // NewVerifier accept.
-const MinSigningKeyBytes = signing.MinKeyBytes
+const MinSigningKeyBytes = 32
 
 // SigningKey is one HMAC-SHA256 key for signing window records, so a
 // worker runs only windows published by a holder of a key: a producer

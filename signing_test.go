@@ -10,11 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/internal/store/signing"
 )
 
 // Signing keys are built in the root's words, with the checks of the
 // binaries' --signing-keys-dir, and an empty Signer or Verifier is refused.
 func TestSigningKeys(t *testing.T) {
+	if kjob.MinSigningKeyBytes != signing.MinKeyBytes {
+		t.Errorf("MinSigningKeyBytes = %d, the signing package accepts %d", kjob.MinSigningKeyBytes, signing.MinKeyBytes)
+	}
 	dir := t.TempDir()
 	secret := "0123456789abcdef0123456789abcdef-test-key"
 	if err := os.WriteFile(filepath.Join(dir, "k1"), []byte(secret+"\n"), 0o600); err != nil {

@@ -45,7 +45,7 @@ type WorkerConfig struct {
 	// close it.
 	Redis redis.UniversalClient
 
-	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Namespace names the deployment: it prefixes the
 	// Redis keys and derives the default Topic and Group, and the worker
 	// runs only windows of this namespace (another's are dead-lettered).
 	// Default "kjob".
@@ -73,33 +73,31 @@ type WorkerConfig struct {
 	// ClaimTTL is how long a claim outlives a worker that stopped
 	// extending it: a crashed worker's window runs again after at most
 	// this long. A handler whose claim cannot be extended is cancelled
-	// before its claim can expire. Default 6s (dedupe.DefaultClaimTTL).
+	// before its claim can expire. Default 6s.
 	ClaimTTL time.Duration
 	// ClaimExtendInterval is how often a running handler's claim is
 	// extended; less than ClaimTTL/2. Default ClaimTTL/3.
 	ClaimExtendInterval time.Duration
 	// Retention is how long done markers are kept: the replay horizon.
-	// Default 7 days (dedupe.DefaultRetention).
+	// Default 7 days.
 	Retention time.Duration
 	// Grace is how long in-flight handlers may finish on shutdown or
-	// revoke. Default 10s (partition.DefaultGrace).
+	// revoke. Default 10s.
 	Grace time.Duration
 	// Concurrency is how many windows run at once across the partitions
-	// this worker owns. Default 100 (worker.DefaultConcurrency).
+	// this worker owns. Default 100.
 	Concurrency int
 	// MaxUncommitted bounds, per partition, the records fetched and not
-	// yet committed. Default 10,000 (partition.DefaultMaxUncommitted).
+	// yet committed. Default 10,000.
 	MaxUncommitted int
 	// StallAfter is how long settling a partition's oldest record may
-	// keep failing before the partition is reported stalled. Default 30s
-	// (worker.DefaultStallAfter).
+	// keep failing before the partition is reported stalled. Default 30s.
 	StallAfter time.Duration
 	// SessionTimeout is the consumer group session timeout (real Kafka
-	// refuses less than 6s by default). Default 6s
-	// (partition.DefaultSessionTimeout).
+	// refuses less than 6s by default). Default 6s.
 	SessionTimeout time.Duration
 	// HeartbeatInterval is the consumer group heartbeat interval; below
-	// SessionTimeout. Default 1s (partition.DefaultHeartbeatInterval).
+	// SessionTimeout. Default 1s.
 	HeartbeatInterval time.Duration
 
 	// Verifier checks records' signatures (NewVerifier). Nil, or one that
@@ -108,7 +106,8 @@ type WorkerConfig struct {
 	// any handler with any payload (deploy/SECURITY.md).
 	Verifier *Verifier
 	// HTTPAllowHosts are the hosts the built-in http handler may POST to
-	// (builtin.ParseAllowList entries); empty allows any host, with a
+	// (names such as hooks.example.com, wildcards such as *.example.com,
+	// IP addresses or CIDR blocks such as 10.0.0.0/8); empty allows any host, with a
 	// warning at start-up.
 	HTTPAllowHosts []string
 	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
