@@ -21,7 +21,6 @@ import (
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
-	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/schedule"
 )
@@ -39,7 +38,7 @@ type ProducerConfig struct {
 	// pauses. Required. Run does not close it.
 	Redis redis.UniversalClient
 
-	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Namespace names the deployment: it prefixes the
 	// Redis keys, derives the default Topic, the lease key and the
 	// transactional id, and labels every record the producer writes.
 	// Default "kjob".
@@ -52,7 +51,7 @@ type ProducerConfig struct {
 	StateTopic string
 	// Partitions of the windows topic when Run creates it; an existing
 	// topic with another count stops Run (an error naming this field).
-	// Default 1 (producer.DefaultPartitions).
+	// Default 1.
 	Partitions int32
 	// ReplicationFactor of the topics Run creates. Default 1.
 	ReplicationFactor int16
@@ -61,16 +60,16 @@ type ProducerConfig struct {
 	ID string
 	// TransactionalID is the Kafka transactional id, the same for every
 	// producer replica of the deployment. Default "kjob-producer-" +
-	// Namespace (names.Deployment.TransactionalID).
+	// Namespace.
 	TransactionalID string
 	// TransactionTimeout bounds how long an open transaction of a crashed
 	// leader holds back read-committed consumers; at least 1s. Default
-	// 10s (producer.DefaultTransactionTimeout).
+	// 10s.
 	TransactionTimeout time.Duration
 	// MisfireGrace: a window due at most this long before a new leader
 	// took over is published whatever its job's catchup. Keep it above
 	// LeaseTTL + LeaseRenew, the crash failover time (NewProducer warns
-	// otherwise). Default 10s (producer.DefaultMisfireGrace); negative
+	// otherwise). Default 10s; negative
 	// turns it off.
 	MisfireGrace time.Duration
 
@@ -86,16 +85,16 @@ type ProducerConfig struct {
 	// LeaseTTL is the leader lease's TTL: a crashed leader is replaced
 	// within about this long. The default Redis lease uses it and
 	// LeaseRenew; an Elector of your own should use the same values, as
-	// the misfire-grace warning assumes them. Default 5s (lease.DefaultTTL).
+	// the misfire-grace warning assumes them. Default 5s.
 	LeaseTTL time.Duration
 	// LeaseRenew is how often the leader renews its lease; less than
-	// LeaseTTL/2. Default 1s (lease.DefaultRenewInterval), or LeaseTTL/5
+	// LeaseTTL/2. Default 1s, or LeaseTTL/5
 	// if that is shorter.
 	LeaseRenew time.Duration
 
-	// Signer, if set, signs every window record (internal/store/signing), for
+	// Signer, if set, signs every window record (NewSigner), for
 	// workers that require signatures.
-	Signer *signing.Signer
+	Signer *Signer
 	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
 	// Run makes before it starts: that the Kafka principal holds the
 	// producer's ACLs, and that the Redis user may run every script and
@@ -222,15 +221,19 @@ type Producer struct {
 }
 
 // NewProducer validates cfg and assembles a producer. It connects to
-// nothing: Run does. An invalid field is a *configerr.Error naming it
+// nothing: Run does. An invalid field is a *ConfigError naming it
 // ("ProducerConfig.LeaseTTL"), its value and the fix; an error of
 // cfg.Elector is returned as it is.
-func NewProducer(cfg ProducerConfig) (*Producer, error) {
+func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := checkBrokers("ProducerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
 	}
 	if err := checkRedis("ProducerConfig.Redis", cfg.Redis); err != nil {
 		return nil, err
+	}
+	if cfg.Signer != nil && cfg.Signer.s == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "ProducerConfig.Signer", Reason: "is an empty Signer; make it with kjob.NewSigner"}
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -243,7 +246,6 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	}
 	obs := service.Observe(cfg.Redis, cfg.TracerProvider, !cfg.NoJobLabel, cfg.MaxJobLabels)
 	p := &Producer{process: process{role: "producer", log: log, obs: obs, health: service.NewHealth()}, cfg: cfg}
-	var err error
 	if p.inner, err = p.assemble(); err != nil {
 		return nil, err
 	}
@@ -269,7 +271,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 	}
 	var sign func(*kgo.Record) error
 	if c.Signer != nil {
-		sign = c.Signer.Sign
+		sign = c.Signer.s.Sign
 	}
 	return producer.New(producer.Config{
 		Brokers:            c.Brokers,
@@ -308,9 +310,10 @@ func redisElector(c ProducerConfig, onChange func(lease.Event)) (producer.Electo
 // creates the topics if missing, then campaigns for leadership and
 // publishes windows while it leads, until ctx is done. It returns nil
 // after a graceful shutdown, when every goroutine and client it started
-// is gone, or the error that stopped it (wrapping topic.ErrMismatch when
-// an existing topic has other settings). A Producer runs once.
+// is gone, or the error that stopped it (one naming the config fields
+// when an existing topic has other settings). A Producer runs once.
 func (p *Producer) Run(ctx context.Context) (err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := p.once(); err != nil {
 		return err
 	}

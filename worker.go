@@ -28,7 +28,6 @@ import (
 	"github.com/kjob/kjob/internal/ops/inspect"
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/signing"
 	"github.com/kjob/kjob/internal/store/storeepoch"
 	"github.com/kjob/kjob/internal/store/topic"
 )
@@ -46,7 +45,7 @@ type WorkerConfig struct {
 	// close it.
 	Redis redis.UniversalClient
 
-	// Namespace names the deployment (names.Deployment): it prefixes the
+	// Namespace names the deployment: it prefixes the
 	// Redis keys and derives the default Topic and Group, and the worker
 	// runs only windows of this namespace (another's are dead-lettered).
 	// Default "kjob".
@@ -74,42 +73,41 @@ type WorkerConfig struct {
 	// ClaimTTL is how long a claim outlives a worker that stopped
 	// extending it: a crashed worker's window runs again after at most
 	// this long. A handler whose claim cannot be extended is cancelled
-	// before its claim can expire. Default 6s (dedupe.DefaultClaimTTL).
+	// before its claim can expire. Default 6s.
 	ClaimTTL time.Duration
 	// ClaimExtendInterval is how often a running handler's claim is
 	// extended; less than ClaimTTL/2. Default ClaimTTL/3.
 	ClaimExtendInterval time.Duration
 	// Retention is how long done markers are kept: the replay horizon.
-	// Default 7 days (dedupe.DefaultRetention).
+	// Default 7 days.
 	Retention time.Duration
 	// Grace is how long in-flight handlers may finish on shutdown or
-	// revoke. Default 10s (partition.DefaultGrace).
+	// revoke. Default 10s.
 	Grace time.Duration
 	// Concurrency is how many windows run at once across the partitions
-	// this worker owns. Default 100 (worker.DefaultConcurrency).
+	// this worker owns. Default 100.
 	Concurrency int
 	// MaxUncommitted bounds, per partition, the records fetched and not
-	// yet committed. Default 10,000 (partition.DefaultMaxUncommitted).
+	// yet committed. Default 10,000.
 	MaxUncommitted int
 	// StallAfter is how long settling a partition's oldest record may
-	// keep failing before the partition is reported stalled. Default 30s
-	// (worker.DefaultStallAfter).
+	// keep failing before the partition is reported stalled. Default 30s.
 	StallAfter time.Duration
 	// SessionTimeout is the consumer group session timeout (real Kafka
-	// refuses less than 6s by default). Default 6s
-	// (partition.DefaultSessionTimeout).
+	// refuses less than 6s by default). Default 6s.
 	SessionTimeout time.Duration
 	// HeartbeatInterval is the consumer group heartbeat interval; below
-	// SessionTimeout. Default 1s (partition.DefaultHeartbeatInterval).
+	// SessionTimeout. Default 1s.
 	HeartbeatInterval time.Duration
 
-	// Verifier checks records' signatures (internal/store/signing). Nil, or one that
+	// Verifier checks records' signatures (NewVerifier). Nil, or one that
 	// does not require signatures, accepts unsigned records: NewWorker
 	// warns then, as anyone who can write to the windows topic can run
 	// any handler with any payload (deploy/SECURITY.md).
-	Verifier *signing.Verifier
+	Verifier *Verifier
 	// HTTPAllowHosts are the hosts the built-in http handler may POST to
-	// (builtin.ParseAllowList entries); empty allows any host, with a
+	// (names such as hooks.example.com, wildcards such as *.example.com,
+	// IP addresses or CIDR blocks such as 10.0.0.0/8); empty allows any host, with a
 	// warning at start-up.
 	HTTPAllowHosts []string
 	// SkipKafkaAccessCheck and SkipRedisAccessCheck turn off the checks
@@ -288,9 +286,10 @@ func init() {
 func (w *Worker) embed(e worker.Embedded) { w.embedded = e }
 
 // NewWorker validates cfg and assembles a worker. It connects to nothing:
-// Run does. An invalid field is a *configerr.Error naming it
+// Run does. An invalid field is a *ConfigError naming it
 // ("WorkerConfig.Grace"), its value and the fix.
-func NewWorker(cfg WorkerConfig) (*Worker, error) {
+func NewWorker(cfg WorkerConfig) (_ *Worker, err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := checkBrokers("WorkerConfig.Brokers", cfg.Brokers); err != nil {
 		return nil, err
 	}
@@ -301,6 +300,9 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	allow, err := builtin.ParseAllowList(strings.Join(cfg.HTTPAllowHosts, ","))
 	if err != nil {
 		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.HTTPAllowHosts", Value: cfg.HTTPAllowHosts, Reason: err.Error(), Err: err}
+	}
+	if cfg.Verifier != nil && cfg.Verifier.v == nil {
+		return nil, &configerr.Error{Op: "kjob", Field: "WorkerConfig.Verifier", Reason: "is an empty Verifier; make it with kjob.NewVerifier"}
 	}
 	log := cfg.Logger.With("worker", cfg.ID)
 	required := cfg.Verifier != nil && cfg.Verifier.Required()
@@ -335,7 +337,7 @@ func assembleWorker(cfg WorkerConfig, log *slog.Logger, store *dedupe.Store, all
 	m := obs.Metrics
 	var verify func(*kgo.Record) error
 	if cfg.Verifier != nil {
-		verify = cfg.Verifier.Verify
+		verify = cfg.Verifier.v.Verify
 	}
 	// The test kit's options (worker.Embedded), set after NewWorker and
 	// before Run, are read at each window.
@@ -425,6 +427,7 @@ func (w *Worker) Assigned() []int32 { return w.inner.Assigned() }
 // It returns nil after a graceful shutdown, when every goroutine it
 // started has exited, or the error that stopped it. A Worker runs once.
 func (w *Worker) Run(ctx context.Context) (err error) {
+	defer func() { err = asConfigError(err) }()
 	if err := w.once(); err != nil {
 		return err
 	}

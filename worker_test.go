@@ -12,12 +12,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob"
-	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
 
-// NewWorker refuses a config it cannot run with a *configerr.Error naming
+// NewWorker refuses a config it cannot run with a *kjob.ConfigError naming
 // the WorkerConfig field, and leaves nothing running behind a refusal.
 func TestNewWorkerRefuses(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
@@ -42,9 +41,10 @@ func TestNewWorkerRefuses(t *testing.T) {
 		{kjob.WorkerConfig{Brokers: brokers, Redis: rdb, ClaimTTL: 9 * time.Second, ClaimExtendInterval: 5 * time.Second}, "WorkerConfig.ClaimExtendInterval", "must be less than WorkerConfig.ClaimTTL/2"},
 	} {
 		w, err := kjob.NewWorker(tc.cfg)
-		ce := configerr.As(err)
+		var ce *kjob.ConfigError
+		errors.As(err, &ce)
 		if w != nil || ce == nil || ce.Field != tc.field || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewWorker(%+v) = %v, %v; want a *configerr.Error on %s containing %q", tc.cfg, w, err, tc.field, tc.want)
+			t.Errorf("NewWorker(%+v) = %v, %v; want a *kjob.ConfigError on %s containing %q", tc.cfg, w, err, tc.field, tc.want)
 		}
 	}
 }
@@ -99,9 +99,10 @@ func TestRunStopsOnClosedRedis(t *testing.T) {
 			}
 			err = testenv.Recv(t, done, 30*time.Second, tc.name+" Run after its Redis client was closed "+when)
 			cancel()
-			ce := configerr.As(err)
+			var ce *kjob.ConfigError
+			errors.As(err, &ce)
 			if !errors.Is(err, redis.ErrClosed) || ce == nil || ce.Field != tc.field || !strings.Contains(err.Error(), "is closed") {
-				t.Errorf("%s, client closed %s: Run = %v; want a *configerr.Error on %s that is redis.ErrClosed", tc.name, when, err, tc.field)
+				t.Errorf("%s, client closed %s: Run = %v; want a *kjob.ConfigError on %s that is redis.ErrClosed", tc.name, when, err, tc.field)
 			}
 		}
 	}

@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string) error {
 	// rather than carrying it for the life of the process.
 	debug.FreeOSMemory()
 	s.Log.Info("schedules loaded", "schedules", schedules, "jobs", len(file.Jobs))
-	if c.Signer, err = signing.Signer(); err != nil {
+	if c.Signer, err = signing.ProducerSigner(); err != nil {
 		return err
 	}
 	c.Brokers, c.KafkaOpts, c.Redis, c.Logger, c.Jobs = s.Brokers, s.KafkaOpts, s.Redis, s.Log, file.Jobs

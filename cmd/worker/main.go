@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string) error {
 	if allow != "" {
 		c.HTTPAllowHosts = strings.Split(allow, ",")
 	}
-	if c.Verifier, err = signing.Verifier(); err != nil {
+	if c.Verifier, err = signing.WorkerVerifier(); err != nil {
 		return err
 	}
 	c.Brokers, c.KafkaOpts, c.Redis, c.Logger = s.Brokers, s.KafkaOpts, s.Redis, s.Log

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/store/signing"
 )
 
@@ -31,6 +32,26 @@ func (o *SigningOptions) RegisterWorker(f *Flags) {
 
 // Signer returns the producer's signer, or nil if signing is off.
 func (o SigningOptions) Signer() (*signing.Signer, error) {
+	k, err := o.signingKey()
+	if k == nil || err != nil {
+		return nil, err
+	}
+	return signing.NewSigner(*k)
+}
+
+// ProducerSigner returns the signer for ProducerConfig.Signer, or nil if
+// signing is off: the key Signer signs with.
+func (o SigningOptions) ProducerSigner() (*kjob.Signer, error) {
+	k, err := o.signingKey()
+	if k == nil || err != nil {
+		return nil, err
+	}
+	return kjob.NewSigner(kjob.SigningKey{ID: k.ID, Secret: k.Secret})
+}
+
+// signingKey returns the key the producer signs with, or nil if signing
+// is off.
+func (o SigningOptions) signingKey() (*signing.Key, error) {
 	if o.KeysDir == "" {
 		if o.KeyID != "" {
 			return nil, fmt.Errorf("--signing-key-id %q needs --signing-keys-dir", o.KeyID)
@@ -46,7 +67,7 @@ func (o SigningOptions) Signer() (*signing.Signer, error) {
 	}
 	for _, k := range keys {
 		if k.ID == o.KeyID {
-			return signing.NewSigner(k)
+			return &k, nil
 		}
 	}
 	return nil, fmt.Errorf("--signing-key-id %q: no such file in --signing-keys-dir %q", o.KeyID, o.KeysDir)
@@ -55,15 +76,35 @@ func (o SigningOptions) Signer() (*signing.Signer, error) {
 // Verifier returns the worker's verification function, or nil if
 // verification is off.
 func (o SigningOptions) Verifier() (*signing.Verifier, error) {
+	keys, err := o.verifierKeys()
+	if o.KeysDir == "" || err != nil {
+		return nil, err
+	}
+	return signing.NewVerifier(o.Required, keys...)
+}
+
+// WorkerVerifier returns the verifier for WorkerConfig.Verifier, or nil if
+// verification is off: the keys and setting Verifier uses.
+func (o SigningOptions) WorkerVerifier() (*kjob.Verifier, error) {
+	keys, err := o.verifierKeys()
+	if o.KeysDir == "" || err != nil {
+		return nil, err
+	}
+	ks := make([]kjob.SigningKey, len(keys))
+	for i, k := range keys {
+		ks[i] = kjob.SigningKey{ID: k.ID, Secret: k.Secret}
+	}
+	return kjob.NewVerifier(o.Required, ks...)
+}
+
+// verifierKeys returns the keys the worker accepts; none, and no error,
+// if verification is off (KeysDir empty).
+func (o SigningOptions) verifierKeys() ([]signing.Key, error) {
 	if o.KeysDir == "" {
 		if o.Required {
 			return nil, errors.New("--signatures-required needs --signing-keys-dir with the accepted keys")
 		}
 		return nil, nil
 	}
-	keys, err := signing.LoadKeys(o.KeysDir)
-	if err != nil {
-		return nil, err
-	}
-	return signing.NewVerifier(o.Required, keys...)
+	return signing.LoadKeys(o.KeysDir)
 }
