@@ -12,7 +12,9 @@
 //	windows topic     Topic, default "kjob.<ns>.windows" ("kjob.windows" for the namespace "kjob")
 //	state topic       Topic + ".state"       the producer's last window per job (compacted)
 //	dead-letter topic Topic + ".dlq"
-//	control topic     Topic + ".control"     operators' seek requests (internal/exec/control)
+//	control topic     Topic + ".control"     operators' seek requests (internal/exec/control) and schedule change requests (internal/store/specs)
+//	schedules topic   Topic + ".schedules"   the current spec of each job (compacted, key = job)
+//	schedule log      Topic + ".schedules.log" every committed schedule change (append-only, kept forever)
 //	consumer group    "kjob-workers-<ns>" ("kjob-workers" for the namespace "kjob")
 //	epoch topic       Topic + ".epoch"       the store epoch (internal/store/storeepoch, compacted)
 //	transactional id  "kjob-producer-" + Namespace
@@ -75,6 +77,8 @@ const (
 	dlqSuffix     = ".dlq"
 	controlSuffix = ".control"
 	epochSuffix   = ".epoch"
+	specsSuffix   = ".schedules"
+	specLogSuffix = ".schedules.log"
 )
 
 // Deployment is one kjob deployment, named by its namespace (which
@@ -143,6 +147,15 @@ func (d Deployment) DeadLetterTopic() string { return d.WindowsTopic() + dlqSuff
 // ControlTopic returns the control topic of operators' replays: the
 // windows topic + ".control".
 func (d Deployment) ControlTopic() string { return d.WindowsTopic() + controlSuffix }
+
+// SchedulesTopic returns the compacted topic holding the current spec of
+// each job (internal/store/specs): the windows topic + ".schedules".
+func (d Deployment) SchedulesTopic() string { return d.WindowsTopic() + specsSuffix }
+
+// ScheduleLogTopic returns the append-only change log of the schedules
+// (internal/store/specs), kept forever: the windows topic +
+// ".schedules.log".
+func (d Deployment) ScheduleLogTopic() string { return d.WindowsTopic() + specLogSuffix }
 
 // EpochTopic returns the store epoch's topic, compacted, where workers
 // keep the epoch that floors the fencing tokens across a Redis that loses
