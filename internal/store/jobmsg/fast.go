@@ -42,12 +42,13 @@ const (
 	fOverlap
 	fNamespace
 	fMaxConcurrent
+	fScheduleVersion
 )
 
 // Field names of each object the fast decoder reads, for the
 // case-insensitive match it leaves to encoding/json.
 var (
-	topFields    = []string{"v", "namespace", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy"}
+	topFields    = []string{"v", "namespace", "id", "job", "handler", "window", "scheduled_at", "published_at", "trigger", "payload", "policy", "schedule_version"}
 	windowFields = []string{"start", "end"}
 	policyFields = []string{"timeout", "max_attempts", "backoff", "max_backoff", "overlap", "max_concurrent"}
 )
@@ -92,6 +93,11 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 			return s.once(seen, fScheduledAt) && s.str(&w.ScheduledAt)
 		case "published_at":
 			return s.once(seen, fPublishedAt) && s.str(&w.PublishedAt)
+		case "schedule_version":
+			var v int
+			ok := s.once(seen, fScheduleVersion) && s.int(&v)
+			w.ScheduleVersion = int64(v)
+			return ok
 		case "payload":
 			if !s.once(seen, fPayload) || s.peek() == 'n' { // null: RawMessage("null")
 				return false

@@ -211,6 +211,10 @@ type Message struct {
 	Payload json.RawMessage `json:"payload"`
 	// Policy holds the job's timeout and retry settings.
 	Policy Policy `json:"policy"`
+	// ScheduleVersion is the version of the job's spec that produced the
+	// window (internal/store/specs); 0 for a window from a kjob before
+	// schedules had versions, or published by an operator's tool.
+	ScheduleVersion int64 `json:"schedule_version,omitempty"`
 }
 
 // Duration is a time.Duration that encodes as a Go duration string ("30s").
@@ -342,6 +346,8 @@ func (m *Message) Validate() error {
 	switch {
 	case m.V != Version:
 		return versionError("v", m.V)
+	case m.ScheduleVersion < 0:
+		return invalid("schedule_version", strconv.FormatInt(m.ScheduleVersion, 10), "want the spec's version: 1 or more (0 or absent when unknown)")
 	case m.Namespace != "" && !validNamespace(m.Namespace):
 		return invalid("namespace", m.Namespace, "want a deployment namespace: letters, digits, '_', '.' or '-'")
 	case m.Job == "":
