@@ -10,6 +10,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/exec/control"
+	"github.com/kjob/kjob/internal/store/specs"
 )
 
 // A seek request and its ack survive the control topic's encoding; a
@@ -72,5 +73,12 @@ func TestNewAgentConfig(t *testing.T) {
 	_, err := control.NewAgent(func() control.AgentConfig { c := ok; c.ControlTopic = "w"; return c }())
 	if want := `control: AgentConfig.ControlTopic = "w" is the windows topic; leave it empty for "w.control"`; err == nil || err.Error() != want {
 		t.Errorf("NewAgent = %v, want %s", err, want)
+	}
+}
+
+// The schedule requests share the control topic and its kind header.
+func TestSpecsShareTheKindHeader(t *testing.T) {
+	if specs.HeaderKind != control.HeaderKind {
+		t.Fatalf("specs.HeaderKind %q != control.HeaderKind %q", specs.HeaderKind, control.HeaderKind)
 	}
 }
