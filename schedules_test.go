@@ -618,3 +618,56 @@ func TestSchedulesConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// The functions of ExampleSchedules (example_schedules_test.go), run
+// against the fake leader: sign-up, a change of preferences that meets an
+// operator's concurrent change, and the nightly sync with prune.
+func TestScheduleExamplePerCustomer(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	s := newSchedules(t, brokers, "svc-reports")
+	ctx := testCtx(t)
+
+	tenants := []tenant{{ID: 1, Zone: "Europe/Berlin", Hour: 8}, {ID: 2, Zone: "Asia/Tokyo", Hour: 6}, {ID: 3, Zone: "UTC", Hour: 0}}
+	for _, tn := range tenants {
+		if err := onSignup(ctx, s, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := onSignup(ctx, s, tenants[0]); err != nil {
+		t.Fatalf("a retried sign-up: %v", err)
+	}
+	bad := tenant{ID: 9, Zone: "Mars/Olympus", Hour: 8}
+	var se *kjob.ScheduleError
+	if err := onSignup(ctx, s, bad); !errors.As(err, &se) || se.Field != "timezone" {
+		t.Fatalf("sign-up with a bad zone: %v", err)
+	}
+
+	tenants[0].Hour = 9
+	if err := onPreferencesChanged(ctx, s, tenants[0]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "report-tenant-1")
+	if err != nil || got.Spec.Schedule != "0 9 * * 1" || got.Version != 2 {
+		t.Fatalf("after the change: %+v, %v", got, err)
+	}
+	if _, err := newSchedules(t, brokers, "operator").Pause(ctx, "report-tenant-2", "billing dispute"); err != nil {
+		t.Fatal(err)
+	}
+	tenants[1].Hour = 7
+	if err := onPreferencesChanged(ctx, s, tenants[1]); err == nil || !strings.Contains(err.Error(), "paused by operator (billing dispute)") {
+		t.Fatalf("change of a paused tenant: %v", err)
+	}
+
+	res, err := nightlySync(ctx, s, append(tenants[:1], tenant{ID: 4, Zone: "Europe/Paris", Hour: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Created, res.Updated, res.Deleted, res.Unchanged) != "[report-tenant-4] [] [report-tenant-2 report-tenant-3] [report-tenant-1]" {
+		t.Fatalf("nightly sync: %+v", res)
+	}
+	h, err := s.History(ctx, "report-tenant-1")
+	if err != nil || len(h) != 2 || h[1].Note != "tenant changed the report time" {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
+}
