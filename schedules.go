@@ -512,7 +512,7 @@ func (s *Schedules) Get(ctx context.Context, job string) (Schedule, error) {
 }
 
 // List returns every job's current schedule, sorted by name. It reads the
-// whole schedules topic: about a second per 100,000 jobs.
+// whole schedules topic.
 func (s *Schedules) List(ctx context.Context) ([]Schedule, error) {
 	snap, err := s.c.Snapshot(ctx)
 	if err != nil {
