@@ -633,7 +633,7 @@ func (s *Schedules) Apply(ctx context.Context, list []schedule.Spec, opts ApplyO
 		slices.Sort(*l)
 	}
 	if err != nil {
-		return res, fmt.Errorf("apply: %d of %d changes committed, the rest not sent: %w", len(res.Created)+len(res.Updated)+len(res.Deleted), len(edits), refusal(err))
+		return res, fmt.Errorf("apply: %d of %d changes committed, the rest not: %w", len(res.Created)+len(res.Updated)+len(res.Deleted), len(edits), refusal(err))
 	}
 	return res, nil
 }
