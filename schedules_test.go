@@ -12,11 +12,16 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/goleak"
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/exec/preflight"
+	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
@@ -42,12 +47,12 @@ type fakeProducer struct {
 
 // startFakeProducer creates the deployment's control, schedules and log
 // topics (as a producer does) and answers requests until the test ends.
-func startFakeProducer(t *testing.T, brokers []string, d names.Deployment) *fakeProducer {
+func startFakeProducer(t *testing.T, brokers []string, d names.Deployment, opts ...kgo.Opt) *fakeProducer {
 	t.Helper()
 	d = d.WithDefaults()
-	createScheduleTopics(t, brokers, d)
+	createScheduleTopics(t, brokers, d, opts...)
 	f := &fakeProducer{d: d, jobs: map[string]*specs.Record{}, gone: map[string]int64{}, versions: map[string]map[int64]*specs.Change{}}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(d.ControlTopic()), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(d.ControlTopic()), kgo.ProducerLinger(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +81,9 @@ func startFakeProducer(t *testing.T, brokers []string, d names.Deployment) *fake
 	return f
 }
 
-func createScheduleTopics(t *testing.T, brokers []string, d names.Deployment) {
+func createScheduleTopics(t *testing.T, brokers []string, d names.Deployment, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,4 +722,52 @@ func TestSchedulesApplyDoesNotOverwriteAConcurrentChange(t *testing.T) {
 		t.Fatalf("the first batch stays committed: %d updated, %v", len(res.Updated), err)
 	}
 	t.Logf("%v", err)
+}
+
+// A service with its own SASL principal and exactly the writer grants of
+// deploy/SECURITY.md uses every Schedules call; the changes are recorded
+// under that principal, with no Actor configured. The fake leader runs as
+// the producer's principal with the producer's schedule grants.
+func TestSchedulesWithTheDocumentedGrants(t *testing.T) {
+	d := names.Deployment{Namespace: "shop"}.WithDefaults()
+	acls := func(ps []access.Permission) []kfake.ACL {
+		ops := map[string]kmsg.ACLOperation{access.Read: kmsg.ACLOperationRead, access.Write: kmsg.ACLOperationWrite,
+			access.Create: kmsg.ACLOperationCreate, access.DescribeConfigs: kmsg.ACLOperationDescribeConfigs}
+		var out []kfake.ACL
+		for _, p := range ps {
+			out = append(out, kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: p.Name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: ops[p.Operation], Allow: true})
+		}
+		return out
+	}
+	brokers := testenv.Brokers(t, kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.User("SCRAM-SHA-512", "kjob-producer", "pw", acls(preflight.ScheduleProducerGrants(d.Topic))...),
+		kfake.User("SCRAM-SHA-512", "svc-reports", "pw", acls(preflight.ScheduleWriterGrants(d.Topic))...))
+	as := func(user string) kgo.Opt { return kgo.SASL(scram.Auth{User: user, Pass: "pw"}.AsSha512Mechanism()) }
+	startFakeProducer(t, brokers, d, as("kjob-producer"))
+	s, err := kjob.NewSchedules(kjob.SchedulesConfig{Brokers: brokers, Namespace: "shop", KafkaOpts: []kgo.Opt{as("svc-reports")}, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if _, err := s.Create(ctx, report("tenant-1", "@daily"), "sign-up"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pause(ctx, "tenant-1", "dispute"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply(ctx, []schedule.Spec{report("tenant-1", "@hourly"), report("tenant-2", "@daily")}, kjob.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "tenant-1")
+	if err != nil || got.SetBy != "svc-reports" || got.Version != 3 {
+		t.Fatalf("get: %+v, %v; want version 3 set by the SASL user", got, err)
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	h, err := s.History(ctx, "tenant-1")
+	if err != nil || len(h) != 3 || h[0].Actor != "svc-reports" {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
 }
