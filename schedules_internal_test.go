@@ -1,10 +1,13 @@
 package kjob
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -35,5 +38,27 @@ func TestScheduleActorIsTheSASLUser(t *testing.T) {
 	}
 	if s, err := NewSchedules(SchedulesConfig{Brokers: []string{"127.0.0.1:9092"}, Actor: "dash:alice"}); err != nil || s.c.Actor() != "dash:alice" {
 		t.Fatalf("an explicit actor: %v", err)
+	}
+}
+
+type tokenMechanism struct{}
+
+func (tokenMechanism) Name() string { return "OAUTHBEARER" }
+func (tokenMechanism) Authenticate(context.Context, string) (sasl.Session, []byte, error) {
+	return nil, []byte("n,,\x01auth=Bearer t\x01\x01"), nil
+}
+
+// A mechanism whose first message does not name the principal needs
+// SchedulesConfig.Actor: NewSchedules says so instead of guessing.
+func TestScheduleActorOfAnotherMechanismMustBeSet(t *testing.T) {
+	opts := []kgo.Opt{kgo.SASL(tokenMechanism{})}
+	_, err := NewSchedules(SchedulesConfig{Brokers: []string{"127.0.0.1:9092"}, KafkaOpts: opts})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Field != "SchedulesConfig.Actor" || !strings.Contains(err.Error(), "OAUTHBEARER") {
+		t.Fatalf("OAUTHBEARER without Actor: %v", err)
+	}
+	t.Log(err)
+	if _, err := NewSchedules(SchedulesConfig{Brokers: []string{"127.0.0.1:9092"}, KafkaOpts: opts, Actor: "svc-reports"}); err != nil {
+		t.Fatalf("with Actor set: %v", err)
 	}
 }
