@@ -386,7 +386,8 @@ type History struct {
 	// the windows of the version in force at each start, and its
 	// Job.Every is not used. Empty: every job is judged by Job.Every, as
 	// when schedules were a file. With changes, every job of Jobs must
-	// have at least one (its creation or import).
+	// have at least one (its creation or import). A job's catch-up limit
+	// and overlap policy stay its Job's for every version.
 	SpecChanges []SpecChange
 }
 
