@@ -13,7 +13,13 @@
 //	    and a window due while the producers' lease store was down
 //	    (History.LeaseStoreOutages) only by the longer of the catch-up
 //	    limit and LeaseOutageCatchup: no replica can lead then, and the
-//	    one that wins the lease after the outage publishes its windows;
+//	    one that wins the lease after the outage publishes its windows.
+//	    For a job with spec changes (History.SpecChanges) the windows due
+//	    are those of the version in force at each start: version V's
+//	    schedule's starts in (EffectiveFrom of V, EffectiveFrom of the
+//	    next version]; none while a delete, pause or enabled: false is in
+//	    force. A window that both sides of a change call for is judged
+//	    by rule (q) instead;
 //	(b) no window completes twice;
 //	(c) a window runs again only after an attempt that did not complete,
 //	    and the re-run carries a strictly higher fencing token;
@@ -99,11 +105,42 @@
 //	    so a window whose attempts keep being interrupted ends
 //	    dead-lettered instead of running again and again.
 //
+// and, for schedules changed at runtime (History.SpecChanges: the
+// schedule change log, each change's version, commit time, EffectiveFrom
+// and schedule; judged for the jobs that have changes):
+//
+//	(o) every window was produced by a spec version committed before its
+//	    publication: its record carries a ScheduleVersion V, the change
+//	    log committed V for its job at or before the record's
+//	    PublishedAt, V does not stop the job (delete, pause, enabled:
+//	    false), and V was the version in force at the window's start:
+//	    the start is strictly after V's EffectiveFrom (unless V was
+//	    imported with no bound, EffectiveFrom zero) and at or before the
+//	    EffectiveFrom of the job's next version (else a stale version
+//	    produced it).
+//	(p) no window of a deleted, paused or disabled job is published for a
+//	    start after the delete, pause or disable took effect
+//	    (EffectiveFrom; Committed for a delete, whose tombstone carries no
+//	    record), until a later change re-creates, resumes or enables it;
+//	    windows due at or before that instant were flushed by the change's
+//	    transaction. A resumed job does not catch up the paused windows:
+//	    rule (a) expects none of them.
+//	(q) across a change, no window is published twice: a window id
+//	    published under two versions is a violation (rule (a) also counts
+//	    its records); a version never takes effect before the one it
+//	    follows; and a window start that both the old and the new version
+//	    call for (on both schedules, in the old version's span or the
+//	    new one's), due during the run, is published, explained only by
+//	    the catch-up limit and lease outages as in rule (a), where a
+//	    change's commit also shows a leader acted for the job.
+//
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
 // unknown final lag, a job whose overlap policy is not one of the five, a
 // published window of a job not in History.Jobs, skipped windows in the
-// store but no skip collected, ... make it return an error wrapping
+// store but no skip collected, a spec change whose schedule does not
+// parse, a job missing from a non-empty change log, window records none
+// of which carries a schedule version, ... make it return an error wrapping
 // ErrIncomplete that names what is missing, so a run that collected
 // nothing cannot pass vacuously.
 package chaos
@@ -153,11 +190,13 @@ const (
 	OverlapAllow   = "allow"
 )
 
-// Job describes one scheduled job of the run: an interval schedule.
+// Job describes one scheduled job of the run: an interval schedule, or,
+// for a job with History.SpecChanges, the schedules of its versions.
 type Job struct {
 	// Name is the job name.
 	Name string
-	// Every is the interval between window starts.
+	// Every is the interval between window starts; unused (may be 0) for
+	// a job with SpecChanges, whose versions give its schedules.
 	Every time.Duration
 	// Catchup is the job's catch-up limit: a window that fell due while no
 	// leader was live is published late only if it is younger than this.
@@ -224,6 +263,10 @@ type Record struct {
 	// Namespace is the namespace the record carries (rule (m)); empty if
 	// unknown.
 	Namespace string
+	// ScheduleVersion is the version of the job's spec that produced the
+	// window (the record's schedule_version; rules (o) to (q)); 0 if the
+	// record carries none. Judged only for a job with SpecChanges.
+	ScheduleVersion int64
 }
 
 // Attempt is one handler invocation as the independent ledger saw it.
@@ -337,11 +380,20 @@ type History struct {
 	// StoreLosses are the times the store was down and may have lost
 	// data (rule (l)); none if it never was.
 	StoreLosses []StoreLoss
+	// SpecChanges are the committed changes of the jobs' specs, read
+	// committed from the schedule change log, in any order (rules (o) to
+	// (q)). A job with changes is judged by its versions: rule (a) expects
+	// the windows of the version in force at each start, and its
+	// Job.Every is not used. Empty: every job is judged by Job.Every, as
+	// when schedules were a file. With changes, every job of Jobs must
+	// have at least one (its creation or import). A job's catch-up limit
+	// and overlap policy stay its Job's for every version.
+	SpecChanges []SpecChange
 }
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is a letter, "a" to "m".
+	// Rule is a letter, "a" to "q".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -356,7 +408,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (m) in h, ordered by rule
+// Check returns every violation of rules (a) to (q) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -368,7 +420,11 @@ func Check(h History) ([]Violation, error) {
 	add := func(rule, window, format string, args ...any) {
 		out = append(out, Violation{Rule: rule, Window: window, Detail: fmt.Sprintf(format, args...)})
 	}
-	checkPublished(h, add)
+	tls := timelines(h)
+	checkPublished(h, tls, add)
+	checkVersions(h, tls, add)
+	checkStopped(tls, add)
+	checkAcrossChanges(h, tls, add)
 	checkRuns(h, add)
 	checkZombieProducers(h, add)
 	checkSettled(h, add)
@@ -394,11 +450,15 @@ func complete(h History) error {
 	if len(h.Jobs) == 0 {
 		miss("no jobs: the checker needs the run's jobs and their intervals")
 	}
+	changed := map[string]bool{}
+	for _, c := range h.SpecChanges {
+		changed[c.Job] = true
+	}
 	jobs := map[string]bool{}
 	for _, j := range h.Jobs {
 		jobs[j.Name] = true
-		if j.Every <= 0 {
-			miss("job %q: Every = %v; the checker needs the job's interval", j.Name, j.Every)
+		if j.Every <= 0 && !changed[j.Name] {
+			miss("job %q: Every = %v; the checker needs the job's interval (or its SpecChanges)", j.Name, j.Every)
 		}
 		if !validOverlap(j.Overlap) {
 			miss("job %q: Overlap = %q; the checker needs the job's overlap policy: queue (or empty), skip, latest, replace or allow", j.Name, j.Overlap)
@@ -484,6 +544,7 @@ func complete(h History) error {
 			miss("no skip reported although the store has %d skipped or superseded windows: the workers' skips were not collected", n)
 		}
 	}
+	missing = append(missing, specChangesMissing(h)...)
 	if m := replaySkipsMissing(h); m != "" {
 		miss("%s", m)
 	}
@@ -520,8 +581,9 @@ func checkMaxAttempts(h History, add addFunc) {
 	}
 }
 
-// checkPublished is rule (a).
-func checkPublished(h History, add addFunc) {
+// checkPublished is rule (a); tls are the timelines of the jobs with
+// SpecChanges, judged by their versions.
+func checkPublished(h History, tls map[string]*timeline, add addFunc) {
 	byWindow := map[string][]Record{}
 	byJob := map[string][]Record{}
 	for _, r := range h.Published {
@@ -538,6 +600,10 @@ func checkPublished(h History, add addFunc) {
 		}
 	}
 	for _, j := range h.Jobs {
+		if tl := tls[j.Name]; tl != nil {
+			checkVersionedPublished(h, tl, add)
+			continue
+		}
 		rs := byJob[j.Name]
 		if len(rs) == 0 {
 			add("a", "", "job %s: no window published during the run", j.Name)
@@ -551,43 +617,52 @@ func checkPublished(h History, add addFunc) {
 				first = r.Start
 			}
 		}
+		var evidence []time.Time
+		for _, r := range rs {
+			evidence = append(evidence, r.PublishedAt)
+		}
 		for s := first; s.Before(h.DueUntil); s = s.Add(j.Every) {
 			if starts[s.UnixNano()] {
 				continue
 			}
-			// Explained by the catch-up limit iff no record of the job
-			// was published while the window was still young enough to
-			// be caught up (nobody led in [s, s+limit]) and a leader
-			// published later (so the run did not just end, leaderless,
-			// within the limit). The limit is the job's Catchup, or for
-			// a window due during a lease store outage at least
-			// LeaseOutageCatchup.
-			limit, outage := j.Catchup, leaseOutageAt(h.LeaseStoreOutages, s)
-			if outage != nil {
-				limit = max(limit, LeaseOutageCatchup)
-			}
-			inTime, later := false, false
-			for _, r := range rs {
-				switch {
-				case r.PublishedAt.Before(s):
-				case !r.PublishedAt.After(s.Add(limit)):
-					inTime = true
-				default:
-					later = true
-				}
-			}
-			explained := !inTime && later
-			switch {
-			case explained:
-			case outage != nil:
-				add("a", fmt.Sprintf("%s@%s", j.Name, s.UTC().Format(time.RFC3339Nano)),
-					"due while the lease store was down (%s to %s) but never published, although a leader published within %v of it (max(catch-up limit %v, %v))",
-					outage.From.UTC().Format(time.RFC3339Nano), outage.To.UTC().Format(time.RFC3339Nano), limit, j.Catchup, LeaseOutageCatchup)
-			default:
-				add("a", fmt.Sprintf("%s@%s", j.Name, s.UTC().Format(time.RFC3339Nano)),
-					"due but never published, although a leader published within its catch-up limit %v", j.Catchup)
+			if why := lostWhy(h, j, s, evidence); why != "" {
+				add("a", windowID(j.Name, s), "%s", why)
 			}
 		}
+	}
+}
+
+// lostWhy says why a window of job j starting at s that was not published
+// is lost, or returns "" if the catch-up limit explains it: no leader
+// acted for the job (evidence: the instants it published the job's
+// records or committed its changes) while the window was still young
+// enough to be caught up (in [s, s+limit]), and one acted later (so the
+// run did not just end, leaderless, within the limit). The limit is the
+// job's Catchup, or for a window due during a lease store outage at least
+// LeaseOutageCatchup.
+func lostWhy(h History, j Job, s time.Time, evidence []time.Time) string {
+	limit, outage := j.Catchup, leaseOutageAt(h.LeaseStoreOutages, s)
+	if outage != nil {
+		limit = max(limit, LeaseOutageCatchup)
+	}
+	inTime, later := false, false
+	for _, at := range evidence {
+		switch {
+		case at.Before(s):
+		case !at.After(s.Add(limit)):
+			inTime = true
+		default:
+			later = true
+		}
+	}
+	switch {
+	case !inTime && later:
+		return ""
+	case outage != nil:
+		return fmt.Sprintf("due while the lease store was down (%s to %s) but never published, although a leader published within %v of it (max(catch-up limit %v, %v))",
+			outage.From.UTC().Format(time.RFC3339Nano), outage.To.UTC().Format(time.RFC3339Nano), limit, j.Catchup, LeaseOutageCatchup)
+	default:
+		return fmt.Sprintf("due but never published, although a leader published within its catch-up limit %v", j.Catchup)
 	}
 }
 
