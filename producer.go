@@ -2,8 +2,11 @@ package kjob
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/schedule"
 )
@@ -174,9 +178,6 @@ func (c ProducerConfig) validate() error {
 	if r, ok := names.ValidNamespace(c.Namespace); !ok {
 		return bad("Namespace", c.Namespace, fmt.Sprintf("contains %q; use only letters, digits, '_', '.', '-'", r))
 	}
-	if len(c.Jobs) == 0 {
-		return bad("Jobs", nil, "is empty; load a schedules file with schedule.Load")
-	}
 	seen := make(map[string]bool, len(c.Jobs))
 	for i, j := range c.Jobs {
 		if j == nil {
@@ -286,12 +287,30 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 		TransactionTimeout: c.TransactionTimeout,
 		MisfireGrace:       c.MisfireGrace,
 		Jobs:               c.Jobs,
+		FileSource:         fileSource(c.Jobs),
+		Replica:            c.ID,
+		OnMalformed:        m.Malformed,
 		Elector:            elector,
 		Pauses:             pauses,
 		Logger:             c.Logger,
 		OnPublished:        m.Published,
 		OnSkipped:          m.Skipped,
 	})
+}
+
+// fileSource names the schedules file Jobs came from, with the SHA-256 of
+// its content, for the schedule change log.
+func fileSource(jobs []*schedule.Job) specs.Source {
+	src := specs.Source{Kind: specs.SourceFile}
+	if len(jobs) == 0 {
+		return src
+	}
+	src.File = jobs[0].File
+	if b, err := os.ReadFile(src.File); err == nil {
+		sum := sha256.Sum256(b)
+		src.Hash = hex.EncodeToString(sum[:])
+	}
+	return src
 }
 
 // redisElector is the default leader election: a lease in Redis at the

@@ -20,20 +20,7 @@ import (
 // validates it and records it. deploy/SECURITY.md lists these rows (a
 // test keeps the two equal); CheckKafkaAccess checks them at start-up.
 func ScheduleProducerGrants(topic string) []access.Permission {
-	d := names.Deployment{Topic: topic}
-	specs, log, control := d.SchedulesTopic(), d.ScheduleLogTopic(), d.ControlTopic()
-	return []access.Permission{
-		{Resource: access.Topic, Name: specs, Operation: access.Create},
-		{Resource: access.Topic, Name: specs, Operation: access.Read},
-		{Resource: access.Topic, Name: specs, Operation: access.Write},
-		{Resource: access.Topic, Name: specs, Operation: access.DescribeConfigs},
-		{Resource: access.Topic, Name: log, Operation: access.Create},
-		{Resource: access.Topic, Name: log, Operation: access.Read},
-		{Resource: access.Topic, Name: log, Operation: access.Write},
-		{Resource: access.Topic, Name: control, Operation: access.Create},
-		{Resource: access.Topic, Name: control, Operation: access.Read},
-		{Resource: access.Topic, Name: control, Operation: access.Write},
-	}
+	return access.ProducerSchedules(topic)
 }
 
 // ScheduleWriterGrants returns the Kafka grants of a principal that asks

@@ -22,6 +22,7 @@ import (
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/store/topic"
 	windowrec "github.com/kjob/kjob/internal/store/window" // the package; window is this file's type
 	"github.com/kjob/kjob/schedule"
@@ -89,8 +90,31 @@ type Config struct {
 	// leader can hold back read-committed consumers. Default
 	// DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
-	// Jobs are the validated jobs to publish (required, from schedule).
+	// Jobs are the jobs of a schedules file (schedule.Load), imported into
+	// the schedules topic by each leader under the ownership rule of
+	// docs/schedules.md: an entry is written when the topic lacks the job
+	// or the entry changed since it was last imported. Optional: without
+	// a file the producer publishes the jobs of the schedules topic.
 	Jobs []*schedule.Job
+	// FileSource names the schedules file Jobs came from (Kind
+	// specs.SourceFile, the path and the SHA-256 of its content), for the
+	// change log.
+	FileSource specs.Source
+	// SchedulesTopic holds each job's current spec (compacted); default
+	// names.Deployment.SchedulesTopic. ScheduleLogTopic is the
+	// append-only change log; default names.Deployment.ScheduleLogTopic.
+	// ControlTopic carries schedule change requests and their results;
+	// default names.Deployment.ControlTopic.
+	SchedulesTopic   string
+	ScheduleLogTopic string
+	ControlTopic     string
+	// Replica names this replica in the results it writes (default
+	// "producer").
+	Replica string
+	// OnMalformed, if set, is called for each record of the schedules
+	// topic, the change log or the control topic that is skipped as
+	// malformed (or whose spec does not validate), with the topic.
+	OnMalformed func(topic string)
 	// Elector decides leadership (required).
 	Elector Elector
 	// MisfireGrace is how late a window may be published because
@@ -178,6 +202,10 @@ type Producer struct {
 	refused error              // why this producer refused to lead (ErrForeignState); under mu
 
 	stateReadStall time.Duration // StateReadStall; tests shorten it
+
+	// termState is the state topic as the current term read it (job ->
+	// last window); only the term's goroutine uses it.
+	termState map[string]time.Time
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -231,9 +259,6 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Elector == nil {
 		return nil, configError("Elector", nil, "is nil: use lease.NewElector")
 	}
-	if len(cfg.Jobs) == 0 {
-		return nil, configError("Jobs", nil, "is empty: load a schedules file with schedule.Load")
-	}
 	seen := map[string]bool{}
 	for i, j := range cfg.Jobs {
 		if j == nil {
@@ -253,6 +278,18 @@ func New(cfg Config) (*Producer, error) {
 	d := names.Deployment{Namespace: cfg.Namespace, Topic: cfg.Topic}
 	if cfg.StateTopic == "" {
 		cfg.StateTopic = d.StateTopic()
+	}
+	if cfg.SchedulesTopic == "" {
+		cfg.SchedulesTopic = d.SchedulesTopic()
+	}
+	if cfg.ScheduleLogTopic == "" {
+		cfg.ScheduleLogTopic = d.ScheduleLogTopic()
+	}
+	if cfg.ControlTopic == "" {
+		cfg.ControlTopic = d.ControlTopic()
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = "producer"
 	}
 	if cfg.StateTopic == cfg.Topic {
 		return nil, configError("StateTopic", cfg.StateTopic, fmt.Sprintf("is the windows topic: use a separate topic (default %q)", d.StateTopic()))
@@ -370,6 +407,9 @@ func (p *Producer) ensureTopics(ctx context.Context) error {
 		advice, err = topic.EnsureWithAdvice(tctx, adm,
 			topic.Spec{Name: p.cfg.Topic, Partitions: p.cfg.Partitions, ReplicationFactor: p.cfg.ReplicationFactor},
 			topic.Spec{Name: p.cfg.StateTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor, Compacted: true},
+			topic.Spec{Name: p.cfg.SchedulesTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor, Compacted: true},
+			topic.Spec{Name: p.cfg.ScheduleLogTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor, RetainForever: true},
+			topic.Spec{Name: p.cfg.ControlTopic, Partitions: 1, ReplicationFactor: p.cfg.ReplicationFactor},
 		)
 		cancel()
 		if err == nil || errors.Is(err, topic.ErrMismatch) {
@@ -498,17 +538,35 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	if err != nil {
 		return err
 	}
+	p.termState = state
+	snap, live, err := p.readSpecs(ctx)
+	if err != nil {
+		return err
+	}
 	p.setLeading(true, epoch)
-	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(p.cfg.Jobs), "known_jobs", len(state))
+	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(live), "file_jobs", len(p.cfg.Jobs), "known_jobs", len(state))
 
 	q := newQueue()
+	// An entry of a job that changed since it was pushed is dropped when
+	// it comes up (lazy invalidation): only the current job's count.
+	q.valid = func(j *schedule.Job) bool {
+		l := live[j.Name]
+		return l.active() && l.job == j
+	}
 	now := p.cfg.Clock.Now()
 	var overdue []window
-	for _, j := range p.cfg.Jobs {
-		if !j.Enabled {
+	for _, name := range slices.Sorted(maps.Keys(live)) {
+		l := live[name]
+		if !l.active() {
 			continue
 		}
+		j := l.job
 		last, known := state[j.Name]
+		if eff := l.rec.EffectiveFrom; !eff.IsZero() && (!known || eff.After(last)) {
+			// The version applies from EffectiveFrom: its windows start
+			// after it (docs/schedules.md, catch-up across a handover).
+			last, known = eff, true
+		}
 		if !known {
 			// A job seen for the first time starts with its first window
 			// in this tenure; kjob does not invent history. Record that in
@@ -545,7 +603,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			if w.Before(t.start) {
 				trig = jobmsg.TriggerCatchup
 			}
-			overdue = append(overdue, window{job: j, start: w, trigger: trig})
+			overdue = append(overdue, window{job: j, start: w, trigger: trig, version: l.rec.Version})
 		}
 		from := now
 		if last.After(from) { // a previous leader's clock ran ahead of ours
@@ -559,44 +617,126 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	p.skipPaused(ctx, overdue)
 	for len(overdue) > 0 {
 		n := min(len(overdue), p.cfg.MaxBatch)
-		if err := p.publish(ctx, cl, overdue[:n]); err != nil {
+		if err := p.publish(ctx, cl, overdue[:n], nil); err != nil {
 			return err
 		}
 		overdue = overdue[n:]
 	}
 
-	timer := p.cfg.Clock.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		at, ok := q.peek()
-		if !ok {
-			<-ctx.Done() // every job is disabled or has no future windows
-			return nil
-		}
-		timer.Reset(at.Sub(p.cfg.Clock.Now()))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C():
-		}
-		now := p.cfg.Clock.Now()
+	// due pops the windows due at or before now, at most MaxBatch.
+	due := func(now time.Time) []window {
 		var batch []window
 		p.mu.Lock() // Status reads q
+		defer p.mu.Unlock()
 		for len(batch) < p.cfg.MaxBatch {
 			at, ok := q.peek()
 			if !ok || at.After(now) {
 				break
 			}
 			j, w := q.pop()
-			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule})
+			if !q.valid(j) {
+				continue // changed, deleted or paused since it was pushed
+			}
+			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule, version: live[j.Name].rec.Version})
 			q.push(j, j.Next(w))
 		}
+		return batch
+	}
+	// apply commits a schedule request (or refuses it) together with the
+	// windows due up to its instant f, so that the old spec's windows up
+	// to f and the new spec's after f are published, none twice.
+	apply := func(req *specs.Request) error {
+		f := p.cfg.Clock.Now()
+		if age := f.Sub(req.IssuedAt); age > specs.RequestTTL {
+			p.log.Warn("dropping a schedule request older than its time to live; its writer has given up on it",
+				"request", req.ID, "actor", req.Actor, "age", age.Round(time.Millisecond), "ttl", specs.RequestTTL)
+			return nil
+		}
+		recs, changes, res := p.plan(ctx, req, snap, live, f)
+		rr, err := res.Record(p.cfg.ControlTopic)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rr)
+		var batch []window
+		if res.Refused == nil {
+			batch = due(f)
+			for len(batch) == p.cfg.MaxBatch { // more than one batch due: publish the older ones first
+				if err := p.publish(ctx, cl, batch, nil); err != nil {
+					return err
+				}
+				batch = due(f)
+			}
+			p.skipPaused(ctx, batch)
+		}
+		if err := p.publish(ctx, cl, batch, recs); err != nil {
+			return err
+		}
+		if res.Refused != nil {
+			p.log.Info("schedule request refused", "request", req.ID, "actor", req.Actor, "kind", res.Refused.Kind,
+				"job", res.Refused.Job, "reason", res.Refused.Reason)
+			return nil
+		}
+		p.mu.Lock()
+		for _, c := range changes {
+			if c.next == nil {
+				delete(live, c.job)
+				delete(snap.Jobs, c.job)
+				snap.Deleted[c.job] = c.deleted
+				p.log.Info("schedule deleted", "job", c.job, "version", c.deleted, "actor", req.Actor, "request", req.ID)
+				continue
+			}
+			live[c.job] = c.next
+			snap.Jobs[c.job] = c.next.rec
+			delete(snap.Deleted, c.job)
+			if c.next.active() {
+				q.push(c.next.job, c.next.job.Next(f))
+			}
+			p.log.Info("schedule changed", "job", c.job, "version", c.next.rec.Version, "actor", req.Actor,
+				"source", specs.DescribeSource(req.Source), "request", req.ID, "effective_from", f, "paused", c.next.rec.Paused != nil)
+		}
 		p.mu.Unlock()
+		return nil
+	}
+	if req := p.fileRequest(snap, live, now); req != nil {
+		if err := apply(req); err != nil {
+			return fmt.Errorf("import the schedules file: %w", err)
+		}
+	}
+
+	reqs := make(chan *specs.Request)
+	rctx, stopReading := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() { readErr <- p.requests(rctx, reqs) }()
+	defer func() { stopReading(); <-readErr }()
+
+	timer := p.cfg.Clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var fire <-chan time.Time
+		if at, ok := q.peek(); ok {
+			timer.Reset(at.Sub(p.cfg.Clock.Now()))
+			fire = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-readErr:
+			readErr <- err // for the deferred wait
+			return fmt.Errorf("read schedule requests: %w", err)
+		case req := <-reqs:
+			if err := apply(req); err != nil {
+				return err
+			}
+			continue
+		case <-fire:
+		}
+		batch := due(p.cfg.Clock.Now())
 		if len(batch) == 0 {
 			continue
 		}
 		p.skipPaused(ctx, batch)
-		if err := p.publish(ctx, cl, batch); err != nil {
+		if err := p.publish(ctx, cl, batch, nil); err != nil {
 			return err
 		}
 	}
@@ -664,12 +804,14 @@ type window struct {
 	job      *schedule.Job
 	start    time.Time
 	trigger  jobmsg.Trigger
-	skip     bool // paused: advance the state, publish no record
-	baseline bool // not a window: the state of a job no leader had seen (start = tenure start)
+	version  int64 // the job's spec version (0: unknown)
+	skip     bool  // paused: advance the state, publish no record
+	baseline bool  // not a window: the state of a job no leader had seen (start = tenure start)
 }
 
-// publish writes the windows and the jobs' new state in one transaction.
-func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) error {
+// publish writes the windows, the jobs' new state and extra (schedule
+// changes and a request's result) in one transaction.
+func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window, extra []*kgo.Record) error {
 	now := p.cfg.Clock.Now()
 	recs := make([]*kgo.Record, 0, 2*len(ws))
 	last := map[string]window{}
@@ -684,7 +826,7 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			}
 			continue
 		}
-		msg, rec, err := windowrec.Record(w.job, p.cfg.Topic, windowrec.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now, Namespace: p.cfg.Namespace})
+		msg, rec, err := windowrec.Record(w.job, p.cfg.Topic, windowrec.Publication{Start: w.start, Trigger: w.trigger, PublishedAt: now, Namespace: p.cfg.Namespace, ScheduleVersion: w.version})
 		if err != nil {
 			// A job that cannot be encoded is a configuration error that
 			// schedule validation should have caught; do not block the others.
@@ -713,6 +855,10 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window) err
 			return fmt.Errorf("state of %s: %w", name, err)
 		}
 		recs = append(recs, rec)
+	}
+	recs = append(recs, extra...)
+	if len(recs) == 0 {
+		return nil
 	}
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/kjob/kjob/internal/base/clock"
 	"github.com/kjob/kjob/internal/exec/producer"
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -311,9 +312,10 @@ func TestWindowDueDuringHandoverIsPublished(t *testing.T) {
 	}
 }
 
-// A job no leader has published yet is recorded in the state when a leader
-// first sees it, so that its first window, due after that leader stopped
-// and before the next took over, is still published.
+// A job no leader has published yet is recorded in the schedules topic
+// when a leader first imports it, with the instant its first version
+// applies from (EffectiveFrom), so that its first window, due after that
+// leader stopped and before the next took over, is still published.
 func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
 	brokers := testenv.Brokers(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
@@ -326,12 +328,12 @@ func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
 	r1 := startProducer(t, brokers, clk, js, alwaysLeader{})
 	waitLeading(t, r1)
 	testenv.Eventually(t, 20*time.Second, func() bool {
-		return len(testenv.ReadCommitted(t, brokers, "kjob.windows.state")) == 1
-	}, "r1 did not record the new job in the state")
+		return len(testenv.ReadCommitted(t, brokers, "kjob.windows.schedules")) == 1
+	}, "r1 did not import the new job into the schedules topic")
 	r1.stop(t)
-	st, err := jobmsg.ParseState(testenv.ReadCommitted(t, brokers, "kjob.windows.state")[0].Value)
-	if err != nil || st.Job != "fresh" || st.LastID != "" || !st.LastWindow.Equal(t0) {
-		t.Fatalf("baseline state = %+v, %v; want job fresh, no LastID, LastWindow %v", st, err, t0)
+	e, err := specs.ParseSpecRecord(testenv.ReadCommitted(t, brokers, "kjob.windows.schedules")[0], "")
+	if err != nil || e.Job != "fresh" || e.Version != 1 || !e.Record.EffectiveFrom.Equal(t0) || e.Record.Source.Kind != specs.SourceFile {
+		t.Fatalf("imported record = %+v, %v; want job fresh, version 1 from the file, EffectiveFrom %v", e.Record, err, t0)
 	}
 
 	// r1 stopped before :10; r2 takes over at :10.2.
@@ -567,7 +569,6 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{producer.Config{Jobs: js, Elector: alwaysLeader{}}, "producer: Brokers is empty: set at least one seed broker (e.g. 127.0.0.1:9092)"},
 		{producer.Config{Brokers: []string{"x"}, Jobs: js}, "producer: Elector is nil: use lease.NewElector"},
-		{producer.Config{Brokers: []string{"x"}, Elector: alwaysLeader{}}, "producer: Jobs is empty: load a schedules file with schedule.Load"},
 		{producer.Config{Brokers: []string{"x"}, Jobs: js, Elector: alwaysLeader{}, Topic: "t", StateTopic: "t"}, `producer: StateTopic = "t" is the windows topic: use a separate topic (default "t.state")`},
 		{producer.Config{Brokers: []string{"x"}, Jobs: append(js, js[0]), Elector: alwaysLeader{}}, `producer: Jobs[2]: job name "a" appears twice: names must be unique`},
 	} {

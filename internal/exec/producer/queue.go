@@ -9,7 +9,12 @@ import (
 
 // queue is a min-heap of each job's next window start: the producer's timer
 // is always set for the top, so cost per tick is O(log jobs), not O(jobs).
-type queue struct{ h entries }
+type queue struct {
+	h entries
+	// valid reports whether an entry's job is still current (see term);
+	// nil: every entry is.
+	valid func(*schedule.Job) bool
+}
 
 type entry struct {
 	job *schedule.Job
@@ -54,6 +59,9 @@ func (q *queue) pop() (*schedule.Job, time.Time) {
 func (q *queue) snapshot() map[string]time.Time {
 	m := make(map[string]time.Time, len(q.h))
 	for _, e := range q.h {
+		if q.valid != nil && !q.valid(e.job) {
+			continue
+		}
 		m[e.job.Name] = e.at
 	}
 	return m

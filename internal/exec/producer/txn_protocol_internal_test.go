@@ -67,7 +67,7 @@ func publishN(t *testing.T, p *Producer, cl *kgo.Client, from time.Time, n int) 
 	e := epochs{ids: map[int64]bool{id: true}}
 	j := p.cfg.Jobs[0]
 	for i := range n {
-		if err := p.publish(ctx, cl, []window{{job: j, start: from.Add(time.Duration(i) * time.Second), trigger: jobmsg.TriggerSchedule}}); err != nil {
+		if err := p.publish(ctx, cl, []window{{job: j, start: from.Add(time.Duration(i) * time.Second), trigger: jobmsg.TriggerSchedule}}, nil); err != nil {
 			t.Fatalf("transaction %d (producer id %d, epoch %d): %v", i, id, epoch, err)
 		}
 		nid, nepoch, err := cl.ProducerID(ctx)
@@ -101,12 +101,12 @@ func fenceCheck(t *testing.T, p *Producer, zombie *kgo.Client, fresh *kgo.Client
 		t.Fatal(err)
 	}
 	j := p.cfg.Jobs[0]
-	err := p.publish(ctx, zombie, []window{{job: j, start: at, trigger: jobmsg.TriggerSchedule}})
+	err := p.publish(ctx, zombie, []window{{job: j, start: at, trigger: jobmsg.TriggerSchedule}}, nil)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("the zombie's publish after a new holder fenced it: %v, want ErrFenced", err)
 	}
 	t.Logf("the zombie's publish: %v", err)
-	if err := p.publish(ctx, fresh, []window{{job: j, start: at.Add(time.Second), trigger: jobmsg.TriggerSchedule}}); err != nil {
+	if err := p.publish(ctx, fresh, []window{{job: j, start: at.Add(time.Second), trigger: jobmsg.TriggerSchedule}}, nil); err != nil {
 		t.Fatalf("the new holder's publish: %v", err)
 	}
 	seen := map[string]bool{}

@@ -44,6 +44,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 type Metrics struct {
 	published       *prometheus.CounterVec
 	skipped         *prometheus.CounterVec
+	malformed       *prometheus.CounterVec
 	publishLateness prometheus.Histogram
 	leaseHeld       prometheus.Gauge
 	leaderChanges   *prometheus.CounterVec
@@ -160,6 +161,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			Name: "kjob_windows_skipped_total",
 			Help: "Missed windows not published because they were older than the job's catch-up limit.",
 		}, []string{"kjob_job"}),
+		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kjob_schedule_records_malformed_total",
+			Help: "Records of the schedules topic, the schedule change log or the control topic skipped as malformed (or whose spec does not validate), by topic: written by hand or by a foreign tool. The job keeps its last good version.",
+		}, []string{"topic"}),
 		publishLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kjob_publish_lateness_seconds",
 			Help:    "Time from a scheduled window's start to its publication (catch-up windows included).",
@@ -214,7 +219,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	for _, o := range opts {
 		o(m)
 	}
-	reg.MustRegister(m.published, m.skipped, m.publishLateness, m.leaseHeld, m.leaderChanges, m.takeover,
+	reg.MustRegister(m.published, m.skipped, m.malformed, m.publishLateness, m.leaseHeld, m.leaderChanges, m.takeover,
 		m.handlerLateness, m.handlerDuration, m.executions, m.deadLettered, m.dedupe, m.dedupeErrors, m.folded)
 	for _, e := range []string{"acquired", "lost", "released"} {
 		m.leaderChanges.WithLabelValues(e) // export zeros, so rate() works from the start
@@ -250,6 +255,11 @@ func (m *Metrics) Published(ws []producer.Published) {
 // Skipped is a producer.Config.OnSkipped hook.
 func (m *Metrics) Skipped(job string, n int) {
 	m.skipped.WithLabelValues(m.job(job)).Add(float64(n))
+}
+
+// Malformed is a producer.Config.OnMalformed hook.
+func (m *Metrics) Malformed(topic string) {
+	m.malformed.WithLabelValues(topic).Inc()
 }
 
 // job is the kjob_job label value of a job: its name while fewer than

@@ -71,7 +71,7 @@ func (p Permission) String() string { return fmt.Sprintf("%s %q %s", p.Resource,
 // creates the topics beforehand (the least-privilege setup) can leave both
 // Create grants out.
 func Producer(topic, stateTopic, txnID string) []Permission {
-	return []Permission{
+	base := []Permission{
 		{Topic, topic, Create},
 		{Topic, topic, Write},
 		{Topic, stateTopic, Create},
@@ -79,6 +79,29 @@ func Producer(topic, stateTopic, txnID string) []Permission {
 		{Topic, stateTopic, Read},
 		{Topic, stateTopic, DescribeConfigs},
 		{TransactionalID, txnID, Write},
+	}
+	return append(base, ProducerSchedules(topic)...)
+}
+
+// ProducerSchedules returns the producer's grants for schedules as a log
+// (internal/store/specs): it creates, reads and writes the schedules topic
+// (and checks its compaction), the change log and the control topic
+// (requests in, results out) of topic (names.Deployment). Only the
+// producer's principal may write the schedules topic and the change log.
+func ProducerSchedules(topic string) []Permission {
+	d := names.Deployment{Topic: topic}
+	specs, log, control := d.SchedulesTopic(), d.ScheduleLogTopic(), d.ControlTopic()
+	return []Permission{
+		{Topic, specs, Create},
+		{Topic, specs, Read},
+		{Topic, specs, Write},
+		{Topic, specs, DescribeConfigs},
+		{Topic, log, Create},
+		{Topic, log, Read},
+		{Topic, log, Write},
+		{Topic, control, Create},
+		{Topic, control, Read},
+		{Topic, control, Write},
 	}
 }
 

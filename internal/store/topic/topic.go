@@ -71,6 +71,9 @@ type Spec struct {
 	ReplicationFactor int16
 	// Compacted requests cleanup.policy=compact (the producer's state topic).
 	Compacted bool
+	// RetainForever requests retention.ms=-1: an append-only log kept
+	// whole (the schedule change log, an audit trail).
+	RetainForever bool
 }
 
 func (s Spec) validate() error {
@@ -124,6 +127,9 @@ func (s Spec) Configs() map[string]string {
 		c["segment.ms"] = strconv.Itoa(SegmentMs)
 		c["segment.bytes"] = strconv.Itoa(SegmentBytes)
 		c["min.cleanable.dirty.ratio"] = MinCleanableDirtyRatio
+	}
+	if s.RetainForever {
+		c["retention.ms"] = "-1"
 	}
 	if s.ReplicationFactor >= DurableReplicationFactor {
 		c["min.insync.replicas"] = strconv.Itoa(MinInsyncReplicas)

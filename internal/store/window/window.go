@@ -46,6 +46,9 @@ type Publication struct {
 	// kjob did before records carried their namespace; every publisher in
 	// this module sets it.
 	Namespace string
+	// ScheduleVersion is the version of the job's spec the window comes
+	// from (jobmsg.Message.ScheduleVersion); 0 when unknown.
+	ScheduleVersion int64
 }
 
 // Policy returns the execution policy every window of j carries to the
@@ -108,7 +111,8 @@ func Message(j *schedule.Job, p Publication) *jobmsg.Message {
 		Window:      jobmsg.Window{Start: p.Start.UTC(), End: p.End.UTC()},
 		ScheduledAt: p.ScheduledAt.UTC(), PublishedAt: p.PublishedAt.UTC(),
 		Trigger: p.Trigger, Payload: p.Payload,
-		Policy: Policy(j),
+		Policy:          Policy(j),
+		ScheduleVersion: p.ScheduleVersion,
 	}
 }
 

@@ -1,0 +1,540 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/schedule"
+)
+
+// liveJob is one job of the schedules topic as the leader knows it: its
+// record (version, pause, who set it) and the validated job.
+type liveJob struct {
+	rec *specs.Record
+	job *schedule.Job
+}
+
+// active reports whether the job publishes windows: enabled, not paused.
+func (l *liveJob) active() bool { return l != nil && l.job.Enabled && l.rec.Paused == nil }
+
+// kafkaOpts are the options of the producer's short-lived readers.
+func (p *Producer) kafkaOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.ClientOpts...)
+}
+
+// malformed logs and counts a record of topic that was skipped.
+func (p *Producer) malformed(topic string, err error) {
+	p.log.Warn("skipping a malformed record; the job keeps its last good version", "topic", topic, "err", err)
+	if p.cfg.OnMalformed != nil {
+		p.cfg.OnMalformed(topic)
+	}
+}
+
+// readSpecs reads the schedules topic to its end and validates each job.
+// A record that does not decode, or whose spec does not validate, is
+// logged, counted and skipped.
+func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*liveJob, error) {
+	snap, err := specs.ReadAll(ctx, p.kafkaOpts(), p.cfg.SchedulesTopic, p.cfg.Namespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read schedules: %w", err)
+	}
+	for _, m := range snap.Malformed {
+		p.malformed(p.cfg.SchedulesTopic, m)
+	}
+	live := make(map[string]*liveJob, len(snap.Jobs))
+	for name, rec := range snap.Jobs {
+		j, err := specJob(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version), rec.Spec)
+		if err != nil {
+			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
+			continue
+		}
+		live[name] = &liveJob{rec: rec, job: j}
+	}
+	return snap, live, nil
+}
+
+// fileRequest is the import of the schedules file (Config.Jobs) as a
+// request, or nil if the topic already holds every entry as the file
+// has it. See the ownership rule in docs/schedules.md: an entry is put
+// when the topic lacks the job or the entry changed since it was last
+// imported (its hash differs from Record.FileHash); a job changed since by
+// another actor keeps that change until the file's entry changes; a job
+// deleted through the API stays deleted; the file never deletes.
+func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, now time.Time) *specs.Request {
+	q := &specs.Request{ID: "file-" + strconv.FormatInt(now.UnixNano(), 36), Namespace: p.cfg.Namespace, Actor: p.actor(),
+		Source: p.cfg.FileSource, Note: "imported from the schedules file", IssuedAt: now}
+	if q.Source.Kind == "" {
+		q.Source.Kind = specs.SourceFile
+	}
+	for _, j := range p.cfg.Jobs {
+		s := jobSpec(j)
+		h := specs.Hash(s)
+		if l, ok := live[j.Name]; ok {
+			if l.rec.FileHash == h {
+				continue
+			}
+			if l.rec.Source.Kind != specs.SourceFile {
+				p.log.Warn("the schedules file changed this job's entry: it replaces the version another actor set",
+					"job", j.Name, "version", l.rec.Version, "set_by", l.rec.SetBy, "source", specs.DescribeSource(l.rec.Source), "set_at", l.rec.SetAt)
+			}
+		} else if v, deleted := snap.Deleted[j.Name]; deleted {
+			p.log.Warn("the schedules file names a job deleted through the schedules API; not re-creating it (re-create it with kjobctl schedule apply, or remove it from the file)",
+				"job", j.Name, "deleted_version", v)
+			continue
+		}
+		spec := s
+		q.Edits = append(q.Edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+	}
+	if len(q.Edits) == 0 {
+		return nil
+	}
+	return q
+}
+
+// actor is the producer's own actor, for the file's imports.
+func (p *Producer) actor() string { return "producer " + p.cfg.Replica }
+
+// change is one planned change of a job: what the transaction writes and
+// what the leader's view becomes once it commits (next nil: deleted).
+type change struct {
+	job  string
+	next *liveJob
+	// deleted is the tombstone's version for a delete.
+	deleted int64
+}
+
+// refuse builds a Result refusing q at edit i.
+func refusal(kind string, i int, job, reason string) *specs.Refusal {
+	return &specs.Refusal{Kind: kind, Edit: i, Job: job, Reason: reason}
+}
+
+func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
+	r := refusal(specs.RefusedConflict, i, job, reason)
+	if l != nil {
+		r.Current, r.SetBy, r.SetAt, r.Source = l.rec.Version, l.rec.SetBy, l.rec.SetAt, l.rec.Source
+	}
+	return r
+}
+
+// plan validates q against the leader's view (all edits or none) and
+// returns the records to commit with the windows due at f, the changes
+// to the view, and the Result; a refused request has only the Result.
+func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
+	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
+	if len(q.Edits) > specs.MaxEdits {
+		res.Refused = refusal(specs.RefusedTooLarge, 0, "", fmt.Sprintf("%d edits in one request, at most %d", len(q.Edits), specs.MaxEdits))
+		return nil, nil, res
+	}
+	if len(q.Edits) == 0 {
+		res.Refused = refusal(specs.RefusedInvalid, 0, "", "the request has no edits")
+		return nil, nil, res
+	}
+	cur := map[string]*liveJob{} // the view as the request's earlier edits leave it
+	gone := map[string]int64{}   // deleted by an earlier edit: tombstone version
+	get := func(job string) (*liveJob, bool) {
+		if _, ok := gone[job]; ok {
+			return nil, false
+		}
+		if l, ok := cur[job]; ok {
+			return l, true
+		}
+		l, ok := live[job]
+		return l, ok
+	}
+	lastVersion := func(job string) int64 {
+		if l, ok := get(job); ok {
+			return l.rec.Version
+		}
+		if v, ok := gone[job]; ok {
+			return v
+		}
+		return snap.Deleted[job]
+	}
+	var recs []*kgo.Record
+	var changes []change
+	for i, e := range q.Edits {
+		l, exists := get(e.Job)
+		if e.ExpectVersion != nil {
+			have := int64(0)
+			if exists {
+				have = l.rec.Version
+			}
+			if *e.ExpectVersion != have {
+				res.Refused = conflict(i, e.Job, l, fmt.Sprintf("the %s expected version %d", e.Op, *e.ExpectVersion))
+				return nil, nil, res
+			}
+		}
+		var spec *schedule.Spec
+		var job *schedule.Job
+		pause := (*specs.Pause)(nil)
+		if exists {
+			pause = l.rec.Paused
+		}
+		switch e.Op {
+		case specs.OpCreate, specs.OpUpdate, specs.OpPut:
+			if e.Spec == nil {
+				res.Refused = refusal(specs.RefusedInvalid, i, e.Job, "a "+string(e.Op)+" needs a spec")
+				return nil, nil, res
+			}
+			s := *e.Spec
+			if s.Name == "" {
+				s.Name = e.Job
+			}
+			if s.Name != e.Job {
+				r := refusal(specs.RefusedInvalid, i, e.Job, "the spec's name differs from the job it changes; use the job's name")
+				r.Field, r.Value = "name", s.Name
+				res.Refused = r
+				return nil, nil, res
+			}
+			j, err := specJob(fmt.Sprintf("request %s edit %d", q.ID, i), s)
+			if err != nil {
+				res.Refused = invalidRefusal(i, e.Job, err)
+				return nil, nil, res
+			}
+			switch {
+			case e.Op == specs.OpCreate && exists:
+				res.Refused = conflict(i, e.Job, l, "it exists already")
+				return nil, nil, res
+			case e.Op == specs.OpUpdate && !exists:
+				res.Refused = refusal(specs.RefusedNotFound, i, e.Job, fmt.Sprintf("no schedule %q in namespace %q", e.Job, p.cfg.Namespace))
+				return nil, nil, res
+			}
+			c := jobSpec(j)
+			spec, job = &c, j
+			if exists && specs.Hash(c) == specs.Hash(l.rec.Spec) && (e.FileHash == "" || e.FileHash == l.rec.FileHash) {
+				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+				continue
+			}
+		case specs.OpDelete, specs.OpPause, specs.OpResume, specs.OpRevert:
+			if !exists {
+				res.Refused = refusal(specs.RefusedNotFound, i, e.Job, fmt.Sprintf("no schedule %q in namespace %q", e.Job, p.cfg.Namespace))
+				return nil, nil, res
+			}
+			// A new job value even for the same spec: the heap's entries
+			// of the old one must stay invalid (queue.valid compares them).
+			jc := *l.job
+			spec, job = &l.rec.Spec, &jc
+			switch e.Op {
+			case specs.OpPause:
+				if pause != nil {
+					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+					continue
+				}
+				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: f}
+			case specs.OpResume:
+				if pause == nil {
+					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+					continue
+				}
+				pause = nil
+			case specs.OpRevert:
+				old, err := p.specAt(ctx, e.Job, e.ToVersion)
+				if err != nil {
+					kind := specs.RefusedNotFound
+					if !errors.Is(err, specs.ErrNotFound) {
+						kind = specs.RefusedInvalid
+					}
+					res.Refused = refusal(kind, i, e.Job, err.Error())
+					return nil, nil, res
+				}
+				j, err := specJob(fmt.Sprintf("%s version %d", e.Job, e.ToVersion), *old)
+				if err != nil {
+					res.Refused = invalidRefusal(i, e.Job, err)
+					return nil, nil, res
+				}
+				c := jobSpec(j)
+				spec, job = &c, j
+			}
+		default:
+			res.Refused = refusal(specs.RefusedInvalid, i, e.Job, fmt.Sprintf("unknown op %q: want create, update, put, delete, pause, resume or revert", e.Op))
+			return nil, nil, res
+		}
+		before := lastVersion(e.Job)
+		v := before + 1
+		ch := &specs.Change{Namespace: p.cfg.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op,
+			VersionAfter: v, Actor: q.Actor, Source: q.Source, Note: q.Note, At: f}
+		if exists {
+			ch.VersionBefore = l.rec.Version
+		}
+		if e.Note != "" {
+			ch.Note = e.Note
+		}
+		var prevSpec *schedule.Spec
+		var prevPause *specs.Pause
+		if exists {
+			prevSpec, prevPause = &l.rec.Spec, l.rec.Paused
+		}
+		if e.Op == specs.OpDelete {
+			ch.Diff = specs.Diff(prevSpec, prevPause, nil, nil)
+			recs = append(recs, specs.Tombstone(p.cfg.SchedulesTopic, e.Job, v),
+				&kgo.Record{Topic: p.cfg.StateTopic, Key: []byte(e.Job)}) // the job's state goes with it
+			gone[e.Job] = v
+			delete(cur, e.Job)
+			changes = append(changes, change{job: e.Job, deleted: v})
+		} else {
+			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
+				Source: q.Source, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
+			if exists {
+				rec.FileHash = l.rec.FileHash
+			}
+			if e.FileHash != "" {
+				rec.FileHash = e.FileHash
+				if !exists && q.Source.Kind == specs.SourceFile && p.knownState(e.Job) {
+					rec.EffectiveFrom = time.Time{} // an upgrade's import keeps the job's catch-up
+				}
+			}
+			ch.Diff = specs.Diff(prevSpec, prevPause, spec, pause)
+			ch.Spec, ch.Paused = spec, pause
+			r, err := specs.SpecRecord(p.cfg.SchedulesTopic, rec)
+			if err != nil {
+				res.Refused = refusal(specs.RefusedInvalid, i, e.Job, err.Error())
+				return nil, nil, res
+			}
+			recs = append(recs, r)
+			n := &liveJob{rec: rec, job: job}
+			cur[e.Job] = n
+			delete(gone, e.Job)
+			changes = append(changes, change{job: e.Job, next: n})
+		}
+		cr, err := specs.ChangeRecord(p.cfg.ScheduleLogTopic, ch)
+		if err != nil {
+			res.Refused = refusal(specs.RefusedInvalid, i, e.Job, err.Error())
+			return nil, nil, res
+		}
+		recs = append(recs, cr)
+		res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: ch.VersionBefore, VersionAfter: v})
+	}
+	return recs, changes, res
+}
+
+// knownState reports whether the state topic knew job when this term
+// began (set by term).
+func (p *Producer) knownState(job string) bool {
+	_, ok := p.termState[job]
+	return ok
+}
+
+// invalidRefusal turns a validation error into a refusal naming the
+// field, the value and the fix.
+func invalidRefusal(i int, job string, err error) *specs.Refusal {
+	r := refusal(specs.RefusedInvalid, i, job, err.Error())
+	var ve *schedule.ValidationError
+	if errors.As(err, &ve) {
+		r.Field, r.Value, r.Reason = stripJobsPrefix(ve.Field), ve.Value, ve.Msg
+		if n := countErrors(err); n > 1 {
+			r.Reason += fmt.Sprintf(" (and %d more problems)", n-1)
+		}
+	}
+	return r
+}
+
+func countErrors(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
+}
+
+// specAt returns job's spec at version v from the change log.
+func (p *Producer) specAt(ctx context.Context, job string, v int64) (*schedule.Spec, error) {
+	hist, bad, err := specs.History(ctx, p.kafkaOpts(), p.cfg.ScheduleLogTopic, job)
+	if err != nil {
+		return nil, fmt.Errorf("read the change log: %w", err)
+	}
+	for _, m := range bad {
+		p.malformed(p.cfg.ScheduleLogTopic, m)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if c := hist[i]; c.Namespace == p.cfg.Namespace && c.VersionAfter == v {
+			if c.Spec == nil {
+				return nil, fmt.Errorf("version %d of %q is its delete: %w; revert to a version before it", v, job, specs.ErrNotFound)
+			}
+			return c.Spec, nil
+		}
+	}
+	return nil, fmt.Errorf("no version %d of %q in the change log: %w (kjobctl schedule history %s lists them)", v, job, specs.ErrNotFound, job)
+}
+
+// requests reads the control topic for schedule requests of this
+// namespace and sends those without a Result to out: first those of the
+// last RequestTTL (a request written while no producer led, or one a
+// previous term did not answer), then each new one. It returns when ctx
+// ends.
+func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) error {
+	opts := p.kafkaOpts()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	adm := kadm.NewClient(cl)
+	since := p.cfg.Clock.Now().Add(-specs.RequestTTL)
+	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), p.cfg.ControlTopic)
+	if err == nil {
+		err = starts.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, p.cfg.ControlTopic)
+		if err == nil {
+			err = ends.Error()
+		}
+	}
+	cl.Close()
+	if err != nil {
+		return fmt.Errorf("list offsets of %s: %w", p.cfg.ControlTopic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	backlog := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) {
+		off := o.Offset
+		if off < 0 { // nothing after since: start at the end
+			e, _ := ends.Lookup(p.cfg.ControlTopic, o.Partition)
+			off = e.Offset
+		}
+		from[o.Partition] = kgo.NewOffset().At(off)
+		if e, ok := ends.Lookup(p.cfg.ControlTopic, o.Partition); ok && e.Offset > off {
+			backlog[o.Partition] = e.Offset
+		}
+	})
+	cons, err := kgo.NewClient(append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.ControlTopic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	answered := map[string]bool{}
+	var pending []*specs.Request // the backlog's, sent once it is read
+	send := func(q *specs.Request) bool {
+		select {
+		case out <- q:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var live []*specs.Request
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := backlog[r.Partition]; ok && r.Offset >= end-1 {
+				delete(backlog, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			switch specs.Kind(r) {
+			case specs.KindResult:
+				if s, err := specs.ParseResult(r); err == nil {
+					answered[s.RequestID] = true
+				}
+			case specs.KindRequest:
+				q, err := specs.ParseRequest(r)
+				if err != nil {
+					p.malformed(p.cfg.ControlTopic, err)
+					return
+				}
+				if q.Namespace != p.cfg.Namespace {
+					return
+				}
+				if len(backlog) > 0 {
+					pending = append(pending, q)
+				} else {
+					live = append(live, q)
+				}
+			}
+		})
+		if len(backlog) == 0 && pending != nil {
+			for _, q := range pending {
+				if !answered[q.ID] && !send(q) {
+					return nil
+				}
+				answered[q.ID] = true
+			}
+			pending = pending[:0:0]
+		}
+		for _, q := range live {
+			if answered[q.ID] {
+				continue
+			}
+			answered[q.ID] = true
+			if !send(q) {
+				return nil
+			}
+		}
+	}
+}
+
+// stripJobsPrefix turns the file's "jobs[0].timezone" into "timezone".
+func stripJobsPrefix(field string) string {
+	if len(field) > 5 && field[:5] == "jobs[" {
+		for i := 5; i < len(field); i++ {
+			if field[i] == ']' {
+				if i+2 <= len(field) && i+1 < len(field) && field[i+1] == '.' {
+					return field[i+2:]
+				}
+				return field[i+1:]
+			}
+		}
+	}
+	return field
+}
+
+// specJob validates s exactly as a schedules file's entry.
+// TODO(lead, #23): replace with s.Job(source) once schedule has it.
+func specJob(source string, s schedule.Spec) (*schedule.Job, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, &schedule.ValidationError{File: source, Field: "payload", Msg: "want a JSON object: " + err.Error()}
+	}
+	f, err := schedule.Parse(source, append(append([]byte("jobs: ["), b...), ']'))
+	if err != nil {
+		return nil, err
+	}
+	return f.Jobs[0], nil
+}
+
+// jobSpec is a validated job's canonical spec.
+// TODO(lead, #23): replace with j.Spec() once schedule has it.
+func jobSpec(j *schedule.Job) schedule.Spec {
+	s := schedule.Spec{Name: j.Name, Schedule: j.Spec, Timezone: j.Timezone, Handler: j.Handler, Overlap: string(j.Overlap), MaxConcurrent: j.MaxConcurrent}
+	if p := string(j.Payload); p != "" && p != "{}" {
+		var v any
+		d := json.NewDecoder(bytes.NewReader(j.Payload))
+		d.UseNumber() // numbers as written, not through float64
+		if d.Decode(&v) == nil {
+			s.Payload, _ = json.Marshal(v) // sorted keys, compact
+		} else {
+			s.Payload = j.Payload
+		}
+	}
+	if s.Overlap == string(schedule.OverlapQueue) {
+		s.Overlap = ""
+	}
+	if j.Timeout != schedule.DefaultTimeout {
+		s.Timeout = j.Timeout.String()
+	}
+	if j.Catchup != 0 {
+		s.Catchup = j.Catchup.String()
+	}
+	if r := j.Retries; r.MaxAttempts != schedule.DefaultMaxAttempts || r.Backoff != schedule.DefaultBackoff || r.MaxBackoff != schedule.DefaultMaxBackoff {
+		s.Retries = &schedule.RetrySpec{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff.String(), MaxBackoff: r.MaxBackoff.String()}
+	}
+	if !j.Enabled {
+		f := false
+		s.Enabled = &f
+	}
+	return s
+}
