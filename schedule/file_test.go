@@ -183,7 +183,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", "jobs:\n  - name: Bad_Name\n    schedule: \"@every 1s\"\n    handler: log\n",
 			`f.yaml:2: jobs[0].name: "Bad_Name": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name too long", "jobs:\n  - name: " + strings.Repeat("a", 64) + "\n    schedule: \"@every 1s\"\n    handler: log\n",
-			`f.yaml:2: jobs[0].name: "` + strings.Repeat("a", 64) + `": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
+			`f.yaml:2: jobs[0].name: "` + strings.Repeat("a", 64) + `": is 64 characters long; want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name ends with a dash", "jobs:\n  - name: a-\n    schedule: \"@every 1s\"\n    handler: log\n",
 			`f.yaml:2: jobs[0].name: "a-": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name not a single value", "jobs:\n  - name: [a]\n    schedule: \"@every 1s\"\n    handler: log\n", `f.yaml:2: jobs[0].name: want a single value, not a list`},
@@ -192,7 +192,7 @@ func TestParseErrors(t *testing.T) {
 
 		// schedule
 		{"missing schedule", "jobs:\n  - name: a\n    handler: log\n",
-			`f.yaml:2: jobs[0].schedule: required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m"`},
+			`f.yaml:2: jobs[0].schedule: required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m", or at: an instant such as "2026-12-01T08:00:00" for a job that runs once`},
 		{"bad schedule", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    handler: log\n",
 			`f.yaml:3: jobs[0].schedule: "61 * * * *": end of range (61) above maximum (59): 61; ` + specHelp},
 		{"too many fields", "jobs:\n  - name: a\n    schedule: \"1 2 3 4 5 6 7\"\n    handler: log\n",
@@ -289,7 +289,7 @@ func TestParseErrors(t *testing.T) {
 
 		// keys
 		{"unknown key", job("    cron: x\n"),
-			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, overlap, max_concurrent, enabled`},
+			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, at, start, end, jitter, timezone, handler, payload, timeout, catchup, retries, overlap, max_concurrent, enabled`},
 		{"key given twice", job("    handler: http\n"), `f.yaml:5: jobs[0].handler: key given twice (first at line 4); remove one`},
 		{"merge of a scalar", job("    <<: 3\n"), `f.yaml:5: jobs[0].<<: "3": a merge key takes a mapping or a list of mappings, such as <<: *defaults`},
 	}
