@@ -23,7 +23,8 @@ type ValidationError struct {
 }
 
 // Error formats the problem as "file:line: field: "value": message",
-// leaving out the parts that are empty.
+// leaving out the parts that are empty (a name checked alone by CheckName
+// has no file: "name: "A": want ...").
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -31,15 +32,20 @@ func (e *ValidationError) Error() string {
 		b.WriteByte(':')
 		b.WriteString(strconv.Itoa(e.Line))
 	}
+	sep := func() {
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
+	}
 	if e.Field != "" {
-		b.WriteString(": ")
+		sep()
 		b.WriteString(e.Field)
 	}
 	if e.Value != "" {
-		b.WriteString(": ")
+		sep()
 		b.WriteString(strconv.Quote(e.Value))
 	}
-	b.WriteString(": ")
+	sep()
 	b.WriteString(e.Msg)
 	return b.String()
 }

@@ -743,7 +743,11 @@ func (p *fileParser) expand(n *yaml.Node, at string) []entry {
 			continue
 		}
 		if prev, dup := seen[k.Value]; dup {
-			p.fail(k, field(k.Value), "", fmt.Sprintf("key given twice (first at line %d); remove one", prev.Line))
+			msg := fmt.Sprintf("key given twice (first at line %d); remove one", prev.Line)
+			if prev.Line == 0 { // a Spec's payload has no lines
+				msg = "key given twice; remove one"
+			}
+			p.fail(k, field(k.Value), "", msg)
 			continue
 		}
 		seen[k.Value] = k

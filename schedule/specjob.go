@@ -93,18 +93,66 @@ func (s Spec) node(p *fileParser) *yaml.Node {
 	return m
 }
 
-// payloadNode decodes a JSON object into the YAML mapping a file would
-// hold (JSON is YAML); nil if pl is not a JSON object.
+// payloadNode converts a JSON object into the YAML mapping a file would
+// hold, keys in order, strings tagged as strings and numbers as YAML
+// numbers; nil if pl is not a JSON object.
 func payloadNode(pl []byte) *yaml.Node {
 	if !json.Valid(pl) || pl[0] != '{' {
 		return nil
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(pl, &doc); err != nil || doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+	dec := json.NewDecoder(bytes.NewReader(pl))
+	dec.UseNumber()
+	n, err := jsonNode(dec)
+	if err != nil {
 		return nil
 	}
-	shiftLines(doc.Content[0], -doc.Content[0].Line) // a spec has no lines
-	return doc.Content[0]
+	return n
+}
+
+// jsonNode reads one JSON value from dec as a YAML node.
+func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	scalar := func(tag, v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v} }
+	switch t := tok.(type) {
+	case json.Delim:
+		var n *yaml.Node
+		if t == '{' {
+			n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		} else {
+			n = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		}
+		for dec.More() {
+			if t == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, scalar("!!str", k.(string)))
+			}
+			v, err := jsonNode(dec)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, v)
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		return n, nil
+	case string:
+		return scalar("!!str", t), nil
+	case json.Number:
+		// Untagged, so that YAML resolves it as it resolves the same
+		// number in a file (1e400, too large for a float, stays a string).
+		return scalar("", string(t)), nil
+	case bool:
+		return scalar("!!bool", strconv.FormatBool(t)), nil
+	default: // nil
+		return scalar("!!null", "null"), nil
+	}
 }
 
 // abbrev shortens a value for an error message.
