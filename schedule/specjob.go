@@ -261,16 +261,24 @@ func canonicalJSON(raw json.RawMessage) json.RawMessage {
 // every replica and every replay computes the same offset, and windows of
 // many jobs due at the same instant spread over the jitter. The window's
 // identity (its id, its start) stays the nominal start.
+//
+// As in Temporal Schedules, the offset is also less than the time to the
+// job's next window, so that jitter never publishes a window after the
+// one that follows it.
 func (j *Job) Offset(nominal time.Time) time.Duration {
 	if j.Jitter <= 0 {
 		return 0
+	}
+	span := j.Jitter
+	if next := j.Next(nominal); !next.IsZero() && next.Sub(nominal) < span {
+		span = next.Sub(nominal)
 	}
 	h := fnv.New64a()
 	h.Write([]byte(j.Name))
 	var b [9]byte // a separator, then the nominal start
 	binary.BigEndian.PutUint64(b[1:], uint64(nominal.UTC().UnixNano()))
 	h.Write(b[:])
-	return time.Duration(h.Sum64() % uint64(j.Jitter))
+	return time.Duration(h.Sum64() % uint64(span))
 }
 
 // nameRequired is the fix for a job without a name.

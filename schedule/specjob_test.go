@@ -305,7 +305,7 @@ func TestNextBoundsAcrossDST(t *testing.T) {
 
 func TestOffset(t *testing.T) {
 	j := &Job{Name: "tenant-4711", Jitter: 5 * time.Minute}
-	same := &Job{Name: "tenant-4711", Jitter: 5 * time.Minute, Spec: "@daily"} // other fields do not matter
+	same := &Job{Name: "tenant-4711", Jitter: 5 * time.Minute, Timeout: time.Hour} // other fields do not matter
 	other := &Job{Name: "tenant-4712", Jitter: 5 * time.Minute}
 	nominal := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	// Replays of any release must agree: the offset is pinned.
@@ -330,6 +330,24 @@ func TestOffset(t *testing.T) {
 	}
 	if differ < 990 || len(seen) != 5 {
 		t.Errorf("offsets poorly spread: %d of 1000 differ between two jobs, minute buckets %v", differ, seen)
+	}
+	// Capped by the time to the next window: "@every 1m" with 5m of
+	// jitter publishes each window within its minute.
+	minutely, err := Spec{Name: "tenant-4711", Schedule: "@every 1m", Jitter: "5m", Handler: "h"}.Job("api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := 0
+	for i := range 1000 {
+		w := nominal.Add(time.Duration(i) * time.Minute)
+		if o := minutely.Offset(w); o < 0 || o >= time.Minute {
+			t.Fatalf("Offset(%v) = %v with windows a minute apart", w, o)
+		} else if o != j.Offset(w) {
+			capped++
+		}
+	}
+	if capped < 700 {
+		t.Errorf("only %d of 1000 offsets capped", capped)
 	}
 	if o := (&Job{Name: "x"}).Offset(nominal); o != 0 {
 		t.Errorf("no jitter: Offset = %v", o)
