@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -380,5 +381,29 @@ func TestCheckName(t *testing.T) {
 	}
 	if got := CheckName("a\nb").Error(); got != `name: "a\nb": contains the control character U+000A at byte 1 (a pasted newline or escape?); want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)` {
 		t.Errorf("Error() = %s", got)
+	}
+}
+
+// TestDocExample parses the schedules file shown in the package doc, so
+// that the example a user copies is valid.
+func TestDocExample(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yml []string
+	for _, l := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(l, "//\tjobs:") || len(yml) > 0 && strings.HasPrefix(l, "//\t ") {
+			yml = append(yml, strings.TrimPrefix(l, "//\t"))
+		} else if len(yml) > 0 {
+			break
+		}
+	}
+	f, err := Parse("doc.go", []byte(strings.Join(yml, "\n")))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(yml, "\n"))
+	}
+	if len(f.Jobs) != 2 || f.Jobs[0].Jitter != 30*time.Second || f.Jobs[1].At.IsZero() {
+		t.Errorf("jobs = %+v", f.Jobs)
 	}
 }
