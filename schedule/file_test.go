@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -412,6 +413,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    overlap: latest\n    timeout: 24h\n    retries: {max_attempts: 100, backoff: 24h, max_backoff: 24h}\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"30 2 * * *\"\n    timezone: America/New_York\n    handler: log\n    payload: {a: [1, {b: null}]}\n"))
 	f.Add([]byte("x-d: &d {handler: log, retries: {max_attempts: 2}}\njobs:\n  - name: a\n    schedule: \"*/5 * * * * *\"\n    <<: *d\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"0 8 * * 1\"\n    start: \"2026-03-29T02:30:00\"\n    end: 2027-01-01T00:00:00Z\n    jitter: 5m\n    timezone: Europe/Berlin\n    handler: log\n  - name: b\n    at: \"2026-10-25 02:30:00\"\n    timezone: Europe/Berlin\n    handler: log\n"))
 	f.Add([]byte("jobs: {a: 1}"))
 	f.Add([]byte("jobs:\n  - &j {name: a, <<: *j}\n"))
 	f.Add([]byte("a: &a [*a, *a]\njobs: *a\n"))
@@ -434,8 +436,22 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, j := range file.Jobs {
 			if !nameRE.MatchString(j.Name) || j.Handler == "" || j.Location == nil || j.Timeout <= 0 || j.Catchup < 0 ||
-				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff || !j.Overlap.Valid() {
+				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff || !j.Overlap.Valid() ||
+				(j.Spec == "") == j.At.IsZero() || !j.At.IsZero() && (!j.Start.IsZero() || !j.End.IsZero()) ||
+				!j.Start.IsZero() && !j.End.IsZero() && j.End.Before(j.Start) || j.Jitter < 0 || j.Jitter > MaxJitter {
 				t.Fatalf("invalid job accepted: %+v", j)
+			}
+			// Its canonical spec is valid and stable.
+			spec := j.ToSpec()
+			j2, err := spec.Job("api")
+			if err != nil {
+				t.Fatalf("canonical spec %+v of an accepted job refused: %v", spec, err)
+			}
+			if again := j2.ToSpec(); !reflect.DeepEqual(again, spec) {
+				t.Fatalf("canonical spec not stable:\n%+v\n%+v", spec, again)
+			}
+			if o := j.Offset(utc("2026-10-24T23:00:00Z")); o < 0 || j.Jitter > 0 && o >= j.Jitter || j.Jitter == 0 && o != 0 {
+				t.Fatalf("Offset = %v with jitter %v", o, j.Jitter)
 			}
 			// Whatever the file accepts, a worker accepts: the bounds
 			// are one set of constants.
