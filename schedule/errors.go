@@ -5,15 +5,18 @@ import (
 	"strings"
 )
 
-// ValidationError is one problem in a schedules file. Parse joins all of a
-// file's problems with errors.Join; use errors.As to get at the first, or
-// unwrap the join (interface{ Unwrap() []error }) to get at each.
+// ValidationError is one problem in a schedules file, a Spec or a job
+// name. Parse and Spec.Job join all problems with errors.Join; use
+// errors.As to get at the first, or unwrap the join (interface{ Unwrap()
+// []error }) to get at each.
 type ValidationError struct {
-	// File is the schedules file's path as given to Parse or Load.
+	// File is the schedules file's path as given to Parse or Load, or the
+	// source given to Spec.Job; "" for CheckName.
 	File string
 	// Line is the 1-based line of the offending node; 0 if unknown.
 	Line int
-	// Field is the path of the offending field, such as "jobs[1].timezone";
+	// Field is the path of the offending field, such as "jobs[1].timezone"
+	// in a file or "timezone" in a Spec;
 	// "" for a problem with the file as a whole (invalid YAML).
 	Field string
 	// Value is the offending value as written; "" if there is none to show.

@@ -29,7 +29,8 @@ func PayloadTooLarge(n int) string {
 	return fmt.Sprintf("is %d bytes as JSON, more than the limit of %d; pass a reference to the data instead", n, MaxPayloadBytes)
 }
 
-// Job is one validated job from a schedules file.
+// Job is one validated job, from a schedules file (Parse) or a Spec
+// (Spec.Job).
 type Job struct {
 	// Name is the job's name: lower-case letters, digits and '-', at most
 	// 63 characters, starting and ending with a letter or digit (like a
@@ -77,9 +78,10 @@ type Job struct {
 	// window by Offset(window start), a fixed fraction of Jitter derived
 	// from the job's name and the window's nominal start.
 	Jitter time.Duration
-	// File is the schedules file the job came from.
+	// File is the schedules file the job came from, or the source given
+	// to Spec.Job.
 	File string
-	// Line is the line of the job's mapping in File.
+	// Line is the line of the job's mapping in File; 0 for a Spec.
 	Line int
 
 	sched Schedule
