@@ -100,6 +100,29 @@ jobs:
   schedule: "@every 1s"
   handler: "Bad Name"
 `,
+	// The fields of runtime-created jobs, good and bad.
+	`jobs:
+  - name: a
+    schedule: "@hourly"
+    start: "2026-03-29T02:30:00"
+    end: 2026-04-01T00:00:00Z
+    jitter: 90s
+    timezone: Europe/Berlin
+    handler: log
+  - name: b
+    at: "2026-10-25T02:30:00"
+    handler: log
+  - name: c
+    at: soon
+    schedule: "@daily"
+    jitter: -1s
+    handler: log
+  - name: d
+    schedule: "@daily"
+    start: "2027-01-01T00:00:00"
+    end: "2026-01-01T00:00:00"
+    handler: log
+`,
 	"jobs:\r\n  - name: a\r\n    schedule: \"@every 1s\"\r\n    handler: log\r\n  - name: b\r\n    schedule: \"@daily\"\r\n    handler: log\r\n",
 	"jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    payload: |\n      - not an item\n  - name: b\n    schedule: \"@daily\"\n    handler: log",
 }

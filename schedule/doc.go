@@ -8,16 +8,22 @@
 //
 //	jobs:
 //	  - name: report                # unique; lower-case letters, digits, '-'
-//	    schedule: "30 2 * * *"      # cron spec, see below
+//	    schedule: "30 2 * * *"      # cron spec, see below; or at: for a one-shot job
+//	    start: "2026-12-01T00:00:00"  # no window before (local time in timezone, or RFC 3339); default none
+//	    end: "2027-12-31T23:59:59"    # no window after; default none
+//	    jitter: 30s                 # publish each window up to this much late; default 0, at most 24h
 //	    timezone: Europe/Berlin     # IANA name; default UTC
 //	    handler: http               # worker handler name
 //	    payload: {url: "http://127.0.0.1:8080/hook"}  # mapping, passed as JSON
 //	    timeout: 30s                # per attempt; default 1m, at most 24h
 //	    catchup: 10m                # publish windows missed in an outage up to this old; default 0 (only the producer's 10s misfire grace)
 //	    retries: {max_attempts: 5, backoff: 2s, max_backoff: 1m}  # defaults 3, 1s, 1m; at most 100, 24h, 24h
-//	    overlap: queue              # queue (default), skip, latest, replace or allow
+//	    overlap: allow              # queue (default), skip, latest, replace or allow
 //	    max_concurrent: 4           # allow only: windows of the job one worker runs at once; default a quarter of its concurrency
 //	    enabled: true               # default true
+//	  - name: welcome-4711
+//	    at: "2026-12-01T08:00:00+01:00"  # a one-shot job: exactly one window, at this instant
+//	    handler: http
 //
 // The upper bounds on timeout (24h), max_attempts (100), backoff and
 // max_backoff (24h) and max_concurrent (10000) are the ones workers also
@@ -30,6 +36,36 @@
 // once, so a job with a slow handler and many windows cannot take every
 // slot from the other jobs; without it a worker allows a quarter of its
 // concurrency (at least 1).
+//
+// A job has exactly one of schedule and at. at, start and end are RFC 3339
+// times with an offset ("2026-12-01T08:00:00+01:00", "...Z"), or a local
+// date and time ("2026-12-01T08:00:00") read in the job's time zone, a
+// wall time skipped by a spring-forward transition meaning the instant the
+// gap ends and a repeated one its first occurrence, as for cron specs.
+// start and end are inclusive and bound a cron job only (with at they are
+// an error); end before start is an error.
+//
+// jitter spreads the windows of jobs due at the same instant: the producer
+// publishes a window [Job.Offset] after its nominal start, an offset in
+// [0, jitter) derived from a hash of the job's name and the nominal start,
+// and less than the time to the job's next window. Every replica and
+// every replay computes the same offset; the window's identity (its id,
+// its start) stays the nominal start.
+//
+// These fields follow Temporal Schedules: start and end are its
+// ScheduleSpec StartAt and EndAt (inclusive), jitter its Jitter (Temporal
+// derives the offset from the nominal time alone; kjob adds the job's
+// name, so that jobs due together spread), and at is what Temporal
+// expresses as a calendar spec matching a single instant (or a workflow
+// start delay).
+//
+// The same job travels outside a file as a [Spec]. [Spec.Job] validates
+// it exactly as Parse validates a file's entry (the same checks and
+// messages, fields named "timezone" rather than "jobs[0].timezone"), and
+// [Job.ToSpec] gives a job's canonical Spec: defaults left out, durations
+// and times written one way, the payload compact with sorted keys, so
+// that its JSON is deterministic and can be hashed. [CheckName] checks a
+// job name given alone.
 //
 // Durations are Go duration strings ("90s", "1h30m"). Unknown keys, a key
 // given twice, duplicate job names and an empty list are errors. Anchors,

@@ -5,15 +5,18 @@ import (
 	"strings"
 )
 
-// ValidationError is one problem in a schedules file. Parse joins all of a
-// file's problems with errors.Join; use errors.As to get at the first, or
-// unwrap the join (interface{ Unwrap() []error }) to get at each.
+// ValidationError is one problem in a schedules file, a Spec or a job
+// name. Parse and Spec.Job join all problems with errors.Join; use
+// errors.As to get at the first, or unwrap the join (interface{ Unwrap()
+// []error }) to get at each.
 type ValidationError struct {
-	// File is the schedules file's path as given to Parse or Load.
+	// File is the schedules file's path as given to Parse or Load, or the
+	// source given to Spec.Job; "" for CheckName.
 	File string
 	// Line is the 1-based line of the offending node; 0 if unknown.
 	Line int
-	// Field is the path of the offending field, such as "jobs[1].timezone";
+	// Field is the path of the offending field, such as "jobs[1].timezone"
+	// in a file or "timezone" in a Spec;
 	// "" for a problem with the file as a whole (invalid YAML).
 	Field string
 	// Value is the offending value as written; "" if there is none to show.
@@ -23,7 +26,8 @@ type ValidationError struct {
 }
 
 // Error formats the problem as "file:line: field: "value": message",
-// leaving out the parts that are empty.
+// leaving out the parts that are empty (a name checked alone by CheckName
+// has no file: "name: "A": want ...").
 func (e *ValidationError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -31,15 +35,20 @@ func (e *ValidationError) Error() string {
 		b.WriteByte(':')
 		b.WriteString(strconv.Itoa(e.Line))
 	}
+	sep := func() {
+		if b.Len() > 0 {
+			b.WriteString(": ")
+		}
+	}
 	if e.Field != "" {
-		b.WriteString(": ")
+		sep()
 		b.WriteString(e.Field)
 	}
 	if e.Value != "" {
-		b.WriteString(": ")
+		sep()
 		b.WriteString(strconv.Quote(e.Value))
 	}
-	b.WriteString(": ")
+	sep()
 	b.WriteString(e.Msg)
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -117,4 +118,38 @@ func ExampleParse_policy() {
 	fmt.Println(j.Timeout, j.Retries.MaxAttempts, j.Overlap)
 	// Output:
 	// 30m0s 3 skip
+}
+
+// A spec created at runtime (through the API or the dashboard) is
+// validated exactly as the same entry of a schedules file; Job.ToSpec
+// gives its canonical form, the one the schedules topic stores.
+func ExampleSpec_Job() {
+	spec := schedule.Spec{
+		Name:     "tenant-4711-report",
+		Schedule: "0 8 * * 1",
+		Timezone: "Europe/Berlin",
+		Start:    "2026-12-01T00:00:00",
+		Jitter:   "5m",
+		Handler:  "http",
+		Payload:  []byte(`{"url": "http://127.0.0.1:8080/hook", "tenant": 4711}`),
+	}
+	j, err := spec.Job("api")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	w := j.Next(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	fmt.Println("first window:", w.Format(time.RFC3339), "published", j.Offset(w).Round(time.Second), "later")
+	canon, _ := json.Marshal(j.ToSpec())
+	fmt.Println(string(canon))
+
+	spec.Schedule, spec.At, spec.Timezone = "", "2026-12-01T08:00", "Europe/Berln"
+	_, err = spec.Job("api")
+	fmt.Println(err)
+	// Output:
+	// first window: 2026-12-07T07:00:00Z published 3m22s later
+	// {"name":"tenant-4711-report","schedule":"0 8 * * 1","start":"2026-12-01T00:00:00+01:00","jitter":"5m0s","timezone":"Europe/Berlin","handler":"http","payload":{"tenant":4711,"url":"http://127.0.0.1:8080/hook"}}
+	// api: timezone: "Europe/Berln": unknown time zone; use an IANA name such as "Europe/Berlin"
+	// api: at: "2026-12-01T08:00": want a time such as "2026-12-01T08:00:00" (read in the job's timezone) or "2026-12-01T08:00:00+01:00" (RFC 3339 with an offset)
+	// api: start: "2026-12-01T00:00:00": bounds a recurring schedule; a job with at runs once at that instant: remove start
 }

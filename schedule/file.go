@@ -343,7 +343,7 @@ var (
 )
 
 var (
-	jobKeys   = []string{"name", "schedule", "timezone", "handler", "payload", "timeout", "catchup", "retries", "overlap", "max_concurrent", "enabled"}
+	jobKeys   = []string{"name", "schedule", "at", "start", "end", "jitter", "timezone", "handler", "payload", "timeout", "catchup", "retries", "overlap", "max_concurrent", "enabled"}
 	retryKeys = []string{"max_attempts", "backoff", "max_backoff"}
 )
 
@@ -369,6 +369,23 @@ type fileParser struct {
 	header     int
 	headerMaps map[[2]int]bool
 	mute       int // > 0: fail reports nothing
+
+	// bare: a Spec validated alone (Spec.Job), whose fields are named
+	// "timezone", not "jobs[0].timezone".
+	bare bool
+}
+
+// instant parses a time of at, start or end: RFC 3339 with an offset, or
+// a local date and time read in loc (a wall time skipped by a
+// spring-forward transition means the instant the gap ends, a repeated
+// one its first occurrence, as for cron specs).
+func (p *fileParser) instant(v *yaml.Node, field, s string, loc *time.Location) (time.Time, bool) {
+	t, err := parseInstant(s, loc)
+	if err != nil {
+		p.fail(v, field, s, `want a time such as "2026-12-01T08:00:00" (read in the job's timezone) or "2026-12-01T08:00:00+01:00" (RFC 3339 with an offset)`)
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // location loads a time zone once per file: every time.LoadLocation parses
@@ -403,9 +420,16 @@ func (p *fileParser) fail(n *yaml.Node, field, value, msg string) {
 // job validates jobs[i]. nameNode is nil if the job has no usable name (it
 // is then left out of the duplicate check).
 func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
-	at := func(k string) string { return fmt.Sprintf("jobs[%d].%s", i, k) }
+	// Fields are named jobs[i].key in a file, and just key for a Spec
+	// validated alone (bare).
+	self := fmt.Sprintf("jobs[%d]", i)
+	at := func(k string) string { return self + "." + k }
+	if p.bare {
+		self = ""
+		at = func(k string) string { return k }
+	}
 	if n.Kind != yaml.MappingNode {
-		p.fail(n, fmt.Sprintf("jobs[%d]", i), scalarValue(n), "want a mapping with name, schedule, handler, ...")
+		p.fail(n, self, scalarValue(n), "want a mapping with name, schedule, handler, ...")
 		return nil, nil
 	}
 	j = &Job{
@@ -414,7 +438,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 		Retries: RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: DefaultBackoff, MaxBackoff: DefaultMaxBackoff},
 	}
 	fields := map[string]*yaml.Node{}
-	for _, e := range p.mapping(n, fmt.Sprintf("jobs[%d]", i)) {
+	for _, e := range p.mapping(n, self) {
 		if !slices.Contains(jobKeys, e.key.Value) {
 			p.fail(e.key, at(e.key.Value), "", "unknown key; valid keys: "+strings.Join(jobKeys, ", "))
 			continue
@@ -441,13 +465,13 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 	}
 
 	if s, v, ok := scalar("name"); ok && !missing("name") {
-		if nameRE.MatchString(s) {
+		if msg := nameProblem(s); msg == "" {
 			j.Name, nameNode = s, v
 		} else {
-			p.fail(v, at("name"), s, "want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)")
+			p.fail(v, at("name"), s, msg)
 		}
 	} else if missing("name") {
-		p.fail(n, at("name"), "", "required: a unique name such as \"nightly-report\"")
+		p.fail(n, at("name"), "", nameRequired)
 	}
 
 	if s, v, ok := scalar("handler"); ok && !missing("handler") {
@@ -471,7 +495,25 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 		}
 	}
 
-	if s, v, ok := scalar("schedule"); ok && !missing("schedule") {
+	hasSchedule, hasAt := !missing("schedule"), !missing("at")
+	switch {
+	case hasSchedule && hasAt:
+		p.fail(fields["at"], at("at"), scalarValue(fields["at"]), "a job has either schedule (recurring) or at (once), not both; remove one")
+	case !hasSchedule && hasAt:
+		if s, v, ok := scalar("at"); ok {
+			if t, okt := p.instant(v, at("at"), s, j.Location); okt {
+				j.At = t
+			}
+		}
+		for _, k := range []string{"start", "end"} {
+			if !missing(k) {
+				p.fail(fields[k], at(k), scalarValue(fields[k]), "bounds a recurring schedule; a job with at runs once at that instant: remove "+k)
+			}
+		}
+	}
+	if hasAt {
+		// at replaces schedule; start and end were checked above.
+	} else if s, v, ok := scalar("schedule"); ok && !missing("schedule") {
 		// The spec is checked in UTC if the timezone is bad: the
 		// timezone's own error says what to fix.
 		if sch, err := ParseSpec(s, j.Location); err != nil {
@@ -484,7 +526,36 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 			j.Spec, j.sched = s, sch
 		}
 	} else if missing("schedule") {
-		p.fail(n, at("schedule"), "", `required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m"`)
+		p.fail(n, at("schedule"), "", `required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m", or at: an instant such as "2026-12-01T08:00:00" for a job that runs once`)
+	}
+	if !hasAt {
+		var startNode *yaml.Node
+		if s, v, ok := scalar("start"); ok && !missing("start") {
+			if t, okt := p.instant(v, at("start"), s, j.Location); okt {
+				j.Start, startNode = t, v
+			}
+		}
+		if s, v, ok := scalar("end"); ok && !missing("end") {
+			if t, okt := p.instant(v, at("end"), s, j.Location); okt {
+				if startNode != nil && t.Before(j.Start) {
+					p.fail(v, at("end"), s, fmt.Sprintf("is before start (%s); no window could run: move end after start or remove one", startNode.Value))
+				} else {
+					j.End = t
+				}
+			}
+		}
+	}
+	if s, v, ok := scalar("jitter"); ok {
+		if d, okd := p.duration(v, at("jitter"), s); okd {
+			switch {
+			case d < 0:
+				p.fail(v, at("jitter"), s, `must not be negative (0 means no jitter); use a duration such as "30s"`)
+			case d > MaxJitter:
+				p.fail(v, at("jitter"), s, fmt.Sprintf("must be at most %v: jitter delays each window's publication by up to this much", MaxJitter))
+			default:
+				j.Jitter = d
+			}
+		}
 	}
 
 	if s, v, ok := scalar("timeout"); ok {
@@ -672,7 +743,11 @@ func (p *fileParser) expand(n *yaml.Node, at string) []entry {
 			continue
 		}
 		if prev, dup := seen[k.Value]; dup {
-			p.fail(k, field(k.Value), "", fmt.Sprintf("key given twice (first at line %d); remove one", prev.Line))
+			msg := fmt.Sprintf("key given twice (first at line %d); remove one", prev.Line)
+			if prev.Line == 0 { // a Spec's payload has no lines
+				msg = "key given twice; remove one"
+			}
+			p.fail(k, field(k.Value), "", msg)
 			continue
 		}
 		seen[k.Value] = k

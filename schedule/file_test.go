@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", "jobs:\n  - name: Bad_Name\n    schedule: \"@every 1s\"\n    handler: log\n",
 			`f.yaml:2: jobs[0].name: "Bad_Name": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name too long", "jobs:\n  - name: " + strings.Repeat("a", 64) + "\n    schedule: \"@every 1s\"\n    handler: log\n",
-			`f.yaml:2: jobs[0].name: "` + strings.Repeat("a", 64) + `": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
+			`f.yaml:2: jobs[0].name: "` + strings.Repeat("a", 64) + `": is 64 characters long; want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name ends with a dash", "jobs:\n  - name: a-\n    schedule: \"@every 1s\"\n    handler: log\n",
 			`f.yaml:2: jobs[0].name: "a-": want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)`},
 		{"name not a single value", "jobs:\n  - name: [a]\n    schedule: \"@every 1s\"\n    handler: log\n", `f.yaml:2: jobs[0].name: want a single value, not a list`},
@@ -192,7 +193,7 @@ func TestParseErrors(t *testing.T) {
 
 		// schedule
 		{"missing schedule", "jobs:\n  - name: a\n    handler: log\n",
-			`f.yaml:2: jobs[0].schedule: required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m"`},
+			`f.yaml:2: jobs[0].schedule: required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m", or at: an instant such as "2026-12-01T08:00:00" for a job that runs once`},
 		{"bad schedule", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n    handler: log\n",
 			`f.yaml:3: jobs[0].schedule: "61 * * * *": end of range (61) above maximum (59): 61; ` + specHelp},
 		{"too many fields", "jobs:\n  - name: a\n    schedule: \"1 2 3 4 5 6 7\"\n    handler: log\n",
@@ -289,7 +290,7 @@ func TestParseErrors(t *testing.T) {
 
 		// keys
 		{"unknown key", job("    cron: x\n"),
-			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, timezone, handler, payload, timeout, catchup, retries, overlap, max_concurrent, enabled`},
+			`f.yaml:5: jobs[0].cron: unknown key; valid keys: name, schedule, at, start, end, jitter, timezone, handler, payload, timeout, catchup, retries, overlap, max_concurrent, enabled`},
 		{"key given twice", job("    handler: http\n"), `f.yaml:5: jobs[0].handler: key given twice (first at line 4); remove one`},
 		{"merge of a scalar", job("    <<: 3\n"), `f.yaml:5: jobs[0].<<: "3": a merge key takes a mapping or a list of mappings, such as <<: *defaults`},
 	}
@@ -412,6 +413,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    handler: log\n    overlap: latest\n    timeout: 24h\n    retries: {max_attempts: 100, backoff: 24h, max_backoff: 24h}\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"30 2 * * *\"\n    timezone: America/New_York\n    handler: log\n    payload: {a: [1, {b: null}]}\n"))
 	f.Add([]byte("x-d: &d {handler: log, retries: {max_attempts: 2}}\njobs:\n  - name: a\n    schedule: \"*/5 * * * * *\"\n    <<: *d\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: \"0 8 * * 1\"\n    start: \"2026-03-29T02:30:00\"\n    end: 2027-01-01T00:00:00Z\n    jitter: 5m\n    timezone: Europe/Berlin\n    handler: log\n  - name: b\n    at: \"2026-10-25 02:30:00\"\n    timezone: Europe/Berlin\n    handler: log\n"))
 	f.Add([]byte("jobs: {a: 1}"))
 	f.Add([]byte("jobs:\n  - &j {name: a, <<: *j}\n"))
 	f.Add([]byte("a: &a [*a, *a]\njobs: *a\n"))
@@ -434,8 +436,22 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, j := range file.Jobs {
 			if !nameRE.MatchString(j.Name) || j.Handler == "" || j.Location == nil || j.Timeout <= 0 || j.Catchup < 0 ||
-				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff || !j.Overlap.Valid() {
+				j.Retries.MaxAttempts < 1 || j.Retries.Backoff <= 0 || j.Retries.MaxBackoff < j.Retries.Backoff || !j.Overlap.Valid() ||
+				(j.Spec == "") == j.At.IsZero() || !j.At.IsZero() && (!j.Start.IsZero() || !j.End.IsZero()) ||
+				!j.Start.IsZero() && !j.End.IsZero() && j.End.Before(j.Start) || j.Jitter < 0 || j.Jitter > MaxJitter {
 				t.Fatalf("invalid job accepted: %+v", j)
+			}
+			// Its canonical spec is valid and stable.
+			spec := j.ToSpec()
+			j2, err := spec.Job("api")
+			if err != nil {
+				t.Fatalf("canonical spec %+v of an accepted job refused: %v", spec, err)
+			}
+			if again := j2.ToSpec(); !reflect.DeepEqual(again, spec) {
+				t.Fatalf("canonical spec not stable:\n%+v\n%+v", spec, again)
+			}
+			if o := j.Offset(utc("2026-10-24T23:00:00Z")); o < 0 || j.Jitter > 0 && o >= j.Jitter || j.Jitter == 0 && o != 0 {
+				t.Fatalf("Offset = %v with jitter %v", o, j.Jitter)
 			}
 			// Whatever the file accepts, a worker accepts: the bounds
 			// are one set of constants.

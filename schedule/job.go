@@ -29,7 +29,8 @@ func PayloadTooLarge(n int) string {
 	return fmt.Sprintf("is %d bytes as JSON, more than the limit of %d; pass a reference to the data instead", n, MaxPayloadBytes)
 }
 
-// Job is one validated job from a schedules file.
+// Job is one validated job, from a schedules file (Parse) or a Spec
+// (Spec.Job).
 type Job struct {
 	// Name is the job's name: lower-case letters, digits and '-', at most
 	// 63 characters, starting and ending with a letter or digit (like a
@@ -67,9 +68,20 @@ type Job struct {
 	MaxConcurrent int
 	// Enabled reports whether the producer publishes the job (default true).
 	Enabled bool
-	// File is the schedules file the job came from.
+	// At is the instant of a one-shot job (a file's "at"), which has
+	// exactly one window, at At, and no Spec; zero for a cron job.
+	At time.Time
+	// Start and End bound a cron job's windows: none starts before Start
+	// or after End (both inclusive); zero when unset.
+	Start, End time.Time
+	// Jitter (0 to MaxJitter, default 0) delays the publication of each
+	// window by Offset(window start), a fixed fraction of Jitter derived
+	// from the job's name and the window's nominal start.
+	Jitter time.Duration
+	// File is the schedules file the job came from, or the source given
+	// to Spec.Job.
 	File string
-	// Line is the line of the job's mapping in File.
+	// Line is the line of the job's mapping in File; 0 for a Spec.
 	Line int
 
 	sched Schedule
@@ -88,17 +100,31 @@ type RetryPolicy struct {
 	MaxBackoff time.Duration
 }
 
-// Schedule returns the job's parsed schedule. For a Job that did not come
-// from Parse it parses Spec in Location on each call.
+// Schedule returns the job's schedule, bounds (At, Start, End) included.
+// For a Job that did not come from Parse or Spec.Job it parses Spec in
+// Location on each call.
 func (j *Job) Schedule() (Schedule, error) {
-	if j.sched != nil {
-		return j.sched, nil
+	var s Schedule
+	switch {
+	case !j.At.IsZero():
+		return once{at: j.At.UTC()}, nil
+	case j.sched != nil:
+		s = j.sched
+	default:
+		var err error
+		if s, err = ParseSpec(j.Spec, j.Location); err != nil {
+			return nil, err
+		}
 	}
-	return ParseSpec(j.Spec, j.Location)
+	if j.Start.IsZero() && j.End.IsZero() {
+		return s, nil
+	}
+	return bounded{s: s, start: j.Start, end: j.End}, nil
 }
 
 // Next returns the job's first window start strictly after t, in UTC; the
-// zero time if there is none (or, for a hand-made Job, if Spec is invalid).
+// zero time if there is none (after End, after a one-shot job's At, or,
+// for a hand-made Job, if Spec is invalid).
 func (j *Job) Next(t time.Time) time.Time {
 	s, err := j.Schedule()
 	if err != nil {
@@ -123,4 +149,33 @@ func (j *Job) Windows(from, to time.Time, max int) []time.Time {
 		out = append(out, w)
 	}
 	return out
+}
+
+// once is a one-shot job's schedule: one window, at at.
+type once struct{ at time.Time }
+
+func (o once) Next(t time.Time) time.Time {
+	if t.Before(o.at) {
+		return o.at
+	}
+	return time.Time{}
+}
+
+// bounded drops the windows of s before start and after end (either zero
+// for no bound).
+type bounded struct {
+	s          Schedule
+	start, end time.Time
+}
+
+func (b bounded) Next(t time.Time) time.Time {
+	if !b.start.IsZero() && t.Before(b.start) {
+		// The first window at or after start.
+		t = b.start.Add(-time.Nanosecond)
+	}
+	w := b.s.Next(t)
+	if w.IsZero() || !b.end.IsZero() && w.After(b.end) {
+		return time.Time{}
+	}
+	return w
 }

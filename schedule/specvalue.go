@@ -7,8 +7,8 @@ import "encoding/json"
 // as strings, the payload as a JSON object). It is how a job travels
 // outside a file: in the schedules topic, in change requests, in diffs and
 // in the Go API. A Spec is not validated; Spec.Job validates it exactly
-// as Parse validates a file's entry, and Job.Spec turns a validated Job
-// back into its Spec.
+// as Parse validates a file's entry, and Job.ToSpec turns a validated Job
+// back into its canonical Spec.
 //
 // Its JSON form uses the file's keys, so a spec can be pasted into a file
 // (JSON is YAML) and back:
@@ -23,13 +23,15 @@ type Spec struct {
 	// At makes a one-shot job: one window at this instant (RFC 3339, or a
 	// local time "2026-12-01T08:00:00" read in Timezone).
 	At string `json:"at,omitempty" yaml:"at,omitempty"`
-	// Start and End bound the windows: none starts before Start or after
-	// End (same formats as At). Either may be empty.
+	// Start and End bound the windows of a cron job: none starts before
+	// Start or after End, both inclusive (same formats as At). Either may
+	// be empty; End before Start is an error.
 	Start string `json:"start,omitempty" yaml:"start,omitempty"`
 	End   string `json:"end,omitempty" yaml:"end,omitempty"`
-	// Jitter is a duration: each window is published up to this much after
-	// its nominal start, by an offset derived from the job and the nominal
-	// start, so every replica and replay agrees.
+	// Jitter is a duration from 0 to 24h: each window is published up to
+	// this much after its nominal start, by an offset derived from the job
+	// and the nominal start, so every replica and replay agrees (see
+	// Job.Offset).
 	Jitter string `json:"jitter,omitempty" yaml:"jitter,omitempty"`
 	// Timezone is an IANA zone name; empty means UTC.
 	Timezone string `json:"timezone,omitempty" yaml:"timezone,omitempty"`
