@@ -2,7 +2,6 @@ package kjob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -324,48 +323,26 @@ type ApplyResult struct {
 }
 
 // checkJobName refuses a job name that no spec can have, before anything
-// is sent: lower-case letters, digits and '-', at most 63 characters,
-// starting and ending with a letter or digit. The value is quoted in the
-// error, so a control character shows escaped.
-//
-// TODO(lead, #23): the rule is schedule's (nameRE in schedule/file.go);
-// call an exported check from there once schedule has one.
+// is sent, with schedule's own rule and words (schedule.CheckName).
 func checkJobName(job string) error {
-	ok := job != "" && len(job) <= 63
-	for i := 0; ok && i < len(job); i++ {
-		c := job[i]
-		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		ok = alnum || c == '-' && i > 0 && i < len(job)-1
+	err := schedule.CheckName(job)
+	var ve *schedule.ValidationError
+	if errors.As(err, &ve) {
+		return invalid(job, "name", job, ve.Msg)
 	}
-	if ok {
-		return nil
-	}
-	reason := "want lower-case letters, digits and '-', at most 63 characters, starting and ending with a letter or digit (like a DNS label)"
-	if i := strings.IndexFunc(job, isControl); i >= 0 {
-		reason = fmt.Sprintf("contains the control character %q; %s", job[i], reason)
-	}
-	return invalid(job, "name", job, reason)
+	return err
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }
-
 // checkSpec validates spec exactly as a schedules file's entry is
-// validated, so a spec the producer would refuse is refused here, before
-// anything is sent. The error is a *ScheduleError wrapping
-// ErrScheduleInvalid with the first problem's field and value; its reason
-// lists the others.
-//
-// TODO(lead, #23): replace the round trip through a file with
-// spec.Job() once schedule.Spec.Job is on main.
+// validated (schedule.Spec.Job), so a spec the producer would refuse is
+// refused here, before anything is sent. The error is a *ScheduleError
+// wrapping ErrScheduleInvalid with the first problem's field and value;
+// its reason lists the others.
 func checkSpec(spec schedule.Spec) error {
 	if err := checkJobName(spec.Name); err != nil {
 		return err
 	}
-	b, err := json.Marshal(spec)
-	if err != nil {
-		return invalid(spec.Name, "payload", string(spec.Payload), fmt.Sprintf("is not a JSON object (%v); want e.g. {\"tenant\": 4711}", err))
-	}
-	_, err = schedule.Parse("spec", append(append([]byte("jobs: ["), b...), "]\n"...))
+	_, err := spec.Job("spec")
 	if err == nil {
 		return nil
 	}
@@ -385,16 +362,14 @@ func checkSpec(spec schedule.Spec) error {
 	if len(all) == 0 {
 		return invalid(spec.Name, "", "", err.Error())
 	}
-	field := func(v *schedule.ValidationError) string {
-		f := strings.TrimPrefix(strings.TrimPrefix(v.Field, "jobs[0]"), ".")
-		return f
-	}
 	reason := all[0].Msg
 	for _, v := range all[1:] {
-		reason += fmt.Sprintf("; also %s: %s", cmpOr(field(v), "spec"), v.Msg)
+		reason += fmt.Sprintf("; also %s: %s", cmpOr(v.Field, "spec"), v.Msg)
 	}
-	return invalid(spec.Name, field(all[0]), all[0].Value, reason)
+	return invalid(spec.Name, all[0].Field, all[0].Value, reason)
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 }
 
 func cmpOr(a, b string) string {
 	if a != "" {

@@ -106,6 +106,13 @@ const chaosSchedules = `jobs:
     overlap: allow
     max_concurrent: 2
     retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
+  - name: mutable
+    schedule: "@every 2s"
+    handler: http
+    payload: {url: "LEDGER"}
+    timeout: 10s
+    catchup: 1m
+    retries: {max_attempts: 50, backoff: 200ms, max_backoff: 2s}
 `
 
 var chaosJobs = []chaos.Job{
@@ -117,6 +124,9 @@ var chaosJobs = []chaos.Job{
 	{Name: "newest", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapLatest, MaxAttempts: 50},
 	{Name: "replacer", Every: 2 * time.Second, Catchup: time.Minute, Overlap: chaos.OverlapReplace, MaxAttempts: 50},
 	{Name: "parallel", Every: time.Second, Catchup: time.Minute, Overlap: chaos.OverlapAllow, MaxConcurrent: 2, MaxAttempts: 50},
+	// mutable's spec changes while the faults run (chaosspecs_test.go):
+	// its versions, from the change log, give its windows.
+	{Name: mutableJob, Catchup: time.Minute, Overlap: chaos.OverlapQueue, MaxAttempts: 50},
 }
 
 // Fault kinds, as reported in the run's summary.
@@ -366,6 +376,8 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 		time.Sleep(time.Duration(2000+r.rng.IntN(4000)) * time.Millisecond) // the schedule's gap between faults
 		r.checkBroker()
 	}
+	stopMutating := make(chan struct{})
+	mut, mutated := r.startMutator(stopMutating)
 	end := time.Now().Add(duration)
 	todo := r.rng.Perm(len(faults))
 	for round := 0; len(todo) > 0 && round < 3; round++ {
@@ -382,6 +394,10 @@ func (r *chaosRun) run(duration time.Duration, faults []chaosFault) {
 		faults[r.rng.IntN(len(faults))].inject()
 		gap()
 	}
+
+	close(stopMutating)
+	<-mutated
+	t.Log(mut.summary())
 
 	// Faults stop. Wait for any producer to lead and catch up, fix the end
 	// of the "due" range, then stop the producers and let the workers
@@ -715,9 +731,10 @@ func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 			t.Errorf("undecodable record at %d/%d: %v", rec.Partition, rec.Offset, err)
 			continue
 		}
-		h.Published = append(h.Published, chaos.Record{Window: m.ID, Job: m.Job, Start: m.Window.Start, PublishedAt: m.PublishedAt,
+		h.Published = append(h.Published, chaos.Record{Window: m.ID, Job: m.Job, Start: m.Window.Start, PublishedAt: m.PublishedAt, ScheduleVersion: m.ScheduleVersion,
 			Partition: rec.Partition, Offset: rec.Offset, ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch})
 	}
+	h.SpecChanges = r.specChanges()
 	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, "kjob.windows.dlq") {
 		if m, err := jobmsg.FromRecord(rec); err == nil {
 			h.DeadLettered[m.ID] = true

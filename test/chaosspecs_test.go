@@ -13,6 +13,8 @@ import (
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/internal/testkit/chaos"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -149,4 +151,39 @@ func (m *mutator) summary() string {
 		}
 	}
 	return fmt.Sprintf("%d schedule changes asked: %d applied, %d refused, %d unanswered (no leader within the wait)", len(m.done), applied, refused, unanswered)
+}
+
+// specChanges reads the run's committed schedule changes for the checker:
+// every record of the change log, with the EffectiveFrom of the version
+// it wrote from the schedules topic (read whole: the embedded broker does
+// not compact it).
+func (r *chaosRun) specChanges() []chaos.SpecChange {
+	t := r.t
+	eff := map[string]time.Time{}
+	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, chaosDeployment.SchedulesTopic()) {
+		e, err := specs.ParseSpecRecord(rec, chaosDeployment.Namespace)
+		if err != nil {
+			t.Errorf("schedules topic: %v", err)
+			continue
+		}
+		if e.Record != nil {
+			eff[fmt.Sprintf("%s/%d", e.Job, e.Version)] = e.Record.EffectiveFrom
+		}
+	}
+	var out []chaos.SpecChange
+	for _, rec := range testenv.ReadCommitted(t, []string{r.c.broker}, chaosDeployment.ScheduleLogTopic()) {
+		c, err := specs.ParseChange(rec)
+		if err != nil {
+			t.Errorf("change log: %v", err)
+			continue
+		}
+		sc := chaos.SpecChange{Job: c.Job, Version: c.VersionAfter, Op: c.Op, Committed: c.At, Paused: c.Paused != nil,
+			EffectiveFrom: eff[fmt.Sprintf("%s/%d", c.Job, c.VersionAfter)]}
+		if c.Spec != nil {
+			sc.Schedule, sc.Timezone = c.Spec.Schedule, c.Spec.Timezone
+			sc.Disabled = c.Spec.Enabled != nil && !*c.Spec.Enabled
+		}
+		out = append(out, sc)
+	}
+	return out
 }

@@ -17,8 +17,9 @@ type queue struct {
 }
 
 type entry struct {
-	job *schedule.Job
-	at  time.Time
+	job   *schedule.Job
+	start time.Time // the window's nominal start: its identity
+	at    time.Time // when it is due: start plus the job's jitter offset
 }
 
 type entries []entry
@@ -36,12 +37,15 @@ func (e *entries) Pop() any {
 
 func newQueue() *queue { return &queue{} }
 
-// push adds the job's next window; a zero time (no future window) is dropped.
-func (q *queue) push(j *schedule.Job, at time.Time) {
-	if at.IsZero() {
+// push adds the job's next window, starting at start; a zero time (no
+// future window) is dropped. The window is due start + j.Offset(start):
+// a job with jitter is published up to that much after its start, by an
+// offset every replica and replay agrees on (schedule.Job.Offset).
+func (q *queue) push(j *schedule.Job, start time.Time) {
+	if start.IsZero() {
 		return
 	}
-	heap.Push(&q.h, entry{job: j, at: at})
+	heap.Push(&q.h, entry{job: j, start: start, at: start.Add(j.Offset(start))})
 }
 
 func (q *queue) peek() (time.Time, bool) {
@@ -51,9 +55,10 @@ func (q *queue) peek() (time.Time, bool) {
 	return q.h[0].at, true
 }
 
+// pop removes the first due window and returns its job and start.
 func (q *queue) pop() (*schedule.Job, time.Time) {
 	e := heap.Pop(&q.h).(entry)
-	return e.job, e.at
+	return e.job, e.start
 }
 
 func (q *queue) snapshot() map[string]time.Time {
@@ -62,7 +67,7 @@ func (q *queue) snapshot() map[string]time.Time {
 		if q.valid != nil && !q.valid(e.job) {
 			continue
 		}
-		m[e.job.Name] = e.at
+		m[e.job.Name] = e.start
 	}
 	return m
 }

@@ -1,9 +1,7 @@
 package producer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -493,48 +491,7 @@ func stripJobsPrefix(field string) string {
 }
 
 // specJob validates s exactly as a schedules file's entry.
-// TODO(lead, #23): replace with s.Job(source) once schedule has it.
-func specJob(source string, s schedule.Spec) (*schedule.Job, error) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, &schedule.ValidationError{File: source, Field: "payload", Msg: "want a JSON object: " + err.Error()}
-	}
-	f, err := schedule.Parse(source, append(append([]byte("jobs: ["), b...), ']'))
-	if err != nil {
-		return nil, err
-	}
-	return f.Jobs[0], nil
-}
+func specJob(source string, s schedule.Spec) (*schedule.Job, error) { return s.Job(source) }
 
 // jobSpec is a validated job's canonical spec.
-// TODO(lead, #23): replace with j.Spec() once schedule has it.
-func jobSpec(j *schedule.Job) schedule.Spec {
-	s := schedule.Spec{Name: j.Name, Schedule: j.Spec, Timezone: j.Timezone, Handler: j.Handler, Overlap: string(j.Overlap), MaxConcurrent: j.MaxConcurrent}
-	if p := string(j.Payload); p != "" && p != "{}" {
-		var v any
-		d := json.NewDecoder(bytes.NewReader(j.Payload))
-		d.UseNumber() // numbers as written, not through float64
-		if d.Decode(&v) == nil {
-			s.Payload, _ = json.Marshal(v) // sorted keys, compact
-		} else {
-			s.Payload = j.Payload
-		}
-	}
-	if s.Overlap == string(schedule.OverlapQueue) {
-		s.Overlap = ""
-	}
-	if j.Timeout != schedule.DefaultTimeout {
-		s.Timeout = j.Timeout.String()
-	}
-	if j.Catchup != 0 {
-		s.Catchup = j.Catchup.String()
-	}
-	if r := j.Retries; r.MaxAttempts != schedule.DefaultMaxAttempts || r.Backoff != schedule.DefaultBackoff || r.MaxBackoff != schedule.DefaultMaxBackoff {
-		s.Retries = &schedule.RetrySpec{MaxAttempts: r.MaxAttempts, Backoff: r.Backoff.String(), MaxBackoff: r.MaxBackoff.String()}
-	}
-	if !j.Enabled {
-		f := false
-		s.Enabled = &f
-	}
-	return s
-}
+func jobSpec(j *schedule.Job) schedule.Spec { return j.ToSpec() }
