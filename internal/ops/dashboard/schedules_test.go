@@ -140,18 +140,10 @@ func (l *fakeLeader) apply(q *specs.Request) []*kgo.Record {
 	return append(out, rec)
 }
 
-// TestSchedulesPage: through the dashboard's actions (alice, basic auth,
-// her session's CSRF token and the page's Origin) a schedule is created,
-// edited, paused and resumed; the list shows its version and who set it,
-// the history every change with its field diff; an edit against a stale
-// version is refused with a conflict naming who changed it; a pause
-// without a note and an invalid spec are refused with field and fix; a
-// request without credentials or from another origin changes nothing; and
-// the audit log records each schedule action with alice as its user.
-//
-// The producer leader is a fake (fakeLeader above): the real one is built
-// in another branch of issue 23.
-func TestSchedulesPage(t *testing.T) {
+// newSchedulesEnv serves a dashboard with actions and schedules, over a
+// fake leader.
+func newSchedulesEnv(t *testing.T) (*actionsEnv, dashboard.Schedules, *httptest.Server) {
+	t.Helper()
 	const topic = "kjob.windows"
 	e := newActionsEnv(t, "sch", topic, "jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n")
 	dep := names.Deployment{Namespace: "sch", Topic: topic}.WithDefaults()
@@ -166,7 +158,23 @@ func TestSchedulesPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(d)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return e, sch, srv
+}
+
+// TestSchedulesPage: through the dashboard's actions (alice, basic auth,
+// her session's CSRF token and the page's Origin) a schedule is created,
+// edited, paused and resumed; the list shows its version and who set it,
+// the history every change with its field diff; an edit against a stale
+// version is refused with a conflict naming who changed it; a pause
+// without a note and an invalid spec are refused with field and fix; a
+// request without credentials or from another origin changes nothing; and
+// the audit log records each schedule action with alice as its user.
+//
+// The producer leader is a fake (fakeLeader above): the real one is built
+// in another branch of issue 23.
+func TestSchedulesPage(t *testing.T) {
+	e, _, srv := newSchedulesEnv(t)
 	cl := client(t)
 	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
 	req.SetBasicAuth("alice", testPassword)
