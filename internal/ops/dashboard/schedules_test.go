@@ -106,6 +106,7 @@ func (l *fakeLeader) apply(q *specs.Request) []*kgo.Record {
 		switch e.Op {
 		case specs.OpCreate, specs.OpUpdate:
 			next.Spec = *e.Spec
+			next.Spec.Name = e.Job
 		case specs.OpPause:
 			next.Paused = &specs.Pause{Note: e.Note, By: q.Actor, At: now}
 		case specs.OpResume:

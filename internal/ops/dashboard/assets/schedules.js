@@ -65,7 +65,6 @@ function show(id, res) {
 
 async function loadJob() {
   $("list-view").hidden = true;
-  $("create-view").remove();
   $("title").textContent = "schedule " + job;
   $("json-link").href = "api/schedule?name=" + encodeURIComponent(job);
   const r = await getJSON("api/schedule?name=" + encodeURIComponent(job));
@@ -109,6 +108,8 @@ async function submit(name, body) {
 }
 
 async function main() {
+  // Each view keeps only its own form (loadSession shows .actions-only).
+  if (job) $("create-view").remove(); else $("job-actions").remove();
   await loadSession();
   if (!job) {
     await loadList();
