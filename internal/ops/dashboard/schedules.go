@@ -95,6 +95,8 @@ type ScheduleView struct {
 	Job    string            `json:"job"`
 	Record *specs.Record     `json:"record,omitempty"`
 	Fields map[string]string `json:"fields"`
+	// FieldOrder lists the field names in the file's order (specs.Fields).
+	FieldOrder []string `json:"field_order"`
 	// Source describes Record.Source ("the dashboard", "file jobs.yaml
 	// (sha256 1a2b3c4d)").
 	Source string `json:"source,omitempty"`
@@ -145,7 +147,7 @@ func (d *Dashboard) serveSchedule(w http.ResponseWriter, r *http.Request) {
 		writeJSONStatus(w, http.StatusBadGateway, map[string]string{"error": "reading the schedules topic: " + err.Error()})
 		return
 	}
-	v := ScheduleView{Job: name, Fields: map[string]string{}, History: []ScheduleEntry{}, Actions: d.actions != nil}
+	v := ScheduleView{Job: name, Fields: map[string]string{}, FieldOrder: specs.Fields, History: []ScheduleEntry{}, Actions: d.actions != nil}
 	if rec, ok := snap.Jobs[name]; ok {
 		v.Record, v.Fields, v.Source = rec, specs.Flatten(&rec.Spec, rec.Paused), specs.DescribeSource(rec.Source)
 	}

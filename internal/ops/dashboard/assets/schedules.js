@@ -84,7 +84,7 @@ async function loadJob() {
     $("job-meta").textContent = v.deleted ? "deleted at version " + v.deleted : "not in the schedules topic";
     $("job-actions").remove();
   }
-  fillTable("fields", Object.keys(v.fields).map((k) => [k, { text: v.fields[k], cls: "id" }]));
+  fillTable("fields", (v.field_order || Object.keys(v.fields)).filter((k) => k in v.fields).map((k) => [k, { text: v.fields[k], cls: "id" }]));
   fillTable("history", v.history.slice().reverse().map((c) => [
     { text: utc(c.at), title: ago(c.at) }, c.op, "v" + c.version_before + " → v" + c.version_after, c.actor, c.source_text,
     c.note || "-", diffList(c.diff || []),
