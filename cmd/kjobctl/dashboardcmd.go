@@ -19,6 +19,7 @@ import (
 	"github.com/kjob/kjob/internal/ops/dashboard"
 	"github.com/kjob/kjob/internal/ops/inspect"
 	"github.com/kjob/kjob/internal/ops/operator"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -109,6 +110,11 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg := dashboard.Config{
 		Inspector: in, States: store, TimeLag: tl, Runs: store, Brokers: o.brokerList(), ClientOpts: o.kafka, Topic: o.topic,
 		Namespace: o.namespace, Interval: interval, History: history, Recent: recent, Logger: log,
+	}
+	// The schedules page reads the schedules topic and change log; with
+	// --actions its changes go to the producer leader as the signed-in user.
+	if cfg.Schedules, err = dashboard.NewSchedules(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment()}); err != nil {
+		return err
 	}
 	if actions {
 		a, closeActions, err := o.dashboardActions(usersFile, tokensFile, allowOrigins, int64(auditLen))

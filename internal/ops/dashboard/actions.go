@@ -257,6 +257,11 @@ type actionRequest struct {
 	// Backfill: window starts in [From, To), RFC 3339 (Rerun above).
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
+	// Schedule actions (schedules.go): the spec as JSON with the file's
+	// keys, the version the page showed, and the note.
+	Spec          json.RawMessage `json:"spec,omitempty"`
+	ExpectVersion *int64          `json:"expect_version,omitempty"`
+	Note          string          `json:"note,omitempty"`
 }
 
 // serveAction handles POST /api/actions/<name>: checks origin, CSRF token
@@ -288,7 +293,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	act, ok := actionsByName[name]
 	if !ok {
-		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, backfill-plan, backfill, replay-plan, replay-execute", name))
+		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, backfill-plan, backfill, replay-plan, replay-execute, schedule-create, schedule-update, schedule-pause, schedule-resume, schedule-delete", name))
 		return
 	}
 	target, params, err := act.check(&req)
@@ -328,7 +333,12 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	d.cfg.Logger.Info("dashboard action", "request", rec.Request, "user", s.user, "action", name, "target", target, "outcome", rec.Outcome, "detail", rec.Detail)
 	if err != nil {
-		writeJSONStatus(w, status, map[string]any{"error": err.Error(), "outcome": rec.Outcome, "request": rec.Request})
+		out := map[string]any{}
+		for k, v := range res { // details of a refusal, e.g. a schedule conflict's
+			out[k] = v
+		}
+		out["error"], out["outcome"], out["request"] = err.Error(), rec.Outcome, rec.Request
+		writeJSONStatus(w, status, out)
 		return
 	}
 	res["outcome"], res["request"] = "ok", rec.Request

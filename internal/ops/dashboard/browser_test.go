@@ -34,6 +34,7 @@ import (
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
@@ -653,4 +654,49 @@ func usersFile(t *testing.T) (*dashboard.Users, string) {
 		t.Fatal(err)
 	}
 	return u, hash
+}
+
+// TestSchedulesInBrowser drives the schedules page in headless Chromium
+// against a fake producer leader (see fakeLeader): the list shows the jobs
+// with version, pause note and who set them; a job's view shows its spec
+// and history with diffs; saving an edit after bob changed the job shows
+// the conflict naming bob and the version. It saves schedules.png and
+// schedule-conflict.png.
+func TestSchedulesInBrowser(t *testing.T) {
+	b := newBrowser(t, context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, sch, srv := newSchedulesEnv(t)
+	zero := int64(0)
+	submit := func(actor string, e specs.Edit, note string) {
+		t.Helper()
+		if _, err := sch.Submit(ctx, actor, []specs.Edit{e}, note); err != nil {
+			t.Fatalf("%s %s: %v", e.Op, e.Job, err)
+		}
+	}
+	submit("alice", specs.Edit{Op: specs.OpCreate, Job: "report", ExpectVersion: &zero, Spec: &schedule.Spec{Schedule: "30 2 * * *", Timezone: "Europe/Berlin", Handler: "http",
+		Payload: json.RawMessage(`{"url":"http://127.0.0.1:8080/hook"}`)}}, "nightly report")
+	submit("alice", specs.Edit{Op: specs.OpUpdate, Job: "report", Spec: &schedule.Spec{Schedule: "30 3 * * *", Timezone: "Europe/Berlin", Handler: "http", Timeout: "5m",
+		Payload: json.RawMessage(`{"url":"http://127.0.0.1:8080/hook"}`)}}, "an hour later")
+	submit("bob", specs.Edit{Op: specs.OpCreate, Job: "cleanup", Spec: &schedule.Spec{Schedule: "*/15 * * * *", Handler: "noop"}}, "")
+	submit("bob", specs.Edit{Op: specs.OpPause, Job: "cleanup", Note: "disk maintenance, INC-42"}, "disk maintenance, INC-42")
+	submit("carol", specs.Edit{Op: specs.OpCreate, Job: "launch", Spec: &schedule.Spec{At: "2026-12-01T08:00:00Z", Handler: "http"}}, "one-shot")
+
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:"+testPassword))
+	if _, err := chromedp.Call(b.ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(b.ctx, srv.URL+"/schedules.html")
+	b.wait(b.ctx, "three schedules, cleanup paused", `document.querySelectorAll("#schedules tbody tr").length === 3 && `+text("#schedules")+`.includes("paused: disk maintenance, INC-42")`)
+	b.wait(b.ctx, "versions and actors", text("#schedules")+`.includes("v2") && `+text("#schedules")+`.includes("bob") && `+text("#who")+` === "signed in as alice"`)
+	b.screenshot(b.ctx, "schedules.png")
+
+	b.navigate(b.ctx, srv.URL+"/schedules.html?job=report")
+	b.wait(b.ctx, "the spec and history with diffs", text("#fields")+`.includes("30 3 * * *") && `+text("#history")+`.includes("30 2 * * *") && `+text("#history")+`.includes("an hour later")`)
+	// bob changes the job after the page read version 2.
+	v2 := int64(2)
+	submit("bob", specs.Edit{Op: specs.OpUpdate, Job: "report", ExpectVersion: &v2, Spec: &schedule.Spec{Schedule: "0 4 * * *", Handler: "http"}}, "4am")
+	b.click(b.ctx, "#update")
+	b.wait(b.ctx, "the conflict naming bob", text("#action-result")+`.includes("Conflict") && `+text("#action-result")+`.includes("version 3, set by bob")`)
+	b.screenshot(b.ctx, "schedule-conflict.png")
 }

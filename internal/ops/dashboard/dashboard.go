@@ -88,6 +88,12 @@ type Config struct {
 	// Runs supplies the jobs' past runs for the job pages. Nil: the job
 	// pages show no runs.
 	Runs RunReader
+	// Schedules reads the schedules topic and change log for the
+	// schedules page (/schedules.html) and, with Actions, submits the
+	// schedule actions (create, update, pause, resume, delete) to the
+	// producer leader under the authenticated user. Nil: no schedules
+	// page. NewSchedules builds one.
+	Schedules Schedules
 	// Actions turns on the actions (see Actions). Nil: the dashboard is
 	// read-only and answers only GET and HEAD.
 	Actions *Actions
@@ -448,6 +454,16 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d.serveSession(w, s)
+	case "/api/schedules", "/api/schedule":
+		if d.cfg.Schedules == nil {
+			http.Error(w, "this dashboard reads no schedules (Config.Schedules is nil)", http.StatusNotFound)
+			return
+		}
+		if r.URL.Path == "/api/schedules" {
+			d.serveSchedules(w, r)
+		} else {
+			d.serveSchedule(w, r)
+		}
 	case "/api/deadletters", "/api/audit":
 		if d.actions == nil {
 			http.Error(w, "the dashboard's actions are off", http.StatusNotFound)

@@ -1,0 +1,342 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/ops/dashboard"
+	"github.com/kjob/kjob/internal/store/specs"
+)
+
+// fakeLeader stands in for the producer leader (built elsewhere for issue
+// 23): it answers the schedule requests of the control topic, keeping each
+// job's version in memory, and writes the schedules topic, the change log
+// and the Result as the leader does (without the transaction). It checks
+// ExpectVersion and refuses a spec without a handler as invalid.
+type fakeLeader struct {
+	d    names.Deployment
+	mu   sync.Mutex
+	jobs map[string]*specs.Record
+	vers map[string]int64
+	n    int
+}
+
+func startFakeLeader(t *testing.T, brokers []string, d names.Deployment) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(d.ControlTopic()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []string{d.ControlTopic(), d.SchedulesTopic(), d.ScheduleLogTopic()} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := &fakeLeader{d: d, jobs: map[string]*specs.Record{}, vers: map[string]int64{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				if specs.Kind(r) != specs.KindRequest {
+					return
+				}
+				q, err := specs.ParseRequest(r)
+				if err != nil {
+					return
+				}
+				recs := l.apply(q)
+				_ = cl.ProduceSync(ctx, recs...).FirstErr()
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+}
+
+// apply answers q: the records to write, the Result last.
+func (l *fakeLeader) apply(q *specs.Request) []*kgo.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now().UTC()
+	res := &specs.Result{Namespace: q.Namespace, RequestID: q.ID, Leader: "fake", At: now}
+	var out []*kgo.Record
+	for i, e := range q.Edits {
+		cur := l.jobs[e.Job]
+		var curV int64
+		if cur != nil {
+			curV = cur.Version
+		}
+		refuse := func(f specs.Refusal) []*kgo.Record {
+			f.Edit, f.Job = i, e.Job
+			res.Applied, res.Refused = nil, &f
+			rec, _ := res.Record(l.d.ControlTopic())
+			return []*kgo.Record{rec}
+		}
+		if e.ExpectVersion != nil && *e.ExpectVersion != curV {
+			f := specs.Refusal{Kind: specs.RefusedConflict, Current: curV, Reason: "changed meanwhile"}
+			if cur != nil {
+				f.SetBy, f.SetAt, f.Source = cur.SetBy, cur.SetAt, cur.Source
+			}
+			return refuse(f)
+		}
+		if e.Op != specs.OpCreate && cur == nil {
+			return refuse(specs.Refusal{Kind: specs.RefusedNotFound, Reason: "no such schedule"})
+		}
+		if (e.Op == specs.OpCreate || e.Op == specs.OpUpdate) && e.Spec.Handler == "" {
+			return refuse(specs.Refusal{Kind: specs.RefusedInvalid, Field: "handler", Value: "", Reason: `is required; name the worker handler, e.g. "http"`})
+		}
+		next := &specs.Record{Namespace: q.Namespace, Job: e.Job, Version: l.vers[e.Job] + 1, SetBy: q.Actor, Source: q.Source, Note: q.Note, SetAt: now, EffectiveFrom: now}
+		if cur != nil {
+			next.Spec, next.Paused = cur.Spec, cur.Paused
+		}
+		switch e.Op {
+		case specs.OpCreate, specs.OpUpdate:
+			next.Spec = *e.Spec
+			next.Spec.Name = e.Job
+		case specs.OpPause:
+			next.Paused = &specs.Pause{Note: e.Note, By: q.Actor, At: now}
+		case specs.OpResume:
+			next.Paused = nil
+		}
+		l.n++
+		c := &specs.Change{Namespace: q.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op, VersionBefore: curV,
+			VersionAfter: next.Version, Actor: q.Actor, Source: q.Source, Note: q.Note, At: now}
+		next.ChangeID = c.ID
+		l.vers[e.Job] = next.Version
+		if e.Op == specs.OpDelete {
+			c.Diff = specs.Diff(&cur.Spec, cur.Paused, nil, nil)
+			delete(l.jobs, e.Job)
+			out = append(out, specs.Tombstone(l.d.SchedulesTopic(), e.Job, next.Version))
+		} else {
+			if cur != nil {
+				c.Diff = specs.Diff(&cur.Spec, cur.Paused, &next.Spec, next.Paused)
+			} else {
+				c.Diff = specs.Diff(nil, nil, &next.Spec, next.Paused)
+			}
+			sp := next.Spec
+			c.Spec, c.Paused = &sp, next.Paused
+			l.jobs[e.Job] = next
+			rec, _ := specs.SpecRecord(l.d.SchedulesTopic(), next)
+			out = append(out, rec)
+		}
+		cr, _ := specs.ChangeRecord(l.d.ScheduleLogTopic(), c)
+		out = append(out, cr)
+		res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: curV, VersionAfter: next.Version})
+	}
+	rec, _ := res.Record(l.d.ControlTopic())
+	return append(out, rec)
+}
+
+// newSchedulesEnv serves a dashboard with actions and schedules, over a
+// fake leader.
+func newSchedulesEnv(t *testing.T) (*actionsEnv, dashboard.Schedules, *httptest.Server) {
+	t.Helper()
+	const topic = "kjob.windows"
+	e := newActionsEnv(t, "sch", topic, "jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n")
+	dep := names.Deployment{Namespace: "sch", Topic: topic}.WithDefaults()
+	startFakeLeader(t, e.brokers, dep)
+	sch, err := dashboard.NewSchedules(specs.ClientConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Deployment: dep, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dashboard.New(dashboard.Config{Inspector: &fakeInspector{}, Brokers: e.brokers, Topic: topic, Actions: e.actions, Schedules: sch,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	return e, sch, srv
+}
+
+// TestSchedulesPage: through the dashboard's actions (alice, basic auth,
+// her session's CSRF token and the page's Origin) a schedule is created,
+// edited, paused and resumed; the list shows its version and who set it,
+// the history every change with its field diff; an edit against a stale
+// version is refused with a conflict naming who changed it; a pause
+// without a note and an invalid spec are refused with field and fix; a
+// request without credentials or from another origin changes nothing; and
+// the audit log records each schedule action with alice as its user.
+//
+// The producer leader is a fake (fakeLeader above): the real one is built
+// in another branch of issue 23.
+func TestSchedulesPage(t *testing.T) {
+	e, _, srv := newSchedulesEnv(t)
+	cl := client(t)
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.SetBasicAuth("alice", testPassword)
+	alice := req.Header.Get("Authorization")
+	do := func(method, path string, h hdr, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := map[string]any{}
+		_ = json.Unmarshal(b, &m)
+		if len(m) == 0 {
+			m["body"] = string(b)
+		}
+		return resp.StatusCode, m
+	}
+	_, s := do("GET", "/api/session", hdr{"Authorization": alice}, "")
+	token, _ := s["csrf_token"].(string)
+	good := hdr{"Authorization": alice, "Content-Type": "application/json", "Origin": srv.URL, "X-CSRF-Token": token}
+	post := func(action, body string) (int, map[string]any) {
+		t.Helper()
+		return do("POST", "/api/actions/"+action, good, body)
+	}
+
+	// The page itself is served.
+	if code, m := do("GET", "/schedules.html", hdr{"Authorization": alice}, ""); code != http.StatusOK || !strings.Contains(m["body"].(string), "schedules.js") {
+		t.Fatalf("GET /schedules.html: %d %v", code, m)
+	}
+
+	// Refused before anything is submitted: no credentials, another
+	// origin, no CSRF token.
+	for _, tc := range []struct {
+		name string
+		h    hdr
+		want int
+	}{
+		{"no credentials", hdr{"Content-Type": "application/json", "Origin": srv.URL}, http.StatusUnauthorized},
+		{"cross-origin", hdr{"Authorization": alice, "Content-Type": "application/json", "Origin": "http://evil.example", "X-CSRF-Token": token}, http.StatusForbidden},
+		{"no CSRF token", hdr{"Authorization": alice, "Content-Type": "application/json", "Origin": srv.URL}, http.StatusForbidden},
+	} {
+		if code, m := do("POST", "/api/actions/schedule-create", tc.h, `{"job":"evil","spec":{"schedule":"* * * * *","handler":"x"}}`); code != tc.want {
+			t.Fatalf("%s: %d %v, want %d", tc.name, code, m, tc.want)
+		}
+	}
+
+	// Create, update, pause, resume.
+	if code, m := post("schedule-create", `{"job":"report","spec":{"schedule":"0 * * * *","handler":"noop"},"note":"first"}`); code != http.StatusOK ||
+		!strings.Contains(fmt.Sprint(m["detail"]), "version 0 -> 1") {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	if code, m := post("schedule-update", `{"job":"report","spec":{"schedule":"30 * * * *","handler":"noop","timeout":"1m"},"expect_version":1,"note":"half past"}`); code != http.StatusOK {
+		t.Fatalf("update: %d %v", code, m)
+	}
+	if code, m := post("schedule-pause", `{"job":"report","expect_version":2}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m["error"]), "note: empty") {
+		t.Fatalf("pause without a note: %d %v, want 400 naming the note", code, m)
+	}
+	if code, m := post("schedule-pause", `{"job":"report","expect_version":2,"note":"upstream down"}`); code != http.StatusOK {
+		t.Fatalf("pause: %d %v", code, m)
+	}
+
+	// The list: version, paused with its note, who set it, the source.
+	code, m := do("GET", "/api/schedules", hdr{"Authorization": alice}, "")
+	jobs, _ := m["jobs"].([]any)
+	if code != http.StatusOK || len(jobs) != 1 {
+		t.Fatalf("GET /api/schedules: %d %v", code, m)
+	}
+	row := jobs[0].(map[string]any)
+	if row["job"] != "report" || row["version"] != float64(3) || row["schedule"] != "30 * * * *" || row["set_by"] != "alice" ||
+		row["source"] != "the dashboard" || row["paused"].(map[string]any)["note"] != "upstream down" || row["enabled"] != true {
+		t.Fatalf("list row: %v", row)
+	}
+
+	// An edit against the version the page showed before the pause: a
+	// conflict naming the current version and who set it.
+	code, m = post("schedule-update", `{"job":"report","spec":{"schedule":"45 * * * *","handler":"noop"},"expect_version":2}`)
+	ref, _ := m["refusal"].(map[string]any)
+	if code != http.StatusConflict || ref["kind"] != "conflict" || ref["current"] != float64(3) || ref["set_by"] != "alice" ||
+		m["refusal_source"] != "the dashboard" || !strings.Contains(fmt.Sprint(m["error"]), "expected version 2, it is at version 3, set by alice") {
+		t.Fatalf("stale edit: %d %v, want 409 naming version 3 and alice", code, m)
+	}
+	// An invalid spec: the field, the value and the fix.
+	code, m = post("schedule-update", `{"job":"report","spec":{"schedule":"45 * * * *"},"expect_version":3}`)
+	ref, _ = m["refusal"].(map[string]any)
+	if code != http.StatusUnprocessableEntity || ref["field"] != "handler" || !strings.Contains(fmt.Sprint(ref["reason"]), "name the worker handler") {
+		t.Fatalf("invalid spec: %d %v", code, m)
+	}
+	if code, m := post("schedule-resume", `{"job":"report","expect_version":3}`); code != http.StatusOK {
+		t.Fatalf("resume: %d %v", code, m)
+	}
+
+	// The job's view: the spec's fields and the history with diffs.
+	code, m = do("GET", "/api/schedule?name=report", hdr{"Authorization": alice}, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /api/schedule: %d %v", code, m)
+	}
+	if f := m["fields"].(map[string]any); f["schedule"] != "30 * * * *" || f["timeout"] != "1m" || f["paused"] != nil {
+		t.Fatalf("fields: %v", f)
+	}
+	hist := m["history"].([]any)
+	if len(hist) != 4 {
+		t.Fatalf("history: %d changes, want 4: %v", len(hist), hist)
+	}
+	want := []struct {
+		op, note string
+		before   float64
+		diff     string
+	}{
+		{"create", "first", 0, "schedule:->0 * * * *"},
+		{"update", "half past", 1, "schedule:0 * * * *->30 * * * *"},
+		{"pause", "", 2, "paused:->upstream down"},
+		{"resume", "", 3, "paused:upstream down->"},
+	}
+	for i, w := range want {
+		c := hist[i].(map[string]any)
+		var diffs []string
+		for _, x := range c["diff"].([]any) {
+			f := x.(map[string]any)
+			diffs = append(diffs, fmt.Sprintf("%s:%s->%s", f["field"], f["before"], f["after"]))
+		}
+		if c["op"] != w.op || c["version_before"] != w.before || c["version_after"] != w.before+1 || c["actor"] != "alice" ||
+			c["source_text"] != "the dashboard" || !strings.Contains(strings.Join(diffs, "|"), w.diff) {
+			t.Fatalf("history[%d]: %v diffs %v, want %+v", i, c, diffs, w)
+		}
+	}
+
+	// Delete.
+	if code, m := post("schedule-delete", `{"job":"report","expect_version":4}`); code != http.StatusOK {
+		t.Fatalf("delete: %d %v", code, m)
+	}
+	if _, m := do("GET", "/api/schedules", hdr{"Authorization": alice}, ""); len(m["jobs"].([]any)) != 0 || m["deleted"].(map[string]any)["report"] != float64(5) {
+		t.Fatalf("after delete: %v", m)
+	}
+
+	// The audit log: every schedule action by alice, started then its
+	// outcome; the refused requests above (no credentials, origin, CSRF,
+	// missing note) are not actions and are not audited.
+	recs, err := e.audit.Recent(context.Background(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, r := range recs {
+		if !strings.HasPrefix(r.Action, "schedule-") {
+			continue
+		}
+		if r.Who != "alice" || r.Tool != "dashboard" || r.Target != "schedule report" {
+			t.Fatalf("audit record: %+v", r)
+		}
+		got[r.Action+" "+r.Outcome]++
+	}
+	for k, n := range map[string]int{"schedule-create started": 1, "schedule-create ok": 1, "schedule-update started": 3, "schedule-update ok": 1,
+		"schedule-update refused": 2, "schedule-pause ok": 1, "schedule-resume ok": 1, "schedule-delete ok": 1} {
+		if got[k] != n {
+			t.Errorf("audit %q: %d records, want %d (all: %v)", k, got[k], n, got)
+		}
+	}
+}
