@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string) error {
 	f.IntRange(&partitions, "partitions", "KJOB_PARTITIONS", producer.DefaultPartitions, 1, math.MaxInt32, "partitions of the windows topic when created (an existing topic must match)").Feeds("ProducerConfig.Partitions")
 	f.String(&c.TransactionalID, "transactional-id", "KJOB_TRANSACTIONAL_ID", "", "Kafka transactional id, the same for every producer replica of this deployment (default kjob-producer-<namespace>)").Feeds("ProducerConfig.TransactionalID")
 	f.Duration(&c.TransactionTimeout, "transaction-timeout", "KJOB_TRANSACTION_TIMEOUT", producer.DefaultTransactionTimeout, "Kafka transaction timeout").Feeds("ProducerConfig.TransactionTimeout")
-	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML)")
+	f.String(&schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), imported into the schedules topic by the leader (see docs/schedules.md); empty: none, publish the schedules topic's jobs only")
 	signing.RegisterProducer(f)
 	f.String(&leaseBackend, "lease-backend", "KJOB_LEASE_BACKEND", "redis", "where the leader lease lives: redis, or kubernetes (a coordination.k8s.io Lease, in-cluster credentials)")
 	f.String(&leaseNS, "lease-namespace", "KJOB_LEASE_NAMESPACE", "", "Kubernetes namespace of the Lease (default the pod's own, from its service account)")
@@ -75,20 +75,23 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s.Redis.Close()
-	// An invalid schedules file stops the process here, naming file and line.
-	file, err := schedule.Load(schedules)
-	if err != nil {
-		return err
+	if schedules != "" {
+		// An invalid schedules file stops the process here, naming file and line.
+		file, err := schedule.Load(schedules)
+		if err != nil {
+			return err
+		}
+		// Parsing a large file (100k jobs) builds a YAML tree several times
+		// the size of the jobs it yields; hand that memory back to the OS now
+		// rather than carrying it for the life of the process.
+		debug.FreeOSMemory()
+		s.Log.Info("schedules loaded", "schedules", schedules, "jobs", len(file.Jobs))
+		c.Jobs = file.Jobs
 	}
-	// Parsing a large file (100k jobs) builds a YAML tree several times
-	// the size of the jobs it yields; hand that memory back to the OS now
-	// rather than carrying it for the life of the process.
-	debug.FreeOSMemory()
-	s.Log.Info("schedules loaded", "schedules", schedules, "jobs", len(file.Jobs))
 	if c.Signer, err = signing.ProducerSigner(); err != nil {
 		return err
 	}
-	c.Brokers, c.KafkaOpts, c.Redis, c.Logger, c.Jobs = s.Brokers, s.KafkaOpts, s.Redis, s.Log, file.Jobs
+	c.Brokers, c.KafkaOpts, c.Redis, c.Logger = s.Brokers, s.KafkaOpts, s.Redis, s.Log
 	c.Topic, c.Namespace, c.ID, c.ReplicationFactor, c.Partitions, c.HTTPAddr = p.Topic, p.Namespace, p.ID, int16(p.ReplicationFactor), int32(partitions), p.HTTPAddr
 	c.SkipKafkaAccessCheck, c.SkipRedisAccessCheck, c.NoJobLabel, c.MaxJobLabels = !p.CheckKafkaACLs, !p.CheckRedisACLs, !p.JobLabel, p.MaxJobs
 	if c.MisfireGrace == 0 {
