@@ -120,6 +120,14 @@ func (j *Job) PublishedAt() time.Time { return j.in.PublishedAt() }
 // Trigger says why the window was published.
 func (j *Job) Trigger() Trigger { return Trigger(j.in.Trigger()) }
 
+// ScheduleVersion is the version of the job's spec that produced the
+// window: 1 for the job as first written, one more with every change
+// (the schedule log records each). It is 0 for a window published
+// by an operator's own tool or by a kjob from before schedules had
+// versions. A handler can log it, or tell apart the windows of the job
+// before and after a change of its payload.
+func (j *Job) ScheduleVersion() int64 { return j.in.ScheduleVersion() }
+
 // Payload returns a copy of the job's payload (a JSON object).
 func (j *Job) Payload() json.RawMessage { return j.in.Payload() }
 

@@ -101,6 +101,12 @@ func TestJobAccessors(t *testing.T) {
 		t.Fatalf("accessors wrong: %s %s %s %s attempt %d of %d, token %d, worker %s, %d/%d",
 			j.ID(), j.Name(), j.HandlerName(), j.Trigger(), j.Attempt(), j.MaxAttempts(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset())
 	}
+	if v := j.ScheduleVersion(); v != 0 {
+		t.Fatalf("ScheduleVersion of a window without one = %d, want 0", v)
+	}
+	if v := kjobtest.NewJob(kjobtest.JobOptions{Window: kjobtest.Window{ScheduleVersion: 12}}).ScheduleVersion(); v != 12 {
+		t.Fatalf("ScheduleVersion = %d, want the record's 12", v)
+	}
 	p := j.Payload()
 	p[0] = 'X' // a copy: the job stays read-only
 	var v struct{ N int }

@@ -87,6 +87,10 @@ type Window struct {
 	// window of the job still runs or waits: "queue", "skip", "latest",
 	// "replace" or "allow" (see package schedule). Default "queue".
 	Overlap string
+	// ScheduleVersion is the version of the job's spec that produced the
+	// window (kjob.Job.ScheduleVersion). Default 0: unknown, as for a
+	// window an operator's tool published. It may not be negative.
+	ScheduleVersion int64
 }
 
 // message builds the window's message with the defaults applied (start
@@ -131,10 +135,12 @@ func (w Window) message(start, published time.Time) (*jobmsg.Message, error) {
 		Name: w.Job, Handler: w.Handler, Payload: payload, Timeout: w.Timeout, Overlap: schedule.Overlap(w.Overlap),
 		Retries: schedule.RetryPolicy{MaxAttempts: w.MaxAttempts, Backoff: w.Backoff, MaxBackoff: w.MaxBackoff},
 	}
-	_, rec, err := window.Record(job, "", window.Publication{
+	m := window.Message(job, window.Publication{
 		Start: w.Start, End: w.End, Trigger: jobmsg.Trigger(w.Trigger), ID: w.ID, Nonce: "kjobtest",
 		ScheduledAt: w.ScheduledAt, PublishedAt: w.PublishedAt, Namespace: Namespace,
 	})
+	m.ScheduleVersion = w.ScheduleVersion
+	rec, err := jobmsg.Record("", m)
 	if err != nil {
 		return nil, err
 	}

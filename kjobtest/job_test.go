@@ -33,6 +33,7 @@ func TestNewJobDefaults(t *testing.T) {
 		{"Timeout", j.Timeout(), kjobtest.DefaultTimeout},
 		{"FencingToken", j.FencingToken(), int64(1)},
 		{"Worker", j.Worker(), kjobtest.DefaultWorker},
+		{"ScheduleVersion", j.ScheduleVersion(), int64(0)},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -46,7 +47,7 @@ func TestNewJobFields(t *testing.T) {
 		Window: kjobtest.Window{
 			Job: "report", Handler: "mail", Start: start, End: start.Add(time.Hour),
 			Trigger: kjob.TriggerCatchup, Payload: map[string]any{"team": "billing"},
-			Timeout: time.Minute, MaxAttempts: 5, Backoff: time.Second, Overlap: "skip",
+			Timeout: time.Minute, MaxAttempts: 5, Backoff: time.Second, Overlap: "skip", ScheduleVersion: 7,
 		},
 		Attempt: 4, FencingToken: 99, Worker: "w-7", Partition: 3, Offset: 12,
 	})
@@ -54,9 +55,9 @@ func TestNewJobFields(t *testing.T) {
 		!j.Window().Start.Equal(start) || j.Window().Start.Location() != time.UTC || j.Window().End.Sub(j.Window().Start) != time.Hour ||
 		j.Trigger() != kjob.TriggerCatchup || string(j.Payload()) != `{"team":"billing"}` || j.Timeout() != time.Minute ||
 		j.MaxAttempts() != 5 || j.Attempt() != 4 || j.FencingToken() != 99 || j.Worker() != "w-7" ||
-		j.Partition() != 3 || j.Offset() != 12 {
-		t.Fatalf("job %s: window %+v, trigger %s, payload %s, timeout %v, max attempts %d (attempt %d, token %d, worker %s, %d/%d)",
-			j.ID(), j.Window(), j.Trigger(), j.Payload(), j.Timeout(), j.MaxAttempts(), j.Attempt(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset())
+		j.Partition() != 3 || j.Offset() != 12 || j.ScheduleVersion() != 7 {
+		t.Fatalf("job %s: window %+v, trigger %s, payload %s, timeout %v, max attempts %d (attempt %d, token %d, worker %s, %d/%d), schedule version %d",
+			j.ID(), j.Window(), j.Trigger(), j.Payload(), j.Timeout(), j.MaxAttempts(), j.Attempt(), j.FencingToken(), j.Worker(), j.Partition(), j.Offset(), j.ScheduleVersion())
 	}
 	for _, tc := range []struct {
 		trigger kjob.Trigger
@@ -128,6 +129,8 @@ func TestNewJobPanics(t *testing.T) {
 			`kjobtest.NewJob: JobOptions.FencingToken = -2; tokens count from 1 (0 picks 1)`},
 		{"overlap", kjobtest.JobOptions{Window: kjobtest.Window{Overlap: "never"}},
 			`kjobtest.NewJob: jobmsg: policy.overlap: "never": want one of queue (the default), skip, latest, replace, allow`},
+		{"negative schedule version", kjobtest.JobOptions{Window: kjobtest.Window{ScheduleVersion: -1}},
+			`kjobtest.NewJob: jobmsg: schedule_version: "-1": want the spec's version: 1 or more (0 or absent when unknown)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if msg := catch(func() { kjobtest.NewJob(tc.o) }); msg != tc.want {

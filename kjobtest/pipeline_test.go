@@ -59,8 +59,10 @@ var errFlaky = errors.New("mail server busy")
 func TestPipeline(t *testing.T) {
 	c := newCalls()
 	release := make(chan struct{})
+	var versions sync.Map // window id -> the ScheduleVersion its handler saw
 	mux := kjob.NewMux()
 	typed := func(ctx context.Context, j *kjob.Job, a reportArgs) error {
+		versions.Store(j.ID(), j.ScheduleVersion())
 		n := c.add(j.ID(), a)
 		switch j.Name() {
 		case "flaky":
@@ -201,6 +203,21 @@ func TestPipeline(t *testing.T) {
 		close(release)
 		if res := p.Wait(t, first); res.Outcome != kjobtest.OutcomeDone {
 			t.Fatalf("first window: %s", res.Outcome)
+		}
+	})
+
+	// A handler sees the schedule version of the record it runs, through
+	// the worker's decoding; a record without one reads as 0.
+	t.Run("schedule version", func(t *testing.T) {
+		v5 := p.Publish(t, kjobtest.Window{Job: "versioned", Handler: "report", ScheduleVersion: 5})
+		legacy := p.Publish(t, kjobtest.Window{Job: "versioned", Handler: "report"})
+		for id, want := range map[string]int64{v5: 5, legacy: 0} {
+			if res := p.Wait(t, id); res.Outcome != kjobtest.OutcomeDone {
+				t.Fatalf("%s: %s", id, res.Outcome)
+			}
+			if got, ok := versions.Load(id); !ok || got.(int64) != want {
+				t.Errorf("handler of %s saw schedule version %v (ran: %v), want %d", id, got, ok, want)
+			}
 		}
 	})
 

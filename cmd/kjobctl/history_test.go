@@ -18,7 +18,7 @@ func historyRuns(t0 time.Time) []dedupe.Run {
 		return dedupe.Run{WindowID: "report@" + start.Format(time.RFC3339), Trigger: "schedule", Outcome: outcome, WindowStart: start,
 			Started: start.Add(12 * time.Millisecond), Finished: start.Add(12*time.Millisecond + d), Attempt: attempt, Token: token, Worker: "worker-1", Error: errText}
 	}
-	return []dedupe.Run{
+	runs := []dedupe.Run{
 		run(0, dedupe.RunDone, 1200*time.Millisecond, 1, 1, ""),
 		run(1, dedupe.RunFailed, 300*time.Millisecond, 1, 2, "http: POST http://127.0.0.1:9/hook: 503 Service Unavailable"),
 		run(1, dedupe.RunDone, 900*time.Millisecond, 2, 3, ""),
@@ -27,6 +27,13 @@ func historyRuns(t0 time.Time) []dedupe.Run {
 		{WindowID: "report@" + t0.Add(4*time.Minute).Format(time.RFC3339) + "#manual-1f2e", Trigger: "manual", Outcome: dedupe.RunSkipped,
 			WindowStart: t0.Add(4 * time.Minute), Finished: t0.Add(4 * time.Minute), Worker: "worker-\x1b[2J2"},
 	}
+	// Schedule versions: the first run's window from before versions (0),
+	// then version 2, then the spec edited to version 3; the manual
+	// window's publisher set none.
+	for i, v := range []int64{0, 2, 2, 2, 3, 0} {
+		runs[i].ScheduleVersion = v
+	}
+	return runs
 }
 
 func TestGoldenHistory(t *testing.T) {
@@ -70,8 +77,24 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("history -o json: exit %d, %v\n%s", code, err, out)
 	}
 	// Runs that finished at or after minute 2.
-	if len(h.Runs) != 3 || h.Runs[0].Outcome != dedupe.RunSkipped || h.Runs[2].Token != 4 || h.Runs[2].DurationSeconds != 0.00045 || h.Stats.Runs != 3 {
+	if len(h.Runs) != 3 || h.Runs[0].Outcome != dedupe.RunSkipped || h.Runs[2].Token != 4 || h.Runs[2].DurationSeconds != 0.00045 || h.Stats.Runs != 3 ||
+		h.Runs[0].ScheduleVersion != 0 || h.Runs[1].ScheduleVersion != 3 || h.Runs[2].ScheduleVersion != 2 {
 		t.Fatalf("history --since T -o json: %+v", h)
+	}
+	if !strings.Contains(out, `"schedule_version": 3`) {
+		t.Fatalf("history -o json does not name the schedule version as schedule_version:\n%s", out)
+	}
+	// The text output has a VER column: "-" for a run without a version.
+	code, out, _ = e.kjobctl("history", "report")
+	if code != exitOK || !strings.Contains(out, " VER ") {
+		t.Fatalf("history: exit %d, no VER column:\n%s", code, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		for id, ver := range map[string]string{"report@" + t1.Add(3*time.Minute).Format(time.RFC3339): "3", "report@" + t1.Format(time.RFC3339): "-"} {
+			if f := strings.Fields(line); len(f) > 2 && f[1] == id && f[2] != ver {
+				t.Errorf("history: run of %s shows version %q, want %q:\n%s", id, f[2], ver, line)
+			}
+		}
 	}
 	if code, out, _ := e.kjobctl("history", "report", "--since", "1h"); code != exitOK || !strings.Contains(out, "6 runs of report") {
 		t.Fatalf("history --since 1h: exit %d\n%s", code, out)

@@ -16,9 +16,13 @@ import (
 const historyUsage = `kjobctl history: the past runs of JOB, newest first: every settlement the
 workers recorded (done, failed attempt, dead-lettered, skipped, superseded,
 fenced, abandoned, stepped-down, skipped (replay): moved past by a replay,
---outcome skipped-replay) with its window, trigger, when it finished,
-how long it ran, attempt, fencing token, worker and error (cut to 512
-bytes), then the success rate and the p50/p95 duration of the runs shown.
+--outcome skipped-replay) with its window, the version of the job's
+schedule that produced the window (VER; "-" when the window carries none:
+published by an operator's tool or by a kjob from before schedules had
+versions), trigger, when it finished, how long it ran, attempt, fencing
+token, worker and error (cut to 512 bytes), then the success rate and the
+p50/p95 duration of the runs shown. -o json names the version
+schedule_version (absent when there is none).
 
 The history lives in Redis, per job (kjob:{<namespace>:<job>}:runs): the
 runs of the job's last 1,000 settled batches (one run each when windows are
@@ -116,16 +120,19 @@ func renderHistory(w io.Writer, h *historyResult) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FINISHED\tWINDOW\tTRIGGER\tOUTCOME\tDURATION\tATTEMPT\tTOKEN\tWORKER\tERROR")
+	fmt.Fprintln(tw, "FINISHED\tWINDOW\tVER\tTRIGGER\tOUTCOME\tDURATION\tATTEMPT\tTOKEN\tWORKER\tERROR")
 	for _, r := range h.Runs {
-		attempt, token := "-", "-"
+		ver, attempt, token := "-", "-", "-"
+		if r.ScheduleVersion > 0 {
+			ver = fmt.Sprint(r.ScheduleVersion)
+		}
 		if r.Attempt > 0 {
 			attempt = fmt.Sprint(r.Attempt)
 		}
 		if r.Token > 0 {
 			token = fmt.Sprint(r.Token)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Finished.UTC().Format("2006-01-02T15:04:05.000Z"), safe(r.WindowID), orDash(r.Trigger),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Finished.UTC().Format("2006-01-02T15:04:05.000Z"), safe(r.WindowID), ver, orDash(r.Trigger),
 			safe(runOutcome(r.Outcome)), fmtDuration(r.Duration()), attempt, token, orDash(r.Worker), oneLine(r.Error, 80))
 	}
 	if err := tw.Flush(); err != nil {

@@ -91,6 +91,11 @@ func (j *Job) PublishedAt() time.Time { return j.msg.PublishedAt }
 // Trigger says why the window was published.
 func (j *Job) Trigger() jobmsg.Trigger { return j.msg.Trigger }
 
+// ScheduleVersion is the version of the job's spec that produced the
+// window (1 and up); 0 for a window published by an operator's tool or by
+// a kjob from before schedules had versions.
+func (j *Job) ScheduleVersion() int64 { return j.msg.ScheduleVersion }
+
 // Payload returns a copy of the job's payload (a JSON object).
 func (j *Job) Payload() json.RawMessage { return append(json.RawMessage(nil), j.msg.Payload...) }
 

@@ -554,7 +554,8 @@ func TestRefusedCompletionClaimsNothing(t *testing.T) {
 // settle call, or on its own within an extend interval): a retried
 // window's failed attempt and its success, and a skipped window; a
 // redelivered window skipped as done is not a settlement and is not
-// recorded.
+// recorded. Each run carries its window's schedule version (0 when the
+// record has none).
 func TestSettlementsAreRecordedInTheRunHistory(t *testing.T) {
 	e := newEnv(t, 1, 30*time.Second)
 	g := newGates()
@@ -571,6 +572,7 @@ func TestSettlementsAreRecordedInTheRunHistory(t *testing.T) {
 	held, skipped := window("skipper", "g", 0, skipPol), window("skipper", "g", 1, skipPol)
 	g.hold(held.ID)
 	flaky := window("flaky", "flaky", 0, defaultPolicy)
+	flaky.ScheduleVersion, skipped.ScheduleVersion = 7, 3
 	x := &execs{}
 	start(t, e.config("w1", mux, x))
 	e.publish(held, flaky)
@@ -592,8 +594,9 @@ func TestSettlementsAreRecordedInTheRunHistory(t *testing.T) {
 	fr := runs("flaky") // newest first; the test's clock is frozen, so by token
 	slices.SortFunc(fr, func(a, b dedupe.Run) int { return int(b.Token - a.Token) })
 	if fr[0].Outcome != dedupe.RunDone || fr[1].Outcome != dedupe.RunFailed || fr[0].Attempt != 2 || fr[1].Attempt != 1 ||
-		fr[0].Token <= fr[1].Token || fr[1].Error != "first attempt fails" || fr[0].Worker != "w1" || fr[0].Trigger != "schedule" {
-		t.Errorf("flaky's history %+v; want done (attempt 2) after failed (attempt 1, its error), higher token, worker w1", fr)
+		fr[0].Token <= fr[1].Token || fr[1].Error != "first attempt fails" || fr[0].Worker != "w1" || fr[0].Trigger != "schedule" ||
+		fr[0].ScheduleVersion != 7 || fr[1].ScheduleVersion != 7 {
+		t.Errorf("flaky's history %+v; want done (attempt 2) after failed (attempt 1, its error), higher token, worker w1, schedule version 7", fr)
 	}
 	sr := runs("skipper")
 	outcomes := []string{sr[0].Outcome, sr[1].Outcome}
@@ -602,8 +605,11 @@ func TestSettlementsAreRecordedInTheRunHistory(t *testing.T) {
 		t.Errorf("skipper's history %+v; want one done and one skipped", sr)
 	}
 	for _, r := range sr {
-		if r.Outcome == dedupe.RunSkipped && (r.WindowID != skipped.ID || r.Error == "" || r.Attempt != 0) {
-			t.Errorf("skipped run %+v; want window %s, its reason, no attempt", r, skipped.ID)
+		if r.Outcome == dedupe.RunSkipped && (r.WindowID != skipped.ID || r.Error == "" || r.Attempt != 0 || r.ScheduleVersion != 3) {
+			t.Errorf("skipped run %+v; want window %s, its reason, no attempt, schedule version 3", r, skipped.ID)
+		}
+		if r.Outcome == dedupe.RunDone && r.ScheduleVersion != 0 {
+			t.Errorf("run %+v of a record without a schedule version; want version 0", r)
 		}
 	}
 }

@@ -806,7 +806,8 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 	l.w.executed(e)
 	if outcome != OutcomeSkippedDone { // a redelivery, not a settlement
 		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
-			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID}
+			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID,
+			ScheduleVersion: wn.msg.ScheduleVersion}
 		if err != nil {
 			r.Error = handler.Cut(err.Error(), dedupe.MaxRunErrorBytes)
 		}

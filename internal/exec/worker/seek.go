@@ -136,7 +136,7 @@ func (w *Worker) windowsIn(ctx context.Context, n int32, from, to int64) (replay
 		if _, ok := out.byID[m.ID]; ok {
 			return nil
 		}
-		r := dedupe.Run{WindowID: m.ID, Job: m.Job, Trigger: string(m.Trigger), WindowStart: m.Window.Start}
+		r := dedupe.Run{WindowID: m.ID, Job: m.Job, Trigger: string(m.Trigger), WindowStart: m.Window.Start, ScheduleVersion: m.ScheduleVersion}
 		out.runs = append(out.runs, r)
 		out.byID[m.ID] = replayWin{run: r, offset: rec.Offset}
 		return nil

@@ -521,7 +521,7 @@ func (r *Replayer) unsettled(ctx context.Context, p int32, from, to int64) ([]Sk
 		}
 		seen[m.ID] = true
 		ws = append(ws, SkipWindow{Partition: p, Offset: rec.Offset, Job: m.Job, ID: m.ID, State: SkipUnknown,
-			run: dedupe.Run{WindowID: m.ID, Job: m.Job, Trigger: string(m.Trigger), WindowStart: m.Window.Start}})
+			run: dedupe.Run{WindowID: m.ID, Job: m.Job, Trigger: string(m.Trigger), WindowStart: m.Window.Start, ScheduleVersion: m.ScheduleVersion}})
 		return nil
 	})
 	if err != nil {

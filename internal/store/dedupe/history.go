@@ -147,6 +147,10 @@ type Run struct {
 	// Error is the attempt's error or the dead-letter reason, cut to
 	// MaxRunErrorBytes.
 	Error string `json:"error,omitempty"`
+	// ScheduleVersion is the version of the job's spec that produced the
+	// window (jobmsg.Message.ScheduleVersion); 0 when unknown: a window
+	// without one, or a run recorded before runs carried it.
+	ScheduleVersion int64 `json:"schedule_version,omitempty"`
 }
 
 // Duration is how long the attempt ran (Finished - Started); 0 when
@@ -286,8 +290,8 @@ func runJob(r *Run) (string, error) {
 		return "", fmt.Errorf("%w: Outcome %q of %s; want one of %s", ErrInvalidRun, r.Outcome, r.WindowID, strings.Join(runOutcomes, ", "))
 	case r.Finished.IsZero():
 		return "", fmt.Errorf("%w: Finished of %s is zero; set it to when the run was settled", ErrInvalidRun, r.WindowID)
-	case r.Attempt < 0 || r.Token < 0:
-		return "", fmt.Errorf("%w: Attempt %d, Token %d of %s: want >= 0", ErrInvalidRun, r.Attempt, r.Token, r.WindowID)
+	case r.Attempt < 0 || r.Token < 0 || r.ScheduleVersion < 0:
+		return "", fmt.Errorf("%w: Attempt %d, Token %d, ScheduleVersion %d of %s: want >= 0", ErrInvalidRun, r.Attempt, r.Token, r.ScheduleVersion, r.WindowID)
 	}
 	return idJob, nil
 }
@@ -305,14 +309,23 @@ func runJob(r *Run) (string, error) {
 //	  varint   window start, Unix seconds, minus the previous run's (0 before the first)
 //	  uvarint  window start, nanoseconds
 //	  byte     flags: 1 WindowID is "<job>@<start in RFC 3339>" (else its
-//	           part after '@' follows); 2 another worker (its id follows)
+//	           part after '@' follows); 2 another worker (its id follows);
+//	           4 another schedule version (it follows)
 //	  [string  WindowID after "<job>@"]
 //	  [string  worker id]
+//	  [uvarint schedule version]
 //	  varint   Started - WindowStart, µs
 //	  uvarint  Finished - Started, µs (0 if negative)
 //	  uvarint  attempt
 //	  uvarint  token
 //	  string   error (at most MaxRunErrorBytes)
+//
+// Flag 4 came with schedule versions (issue 23): a run's schedule version
+// is written only when it differs from the previous run's in the member
+// (0 before the first), so a member of runs of one version carries it
+// once, and a member of runs without one is byte for byte what kjob wrote
+// before; a member written before decodes with version 0. A reader from
+// before refuses a member with flag 4, as it refuses any unknown flag.
 const runEncodingV1 = 1
 
 // encodeRuns appends the member of runs[i], i in idx, all of job, to b.
@@ -321,7 +334,7 @@ func encodeRuns(b []byte, job string, runs []Run, idx []int) []byte {
 	b = append(b, runEncodingV1)
 	b = binary.AppendUvarint(b, uint64(len(idx)))
 	b = appendString(b, worker)
-	var prevSec int64
+	var prevSec, prevVer int64
 	var tmp [64]byte
 	for k, i := range idx {
 		r := &runs[i]
@@ -351,12 +364,19 @@ func encodeRuns(b []byte, job string, runs []Run, idx []int) []byte {
 		if r.Worker != worker {
 			flags |= 2
 		}
+		if r.ScheduleVersion != prevVer {
+			flags |= 4
+		}
 		b = append(b, flags)
 		if flags&1 == 0 {
 			b = appendString(b, suffix)
 		}
 		if flags&2 != 0 {
 			b = appendString(b, r.Worker)
+		}
+		if flags&4 != 0 {
+			b = binary.AppendUvarint(b, uint64(r.ScheduleVersion))
+			prevVer = r.ScheduleVersion
 		}
 		started := r.Started
 		if started.IsZero() {
@@ -413,7 +433,7 @@ func decodeRuns(job string, m string) ([]Run, error) {
 	}
 	worker := d.string()
 	out := make([]Run, 0, n)
-	var prevSec int64
+	var prevSec, prevVer int64
 	for range n {
 		r := Run{Job: job, Worker: worker}
 		if o := int(d.byte()); o >= 1 && o <= len(runOutcomes) {
@@ -437,7 +457,7 @@ func decodeRuns(job string, m string) ([]Run, error) {
 		}
 		r.WindowStart = time.Unix(sec, int64(nsec)).UTC()
 		flags := d.byte()
-		if flags&^3 != 0 {
+		if flags&^7 != 0 {
 			d.bad = true
 		}
 		if flags&1 != 0 {
@@ -448,8 +468,21 @@ func decodeRuns(job string, m string) ([]Run, error) {
 		if flags&2 != 0 {
 			r.Worker = d.string()
 		}
+		if flags&4 != 0 {
+			v := d.uvarint()
+			if v > math.MaxInt64 {
+				d.bad = true
+			}
+			prevVer = int64(v)
+		}
+		r.ScheduleVersion = prevVer
 		startedUS := d.add(r.WindowStart.UnixMicro(), d.varint())
 		r.Started = time.UnixMicro(startedUS).UTC()
+		if r.Started.IsZero() {
+			// The encoder writes a zero Started as Finished, so this
+			// member did not come from it (found by FuzzHistoryDecode).
+			d.bad = true
+		}
 		r.Finished = time.UnixMicro(d.add(startedUS, int64(min(d.uvarint(), math.MaxInt64)))).UTC()
 		r.Attempt = int(d.uvarint())
 		r.Token = int64(d.uvarint())

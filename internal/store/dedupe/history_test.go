@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,101 @@ func TestHistoryAppendAndRuns(t *testing.T) {
 func runsEqual(a, b Run) bool {
 	return a.WindowID == b.WindowID && a.Job == b.Job && a.Trigger == b.Trigger && a.Outcome == b.Outcome &&
 		a.WindowStart.Equal(b.WindowStart) && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) &&
-		a.Attempt == b.Attempt && a.Token == b.Token && a.Worker == b.Worker && a.Error == b.Error
+		a.Attempt == b.Attempt && a.Token == b.Token && a.Worker == b.Worker && a.Error == b.Error &&
+		a.ScheduleVersion == b.ScheduleVersion
+}
+
+// TestHistoryScheduleVersion: each run keeps the schedule version of its
+// window, in a batch whose runs change version (a spec edited during a
+// backlog) and in one append per run, and 0 stays 0.
+func TestHistoryScheduleVersion(t *testing.T) {
+	s, _ := histStore(t, testenv.NewRedis(t), 0)
+	ctx := context.Background()
+	versions := []int64{0, 3, 3, 4, 0, 1 << 40, 4}
+	var runs []Run
+	for i, v := range versions {
+		r := histRun("edited", histT0.Add(time.Duration(i)*time.Minute), int64(i+1), time.Second)
+		r.ScheduleVersion = v
+		runs = append(runs, r)
+	}
+	if err := s.AppendRuns(ctx, runs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if err := s.AppendRuns(ctx, []Run{{WindowID: "single" + strings.TrimPrefix(r.WindowID, "edited"), Outcome: RunDone,
+			WindowStart: r.WindowStart, Finished: r.Finished, ScheduleVersion: r.ScheduleVersion}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, job := range []string{"edited", "single"} {
+		got, err := s.Runs(ctx, job, RunQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(versions) {
+			t.Fatalf("%s: %d runs, want %d", job, len(got), len(versions))
+		}
+		for i, r := range got { // newest first
+			if want := versions[len(versions)-1-i]; r.ScheduleVersion != want {
+				t.Errorf("%s: run %s has schedule version %d, want %d", job, r.WindowID, r.ScheduleVersion, want)
+			}
+		}
+	}
+	bad := runs[0]
+	bad.ScheduleVersion = -1
+	if err := s.AppendRuns(ctx, []Run{bad}); !errors.Is(err, ErrInvalidRun) || !strings.Contains(err.Error(), "ScheduleVersion -1") {
+		t.Errorf("AppendRuns with ScheduleVersion -1 = %v, want ErrInvalidRun naming it", err)
+	}
+}
+
+// legacyMember is a member as kjob wrote it before runs carried their
+// schedule version (encodeRuns of commit 057d48a): two runs of "report",
+// the second failed on another worker.
+const legacyMember = "\x01\x02\bworker-1\x01\x01\xc0\xf4\x95\xb0\r\x00\x01\xf0.\xe0\xc6[\x01)\x00\x02\x01x\x00\x03\bworker-2\xf0.\xc0\x84=\x01*\x04boom"
+
+// legacyRuns are the runs legacyMember was encoded from.
+func legacyRuns() []Run {
+	runs := []Run{histRun("report", histT0, 41, 1500*time.Millisecond), histRun("report", histT0.Add(time.Minute), 42, time.Second)}
+	runs[1].Outcome, runs[1].Error, runs[1].Worker = RunFailed, "boom", "worker-2"
+	return runs
+}
+
+// TestHistoryLegacyMember: a member written before schedule versions
+// decodes with version 0, and runs without a version still encode to
+// exactly that member, so a reader from before keeps reading them.
+func TestHistoryLegacyMember(t *testing.T) {
+	want := legacyRuns()
+	got, err := decodeRuns("report", legacyMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("decoded %d runs, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !runsEqual(got[i], want[i]) || got[i].ScheduleVersion != 0 {
+			t.Errorf("run %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	if enc := string(encodeRuns(nil, "report", want, []int{0, 1})); enc != legacyMember {
+		t.Errorf("runs without a schedule version encode to\n%q\nwant the legacy member\n%q", enc, legacyMember)
+	}
+	// Through Redis too: a history holding a legacy member and a new one.
+	s, rdb := histStore(t, testenv.NewRedis(t), 0)
+	ctx := context.Background()
+	rdb.ZAdd(ctx, s.historyKey("report"), redis.Z{Score: float64(want[1].Finished.UnixMilli()), Member: legacyMember})
+	next := histRun("report", histT0.Add(time.Hour), 43, time.Second)
+	next.ScheduleVersion = 2
+	if err := s.AppendRuns(ctx, []Run{next}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.Runs(ctx, "report", RunQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 || runs[0].ScheduleVersion != 2 || runs[1].ScheduleVersion != 0 || runs[2].ScheduleVersion != 0 {
+		t.Fatalf("runs %+v; want versions 2, 0, 0", runs)
+	}
 }
 
 // TestHistoryBounded: a job's history keeps at most HistoryBatches
@@ -251,7 +346,7 @@ func TestHistoryRefusesInvalidRuns(t *testing.T) {
 		{func(r *Run) { r.Job = "other" }, `Job "other" but WindowID "report@2026-11-22T10:00:00Z" is a window of "report"`},
 		{func(r *Run) { r.Outcome = "skipped-done" }, `Outcome "skipped-done" of report@2026-11-22T10:00:00Z; want one of done, failed`},
 		{func(r *Run) { r.Finished = time.Time{} }, "Finished of report@2026-11-22T10:00:00Z is zero"},
-		{func(r *Run) { r.Token = -1 }, "Attempt 1, Token -1"},
+		{func(r *Run) { r.Token = -1 }, "Attempt 1, Token -1, ScheduleVersion 0"},
 	} {
 		r := ok
 		tc.edit(&r)
@@ -289,6 +384,10 @@ func FuzzHistoryDecode(f *testing.F) {
 	runs := []Run{histRun("j", histT0, 7, time.Second), {WindowID: "j@x#manual", Outcome: RunSkipped, Trigger: "zz", Finished: histT0, Error: "boom", Worker: "w2"}}
 	f.Add(string(encodeRuns(nil, "j", runs, []int{0, 1})))
 	f.Add(string(encodeRuns(nil, "j", runs, []int{1})))
+	versioned := slices.Clone(runs)
+	versioned[0].ScheduleVersion, versioned[1].ScheduleVersion = 3, 1<<62
+	f.Add(string(encodeRuns(nil, "j", versioned, []int{0, 1, 0})))
+	f.Add(legacyMember)
 	f.Add("")
 	f.Fuzz(func(t *testing.T, m string) {
 		rs, err := decodeRuns("j", m)
