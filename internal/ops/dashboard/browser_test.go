@@ -426,11 +426,11 @@ func TestJobPageInBrowser(t *testing.T) {
 		switch {
 		case i == 7:
 			runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunDeadLettered, WindowStart: start, Started: st, Finished: st.Add(5 * time.Second),
-				Attempt: 3, Token: tok, Worker: "worker-1", Error: "http: POST http://billing.internal/report: 500 Internal Server Error"})
+				Attempt: 3, Token: tok, Worker: "worker-1", ScheduleVersion: 3, Error: "http: POST http://billing.internal/report: 500 Internal Server Error"})
 			continue
 		case i%9 == 0:
 			runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunFailed, WindowStart: start, Started: st, Finished: st.Add(3 * time.Second),
-				Attempt: 1, Token: tok, Worker: "worker-2", Error: "http: POST http://billing.internal/report: context deadline exceeded"})
+				Attempt: 1, Token: tok, Worker: "worker-2", ScheduleVersion: 3, Error: "http: POST http://billing.internal/report: context deadline exceeded"})
 			tok++
 			st = st.Add(5 * time.Second)
 			runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunDone, WindowStart: start, Started: st, Finished: st.Add(d),
@@ -438,7 +438,7 @@ func TestJobPageInBrowser(t *testing.T) {
 			continue
 		}
 		runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunDone, WindowStart: start, Started: st, Finished: st.Add(d),
-			Attempt: 1, Token: tok, Worker: "worker-1"})
+			Attempt: 1, Token: tok, Worker: "worker-1", ScheduleVersion: 3})
 	}
 	if err := d.store.AppendRuns(ctx, runs); err != nil {
 		t.Fatal(err)
@@ -449,9 +449,9 @@ func TestJobPageInBrowser(t *testing.T) {
 	b.navigate(b.ctx, url+"/job.html?name=report")
 	b.wait(b.ctx, "the job's schedule", text("#schedule")+` === "*/1 * * * *"`)
 	b.wait(b.ctx, fmt.Sprintf("%d runs, newest first, with durations", len(runs)), `(() => { const rows = [...document.querySelectorAll("#runs tbody tr")];
-		return rows.length === `+fmt.Sprint(len(runs))+` && rows.every(r => /^[0-9.]+(µs|ms|s)$/.test(r.cells[4].textContent)) &&
+		return rows.length === `+fmt.Sprint(len(runs))+` && rows.every(r => /^[0-9.]+(µs|ms|s)$/.test(r.cells[5].textContent) && r.cells[2].textContent === "v3") &&
 			rows[0].cells[1].textContent === "report@`+now.Add(-time.Minute).Format(time.RFC3339)+`" })()`)
-	b.wait(b.ctx, "the dead-lettered run with its error", `[...document.querySelectorAll("#runs tbody tr")].some(r => r.cells[3].textContent === "dead-lettered" && r.cells[4].textContent === "5s" && r.cells[8].textContent.includes("500 Internal Server Error"))`)
+	b.wait(b.ctx, "the dead-lettered run with its error", `[...document.querySelectorAll("#runs tbody tr")].some(r => r.cells[4].textContent === "dead-lettered" && r.cells[5].textContent === "5s" && r.cells[9].textContent.includes("500 Internal Server Error"))`)
 	want := fmt.Sprintf("%.1f%%", 100*stats.SuccessRate)
 	want = strings.Replace(want, ".0%", "%", 1)
 	b.wait(b.ctx, "the success rate "+want, text("#success-rate")+fmt.Sprintf(` === %q`, want))

@@ -37,7 +37,7 @@ function render(p) {
   $("errors").replaceChildren(...(p.runs_error ? [el("li", "runs: " + p.runs_error)] : []));
   $("runs-count").textContent = "(" + p.runs.length + ", newest first)";
   fillTable("runs", p.runs.map((r) => [
-    { text: utc(r.finished), title: "started " + utc(r.started) }, { text: r.window_id, cls: "id", title: r.window_id }, r.trigger || "-", outcome(r.outcome),
+    { text: utc(r.finished), title: "started " + utc(r.started) }, { text: r.window_id, cls: "id", title: r.window_id }, r.schedule_version ? "v" + r.schedule_version : "-", r.trigger || "-", outcome(r.outcome),
     { text: secs(r.duration_seconds), cls: "num" }, r.attempt || "-", r.token || "-", r.worker || "-", { text: r.error || "", cls: "id", title: r.error || "" }]));
   drawDurations(p);
   if (session) {
