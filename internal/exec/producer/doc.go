@@ -60,6 +60,28 @@
 // the job's first window is not lost if leadership changes hands before
 // it is published.
 //
+// # Schedules as a log
+//
+// The jobs are the schedules topic's (internal/store/specs), not a file's.
+// A new leader reads the topic to its end after fencing, then imports the
+// schedules file (Config.Jobs), if any, under the ownership rule of
+// docs/schedules.md (an entry is written when the topic lacks the job or
+// the entry changed since it was last imported; a job deleted at runtime
+// stays deleted). While leading it reads change requests from the control
+// topic and applies each at an instant F: in one transaction, the windows
+// due up to F (under the old spec), the new spec records or tombstones,
+// one change-log record per edit and the request's Result. The changed
+// job's next window is then its first after F under the new spec
+// (Record.EffectiveFrom = F), so no window is lost or doubled at the
+// boundary, and a paused, disabled or deleted job publishes nothing after
+// F. Every window record carries the spec version that produced it.
+//
+// Catch-up across a handover uses the current spec from the later of the
+// job's last published window and its EffectiveFrom: no change commits
+// while no leader leads, so the spec in force during a leaderless gap is
+// the latest one. Requests written while no leader led are answered by the
+// next one if they are younger than specs.RequestTTL.
+//
 // # Timing
 //
 // Windows are published at their start time by a timer set for the earliest
