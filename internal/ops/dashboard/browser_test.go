@@ -434,7 +434,7 @@ func TestJobPageInBrowser(t *testing.T) {
 			tok++
 			st = st.Add(5 * time.Second)
 			runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunDone, WindowStart: start, Started: st, Finished: st.Add(d),
-				Attempt: 2, Token: tok, Worker: "worker-2"})
+				Attempt: 2, Token: tok, Worker: "worker-2", ScheduleVersion: 3})
 			continue
 		}
 		runs = append(runs, dedupe.Run{WindowID: id, Trigger: "schedule", Outcome: dedupe.RunDone, WindowStart: start, Started: st, Finished: st.Add(d),
@@ -449,8 +449,9 @@ func TestJobPageInBrowser(t *testing.T) {
 	b.navigate(b.ctx, url+"/job.html?name=report")
 	b.wait(b.ctx, "the job's schedule", text("#schedule")+` === "*/1 * * * *"`)
 	b.wait(b.ctx, fmt.Sprintf("%d runs, newest first, with durations", len(runs)), `(() => { const rows = [...document.querySelectorAll("#runs tbody tr")];
-		return rows.length === `+fmt.Sprint(len(runs))+` && rows.every(r => /^[0-9.]+(µs|ms|s)$/.test(r.cells[5].textContent) && r.cells[2].textContent === "v3") &&
+		return rows.length === `+fmt.Sprint(len(runs))+` && rows.every(r => /^[0-9.]+(µs|ms|s)$/.test(r.cells[5].textContent)) &&
 			rows[0].cells[1].textContent === "report@`+now.Add(-time.Minute).Format(time.RFC3339)+`" })()`)
+	b.wait(b.ctx, "each run's schedule version", `(() => { const c = [...document.querySelectorAll("#runs tbody tr")].map(r => r.cells[2].textContent); return c.length > 0 && c.every(v => v === "v3") })()`)
 	b.wait(b.ctx, "the dead-lettered run with its error", `[...document.querySelectorAll("#runs tbody tr")].some(r => r.cells[4].textContent === "dead-lettered" && r.cells[5].textContent === "5s" && r.cells[9].textContent.includes("500 Internal Server Error"))`)
 	want := fmt.Sprintf("%.1f%%", 100*stats.SuccessRate)
 	want = strings.Replace(want, ".0%", "%", 1)
