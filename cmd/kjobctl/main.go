@@ -45,6 +45,8 @@ Usage:
   kjobctl resume JOB [--catchup]    publish them again (--catchup: also the ones skipped while paused; dry run unless --execute)
   kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
   kjobctl schedule check FILE       validate a schedules file and print each job's next fire times
+  kjobctl schedule apply -f FILE    plan, then (--execute) apply a schedules file to the schedules topic
+  kjobctl schedule list|get|history|delete|revert|pause|resume   the schedules topic's jobs, versioned and audited
   kjobctl dashboard [--listen A]    serve a live page: time lag, leader, workers, jobs, recent windows (read-only unless --actions)
 
 Every operations command reads the deployment's KJOB_* environment (brokers,
@@ -123,13 +125,13 @@ var exitCodes = []exitRule{
 	{exitOK, "ok", func(err error) bool { return err == nil || errors.Is(err, flag.ErrHelp) }},
 	{exitUsage, "usage: unknown command, flag or argument, a value that does not parse or is out of range (flag or KJOB_* variable), --job and --partition that disagree",
 		func(err error) bool { return errors.Is(err, errUsage) || errors.Is(err, cli.ErrUsage) }},
-	{exitNotFound, "not found: job, group, topic, partition or dead letter",
+	{exitNotFound, "not found: job, group, topic, partition, dead letter or schedule version",
 		func(err error) bool {
 			return errors.Is(err, errNotFound) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
 				errors.Is(err, operator.ErrNoTopic) || errors.Is(err, inspect.ErrNoTopic)
 		}},
 	{exitDryRun, "dry run: the plan was printed and nothing changed (add --execute)", func(err error) bool { return errors.Is(err, errDryRun) }},
-	{exitConflict, "refused by the current state: already paused, not paused, group rebalancing, chosen dead letters left out of a redrive",
+	{exitConflict, "refused by the current state: already paused, not paused, group rebalancing, chosen dead letters left out of a redrive, a schedule version conflict",
 		func(err error) bool { return errors.Is(err, errConflict) }},
 	{exitNoWorker, "status only: no worker is running (the workers' group has no member), so no window runs",
 		func(err error) bool { return errors.Is(err, errNoWorker) }},

@@ -21,20 +21,46 @@ at the first occurrence).
 
 Usage: kjobctl schedule check [flags] FILE`
 
-const scheduleTopUsage = `kjobctl schedule: work with schedules files.
+const scheduleTopUsage = `kjobctl schedule: the deployment's schedules (the schedules topic) and schedules files.
 
 Usage:
   kjobctl schedule check [flags] FILE   validate FILE as the producer does and print each job's next fire times
+  kjobctl schedule apply -f FILE [--prune] [--note N] [--execute]   plan, then apply, a file to the schedules topic
+  kjobctl schedule list                 the topic's jobs with version and who set it
+  kjobctl schedule get JOB              JOB's current spec and version
+  kjobctl schedule history JOB          JOB's versions: op, actor, source, time, note, diff
+  kjobctl schedule delete JOB [--note N] [--execute]
+  kjobctl schedule revert JOB --to-version N [--note N] [--execute]
+  kjobctl schedule pause JOB --note N   stop its windows (versioned and audited)
+  kjobctl schedule resume JOB [--note N]
 
 Run "kjobctl schedule check --help" for its flags.`
 
-func scheduleCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func scheduleCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
 		fmt.Fprintln(stdout, scheduleTopUsage)
 		return nil
 	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "apply":
+			return scheduleApply(ctx, args[1:], stdout, stderr)
+		case "get":
+			return scheduleGet(ctx, args[1:], stdout, stderr)
+		case "list":
+			return scheduleList(ctx, args[1:], stdout, stderr)
+		case "history":
+			return scheduleHistory(ctx, args[1:], stdout, stderr)
+		case "delete":
+			return scheduleDelete(ctx, args[1:], stdout, stderr)
+		case "revert":
+			return scheduleRevert(ctx, args[1:], stdout, stderr)
+		case "pause", "resume":
+			return schedulePauseResume(ctx, args[0], args[1:], stdout)
+		}
+	}
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("schedule: want the subcommand \"check\" (kjobctl schedule check FILE; kjobctl schedule --help lists the subcommands): %w", errUsage)
+		return fmt.Errorf("schedule: want the subcommand \"check\", apply, list, get, history, delete, revert, pause or resume (kjobctl schedule --help lists them): %w", errUsage)
 	}
 	var n int
 	var from, output string
