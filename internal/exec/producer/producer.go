@@ -54,7 +54,7 @@ type Config struct {
 	Brokers []string
 	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
 	// logging, hooks). The clients have distinct client ids (kjob-producer
-	// for the transactional one, kjob-producer-state, kjob-producer-admin),
+	// for the transactional one, kjob-producer-state, kjob-producer-admin, and kjob-producer-schedules, -schedule-log, -requests and -requests-admin for the schedules readers),
 	// so per-client hooks such as kprom with WithClientLabel can tell the
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt

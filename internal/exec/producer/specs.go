@@ -24,9 +24,11 @@ type liveJob struct {
 // active reports whether the job publishes windows: enabled, not paused.
 func (l *liveJob) active() bool { return l != nil && l.job.Enabled && l.rec.Paused == nil }
 
-// kafkaOpts are the options of the producer's short-lived readers.
-func (p *Producer) kafkaOpts() []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.ClientOpts...)
+// kafkaOpts are the options of one of the producer's readers, with a
+// client id of its own: per-client hooks in ClientOpts (kprom labels its
+// metrics by client id) must never see two live clients with one id.
+func (p *Producer) kafkaOpts(id string) []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...), kgo.ClientID(id)}, p.cfg.ClientOpts...)
 }
 
 // malformed logs and counts a record of topic that was skipped.
@@ -41,7 +43,7 @@ func (p *Producer) malformed(topic string, err error) {
 // A record that does not decode, or whose spec does not validate, is
 // logged, counted and skipped.
 func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*liveJob, error) {
-	snap, err := specs.ReadAll(ctx, p.kafkaOpts(), p.cfg.SchedulesTopic, p.cfg.Namespace)
+	snap, err := specs.ReadAll(ctx, p.kafkaOpts("kjob-producer-schedules"), p.cfg.SchedulesTopic, p.cfg.Namespace)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read schedules: %w", err)
 	}
@@ -344,7 +346,7 @@ func countErrors(err error) int {
 
 // specAt returns job's spec at version v from the change log.
 func (p *Producer) specAt(ctx context.Context, job string, v int64) (*schedule.Spec, error) {
-	hist, bad, err := specs.History(ctx, p.kafkaOpts(), p.cfg.ScheduleLogTopic, job)
+	hist, bad, err := specs.History(ctx, p.kafkaOpts("kjob-producer-schedule-log"), p.cfg.ScheduleLogTopic, job)
 	if err != nil {
 		return nil, fmt.Errorf("read the change log: %w", err)
 	}
@@ -368,8 +370,7 @@ func (p *Producer) specAt(ctx context.Context, job string, v int64) (*schedule.S
 // previous term did not answer), then each new one. It returns when ctx
 // ends.
 func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) error {
-	opts := p.kafkaOpts()
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(p.kafkaOpts("kjob-producer-requests-admin")...)
 	if err != nil {
 		return err
 	}
@@ -403,7 +404,7 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 			backlog[o.Partition] = e.Offset
 		}
 	})
-	cons, err := kgo.NewClient(append(opts,
+	cons, err := kgo.NewClient(append(p.kafkaOpts("kjob-producer-requests"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.ControlTopic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {

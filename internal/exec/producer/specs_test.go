@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kjob/kjob/internal/base/clock"
 	"github.com/kjob/kjob/internal/base/names"
@@ -272,5 +274,22 @@ func TestFileOwnership(t *testing.T) {
 	h, err := c.History(ctx, "a")
 	if err != nil || len(h) != 3 || h[2].Source.Kind != specs.SourceFile || h[2].Diff[0].Before != "@every 1m" {
 		t.Fatalf("history %+v %v", h, err)
+	}
+	r.stop(t)
+
+	// A revert reads the change log while the request reader runs; with
+	// per-client metrics hooks (kprom labels by client id, as every
+	// kjob binary wires it) each reader needs a client id of its own, or
+	// the hook panics on the duplicate.
+	r = startProducer(t, brokers, clk, nil, alwaysLeader{}, func(c *producer.Config) {
+		c.ClientOpts = []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Registerer(prometheus.NewRegistry()), kprom.WithClientLabel()))}
+	})
+	testenv.Eventually(t, 20*time.Second, func() bool { return r.p.Status().Leading }, "the producer never led")
+	res := submit(t, c, specs.Edit{Op: specs.OpRevert, Job: "a", ToVersion: 2})
+	if got := res.Applied[0]; got.VersionAfter != 4 {
+		t.Fatalf("revert applied %+v, want version 4", got)
+	}
+	if rec, err := c.Get(ctx, "a"); err != nil || rec.Spec.Schedule != "@every 1m" {
+		t.Fatalf("after the revert to version 2: %+v %v", rec, err)
 	}
 }
