@@ -277,6 +277,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 	return producer.New(producer.Config{
 		Brokers:            c.Brokers,
 		ClientOpts:         append(p.obs.KafkaOpts(true), c.KafkaOpts...),
+		ReaderOpts:         append([]kgo.Opt{}, c.KafkaOpts...), // no metrics hooks: see producer.Config.ReaderOpts
 		Sign:               sign,
 		Namespace:          c.Namespace,
 		Topic:              c.Topic,

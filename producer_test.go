@@ -112,7 +112,6 @@ func TestNewProducerRefusesMissingFields(t *testing.T) {
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: (*redis.Client)(nil)}, `kjob: ProducerConfig.Redis = "(*redis.Client)(nil)" is a nil pointer`},
 		{kjob.ProducerConfig{Brokers: []string{""}, Redis: rdb}, `kjob: ProducerConfig.Brokers[0] = "" is empty`},
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:0"}, Redis: rdb}, `kjob: ProducerConfig.Brokers[0] = "127.0.0.1:0" has port "0", not a number from 1 to 65535`},
-		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb}, "kjob: ProducerConfig.Jobs is empty"},
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb, Jobs: []*schedule.Job{{Name: "a"}}, LeaseTTL: 4 * time.Second, LeaseRenew: 2 * time.Second},
 			"kjob: ProducerConfig.LeaseRenew = 2s must be less than ProducerConfig.LeaseTTL/2"},
 	} {

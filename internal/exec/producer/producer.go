@@ -58,6 +58,15 @@ type Config struct {
 	// so per-client hooks such as kprom with WithClientLabel can tell the
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
+	// ReaderOpts, if not nil, replace ClientOpts for the schedules'
+	// readers (the schedules topic, the change log, the requests on the
+	// control topic), which start and stop while the term's client
+	// produces: pass the connection options (TLS, SASL) without metrics
+	// hooks. kprom's Metrics is not safe for a client created while
+	// another client sharing it runs (OnNewClient replaces the vectors the
+	// running client's hooks use), so a kprom hook must not be in
+	// ReaderOpts.
+	ReaderOpts []kgo.Opt
 	// Namespace names the deployment (see names.Deployment): it derives
 	// the default Topic and TransactionalID, and labels every window and
 	// state record. Default "kjob" (names.DefaultNamespace).

@@ -24,11 +24,16 @@ type liveJob struct {
 // active reports whether the job publishes windows: enabled, not paused.
 func (l *liveJob) active() bool { return l != nil && l.job.Enabled && l.rec.Paused == nil }
 
-// kafkaOpts are the options of one of the producer's readers, with a
-// client id of its own: per-client hooks in ClientOpts (kprom labels its
-// metrics by client id) must never see two live clients with one id.
+// kafkaOpts are the options of one of the producer's schedules readers
+// (Config.ReaderOpts, else ClientOpts), with a client id of its own:
+// per-client hooks (kprom labels its metrics by client id) must never
+// see two live clients with one id.
 func (p *Producer) kafkaOpts(id string) []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...), kgo.ClientID(id)}, p.cfg.ClientOpts...)
+	opts := p.cfg.ClientOpts
+	if p.cfg.ReaderOpts != nil {
+		opts = p.cfg.ReaderOpts
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...), kgo.ClientID(id)}, opts...)
 }
 
 // malformed logs and counts a record of topic that was skipped.

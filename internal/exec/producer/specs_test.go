@@ -277,12 +277,13 @@ func TestFileOwnership(t *testing.T) {
 	}
 	r.stop(t)
 
-	// A revert reads the change log while the request reader runs; with
-	// per-client metrics hooks (kprom labels by client id, as every
-	// kjob binary wires it) each reader needs a client id of its own, or
-	// the hook panics on the duplicate.
+	// A revert reads the change log while the request reader runs, with
+	// per-client metrics hooks on the term's client as every kjob binary
+	// wires them (kprom): the readers run without them (ReaderOpts), with
+	// client ids of their own.
 	r = startProducer(t, brokers, clk, nil, alwaysLeader{}, func(c *producer.Config) {
 		c.ClientOpts = []kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", kprom.Registerer(prometheus.NewRegistry()), kprom.WithClientLabel()))}
+		c.ReaderOpts = []kgo.Opt{} // as kjob.NewProducer wires it: the readers without the hooks
 	})
 	testenv.Eventually(t, 20*time.Second, func() bool { return r.p.Status().Leading }, "the producer never led")
 	res := submit(t, c, specs.Edit{Op: specs.OpRevert, Job: "a", ToVersion: 2})
