@@ -6,11 +6,6 @@ import (
 	"github.com/kjob/kjob/schedule"
 )
 
-// specOf is j's canonical spec (schedule.Job.ToSpec), so two spellings of
-// one job give the same spec and the same specs.Hash, as the producer
-// computes them.
-func specOf(j *schedule.Job) schedule.Spec { return j.ToSpec() }
-
 // jobsOfSpecs validates specs exactly as a schedules file's entries
 // (schedule.Spec.Job), source naming them in errors. A spec that does not
 // validate is left out and its error returned in bad.

@@ -49,6 +49,17 @@ func (s *specOpts) actor() string {
 	return specs.DefaultActor()
 }
 
+// connect returns a client whose changes come from src (kjobctl's own when
+// src.Kind is empty) and the context of the command's Kafka calls.
+func (s *specOpts) connect(ctx context.Context, src specs.Source) (*specs.Client, context.Context, context.CancelFunc, error) {
+	c, err := s.client(src)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cctx, cancel := s.ctx(ctx)
+	return c, cctx, cancel, nil
+}
+
 func (s *specOpts) client(src specs.Source) (*specs.Client, error) {
 	if src.Kind == "" {
 		src.Kind = specs.SourceCLI
@@ -134,11 +145,11 @@ func planApply(file *schedule.File, hash string, snap *specs.Snapshot, prune boo
 	curJobs, _ := jobsOfSpecs("schedules topic", cur)
 	canon := map[string]schedule.Spec{}
 	for _, j := range curJobs {
-		canon[j.Name] = specOf(j)
+		canon[j.Name] = j.ToSpec()
 	}
 	for _, j := range file.Jobs {
 		inFile[j.Name] = true
-		s := specOf(j)
+		s := j.ToSpec()
 		r, ok := snap.Jobs[j.Name]
 		if !ok {
 			p.Added = append(p.Added, PlanItem{Job: j.Name, Kind: "add", Diff: specs.Diff(nil, nil, &s, nil), spec: &s})
@@ -292,11 +303,10 @@ func scheduleApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:])
-	c, err := s.client(specs.Source{Kind: specs.SourceFile, File: file, Hash: hash})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{Kind: specs.SourceFile, File: file, Hash: hash})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	snap, err := c.Snapshot(cctx)
 	if err != nil {
@@ -398,11 +408,10 @@ func scheduleGet(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer s.close()
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := c.Get(cctx, job)
 	if err != nil {
@@ -427,11 +436,10 @@ func scheduleList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer s.close()
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	snap, err := c.Snapshot(cctx)
 	if err != nil {
@@ -474,11 +482,10 @@ func scheduleHistory(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer s.close()
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	hs, err := c.History(cctx, job)
 	if err != nil {
@@ -504,11 +511,7 @@ func scheduleHistory(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 // submitOne sends one edit and prints what it did.
-func (s *specOpts) submitOne(ctx context.Context, cmd string, e specs.Edit, stdout io.Writer) error {
-	c, err := s.client(specs.Source{})
-	if err != nil {
-		return err
-	}
+func (s *specOpts) submitOne(ctx context.Context, c *specs.Client, cmd string, e specs.Edit, stdout io.Writer) error {
 	res, err := c.Submit(ctx, []specs.Edit{e}, s.note)
 	if err != nil {
 		return specErr("schedule "+cmd, err)
@@ -528,11 +531,10 @@ func scheduleDelete(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer s.close()
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := c.Get(cctx, job)
 	if err != nil {
@@ -543,7 +545,7 @@ func scheduleDelete(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("schedule delete: %w", errDryRun)
 	}
 	v := r.Version
-	return s.submitOne(cctx, "delete", specs.Edit{Op: specs.OpDelete, Job: job, ExpectVersion: &v}, stdout)
+	return s.submitOne(cctx, c, "delete", specs.Edit{Op: specs.OpDelete, Job: job, ExpectVersion: &v}, stdout)
 }
 
 func scheduleRevert(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -559,11 +561,10 @@ func scheduleRevert(ctx context.Context, args []string, stdout, stderr io.Writer
 	if to < 1 {
 		return fmt.Errorf("schedule revert: --to-version %d: want a version >= 1 (see kjobctl schedule history %s): %w", to, job, errUsage)
 	}
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := c.Get(cctx, job)
 	if err != nil {
@@ -586,7 +587,7 @@ func scheduleRevert(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("schedule revert: %w", errDryRun)
 	}
 	v := r.Version
-	return s.submitOne(cctx, "revert", specs.Edit{Op: specs.OpRevert, Job: job, ToVersion: to, ExpectVersion: &v}, stdout)
+	return s.submitOne(cctx, c, "revert", specs.Edit{Op: specs.OpRevert, Job: job, ToVersion: to, ExpectVersion: &v}, stdout)
 }
 
 // schedulePauseResume pauses or resumes JOB through the producer leader:
@@ -604,11 +605,10 @@ func schedulePauseResume(ctx context.Context, cmd string, args []string, stdout 
 	if cmd == "pause" && strings.TrimSpace(s.note) == "" {
 		return fmt.Errorf("pause: --note is required: say why %s is paused: %w", job, errUsage)
 	}
-	c, err := s.client(specs.Source{})
+	c, cctx, cancel, err := s.connect(ctx, specs.Source{})
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	r, err := c.Get(cctx, job)
 	if err != nil {
@@ -625,5 +625,5 @@ func schedulePauseResume(ctx context.Context, cmd string, args []string, stdout 
 	if cmd == "resume" {
 		op = specs.OpResume
 	}
-	return s.submitOne(cctx, cmd, specs.Edit{Op: op, Job: job, Note: s.note, ExpectVersion: &v}, stdout)
+	return s.submitOne(cctx, c, cmd, specs.Edit{Op: op, Job: job, Note: s.note, ExpectVersion: &v}, stdout)
 }

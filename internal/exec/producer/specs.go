@@ -57,7 +57,7 @@ func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*
 	}
 	live := make(map[string]*liveJob, len(snap.Jobs))
 	for name, rec := range snap.Jobs {
-		j, err := specJob(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version), rec.Spec)
+		j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
 		if err != nil {
 			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
 			continue
@@ -81,7 +81,7 @@ func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, n
 		q.Source.Kind = specs.SourceFile
 	}
 	for _, j := range p.cfg.Jobs {
-		s := jobSpec(j)
+		s := j.ToSpec()
 		h := specs.Hash(s)
 		if l, ok := live[j.Name]; ok {
 			if l.rec.FileHash == h {
@@ -200,7 +200,7 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 				res.Refused = r
 				return nil, nil, res
 			}
-			j, err := specJob(fmt.Sprintf("request %s edit %d", q.ID, i), s)
+			j, err := s.Job(fmt.Sprintf("request %s edit %d", q.ID, i))
 			if err != nil {
 				res.Refused = invalidRefusal(i, e.Job, err)
 				return nil, nil, res
@@ -213,7 +213,7 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 				res.Refused = refusal(specs.RefusedNotFound, i, e.Job, fmt.Sprintf("no schedule %q in namespace %q", e.Job, p.cfg.Namespace))
 				return nil, nil, res
 			}
-			c := jobSpec(j)
+			c := j.ToSpec()
 			spec, job = &c, j
 			if exists && specs.Hash(c) == specs.Hash(l.rec.Spec) && (e.FileHash == "" || e.FileHash == l.rec.FileHash) {
 				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
@@ -251,12 +251,12 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 					res.Refused = refusal(kind, i, e.Job, err.Error())
 					return nil, nil, res
 				}
-				j, err := specJob(fmt.Sprintf("%s version %d", e.Job, e.ToVersion), *old)
+				j, err := old.Job(fmt.Sprintf("%s version %d", e.Job, e.ToVersion))
 				if err != nil {
 					res.Refused = invalidRefusal(i, e.Job, err)
 					return nil, nil, res
 				}
-				c := jobSpec(j)
+				c := j.ToSpec()
 				spec, job = &c, j
 			}
 		default:
@@ -334,7 +334,7 @@ func invalidRefusal(i int, job string, err error) *specs.Refusal {
 	r := refusal(specs.RefusedInvalid, i, job, err.Error())
 	var ve *schedule.ValidationError
 	if errors.As(err, &ve) {
-		r.Field, r.Value, r.Reason = stripJobsPrefix(ve.Field), ve.Value, ve.Msg
+		r.Field, r.Value, r.Reason = ve.Field, ve.Value, ve.Msg
 		if n := countErrors(err); n > 1 {
 			r.Reason += fmt.Sprintf(" (and %d more problems)", n-1)
 		}
@@ -480,24 +480,3 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 		}
 	}
 }
-
-// stripJobsPrefix turns the file's "jobs[0].timezone" into "timezone".
-func stripJobsPrefix(field string) string {
-	if len(field) > 5 && field[:5] == "jobs[" {
-		for i := 5; i < len(field); i++ {
-			if field[i] == ']' {
-				if i+2 <= len(field) && i+1 < len(field) && field[i+1] == '.' {
-					return field[i+2:]
-				}
-				return field[i+1:]
-			}
-		}
-	}
-	return field
-}
-
-// specJob validates s exactly as a schedules file's entry.
-func specJob(source string, s schedule.Spec) (*schedule.Job, error) { return s.Job(source) }
-
-// jobSpec is a validated job's canonical spec.
-func jobSpec(j *schedule.Job) schedule.Spec { return j.ToSpec() }

@@ -47,7 +47,7 @@ func (e *RefusedError) Error() string {
 		} else {
 			fmt.Fprintf(&b, "it is at version %d, set by %s", e.Current, e.SetBy)
 			if e.Source.Kind != "" {
-				fmt.Fprintf(&b, " through %s", describeSource(e.Source))
+				fmt.Fprintf(&b, " through %s", DescribeSource(e.Source))
 			}
 			if !e.SetAt.IsZero() {
 				fmt.Fprintf(&b, " at %s", e.SetAt.UTC().Format(time.RFC3339))
@@ -86,9 +86,9 @@ func (e *RefusedError) Unwrap() error {
 	}
 }
 
-// describeSource says where a change came from, for messages: "the
+// DescribeSource says where a change came from, for messages: "the
 // dashboard", "kjobctl", "the API", "file jobs.yaml (sha256 1a2b3c4d)".
-func describeSource(s Source) string {
+func DescribeSource(s Source) string {
 	switch s.Kind {
 	case SourceCLI:
 		return "kjobctl"
@@ -105,6 +105,3 @@ func describeSource(s Source) string {
 	}
 	return s.Kind
 }
-
-// DescribeSource is describeSource for other packages' messages.
-func DescribeSource(s Source) string { return describeSource(s) }
