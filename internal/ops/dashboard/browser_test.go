@@ -658,7 +658,7 @@ func usersFile(t *testing.T) (*dashboard.Users, string) {
 }
 
 // TestSchedulesInBrowser drives the schedules page in headless Chromium
-// against a fake producer leader (see fakeLeader): the list shows the jobs
+// against the real producer leader (specleader): the list shows the jobs
 // with version, pause note and who set them; a job's view shows its spec
 // and history with diffs; saving an edit after bob changed the job shows
 // the conflict naming bob and the version. It saves schedules.png and

@@ -173,6 +173,7 @@ var scheduleOps = map[string]specs.Op{
 	"schedule-pause":  specs.OpPause,
 	"schedule-resume": specs.OpResume,
 	"schedule-delete": specs.OpDelete,
+	"schedule-revert": specs.OpRevert,
 }
 
 func init() {
@@ -214,6 +215,11 @@ func checkScheduleEdit(op specs.Op) func(*actionRequest) (string, map[string]str
 			if strings.TrimSpace(req.Note) == "" {
 				return "", nil, errors.New("note: empty; a pause needs a note saying why, e.g. \"upstream down, INC-123\"")
 			}
+		case specs.OpRevert:
+			if req.ToVersion < 1 {
+				return "", nil, fmt.Errorf("to_version: %d; name the version to go back to (1 or more), as the history shows it", req.ToVersion)
+			}
+			params["to_version"] = strconv.FormatInt(req.ToVersion, 10)
 		}
 		if op != specs.OpCreate {
 			if req.ExpectVersion == nil {
@@ -247,6 +253,8 @@ func runScheduleEdit(op specs.Op) func(ctx context.Context, d *Dashboard, s sess
 			e.Spec = &sp
 		case specs.OpPause:
 			e.Note = req.Note
+		case specs.OpRevert:
+			e.ToVersion = req.ToVersion
 		}
 		res, err := d.cfg.Schedules.Submit(ctx, s.user, []specs.Edit{e}, req.Note)
 		if err != nil {
