@@ -132,8 +132,19 @@ func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 
 // plan validates q against the leader's view (all edits or none) and
 // returns the records to commit with the windows due at f, the changes
-// to the view, and the Result; a refused request has only the Result.
+// to the view, and the Result; a refused request has only the Result,
+// which lists nothing as applied.
 func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
+	recs, changes, res := p.planEdits(ctx, q, snap, live, f)
+	if res.Refused != nil {
+		// The edits before the refused one were planned, not committed.
+		res.Applied = nil
+		return nil, nil, res
+	}
+	return recs, changes, res
+}
+
+func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
 	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
 	if len(q.Edits) > specs.MaxEdits {
 		res.Refused = refusal(specs.RefusedTooLarge, 0, "", fmt.Sprintf("%d edits in one request, at most %d", len(q.Edits), specs.MaxEdits))
