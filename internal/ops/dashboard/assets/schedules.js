@@ -98,6 +98,7 @@ async function loadJob() {
 function revertButton(c) {
   if (!session || !current || c.op === "delete" || c.version_after === current.version) return "";
   const b = el("button", "revert to v" + c.version_after);
+  b.dataset.version = String(c.version_after);
   b.addEventListener("click", () => {
     if (!confirm("Set " + job + " back to its spec of version " + c.version_after + "?")) return;
     submit("schedule-revert", { job, to_version: c.version_after, expect_version: current.version, note: $("note").value });
