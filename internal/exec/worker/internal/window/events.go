@@ -111,10 +111,12 @@ type Returned struct {
 
 // TimerFired: a timer of the window fired at Now: the Wait numbered Seq
 // ended, or (Seq 0, the partition's watchdog) a running attempt's deadline
-// may have come.
+// may have come. Jitter is as for Returned, for the retry of a handler
+// abandoned now.
 type TimerFired struct {
-	Now time.Time
-	Seq uint64
+	Now    time.Time
+	Seq    uint64
+	Jitter float64
 }
 
 // Settled: the store answered the window's Settle action.

@@ -410,7 +410,7 @@ func (s *stepper) timer(e TimerFired) {
 		}
 		if !e.Now.Before(w.abandonAt(s.r)) {
 			s.do(Abandon{})
-			s.ended(fmt.Errorf("%w for %v", ErrAbandoned, s.r.Grace), true, Returned{Now: e.Now})
+			s.ended(fmt.Errorf("%w for %v", ErrAbandoned, s.r.Grace), true, Returned{Now: e.Now, Jitter: e.Jitter})
 			return
 		}
 		s.do(Watch{At: w.nextDeadline(s.r)})
