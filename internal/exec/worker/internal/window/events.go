@@ -127,11 +127,11 @@ type Answer uint8
 
 // The answers (dedupe.Result.Err).
 const (
-	Accepted    Answer = iota // nil
-	WasDone                   // dedupe.ErrAlreadyDone: settled already
-	NotOurs                   // dedupe.ErrFenced: the token is not the window's claim
-	ClaimLive                 // dedupe.ErrBusy: a token-less skip found a live claim
-	NoAnswer                  // the store did not answer before the partition's context ended
+	Accepted  Answer = iota // nil
+	WasDone                 // dedupe.ErrAlreadyDone: settled already
+	NotOurs                 // dedupe.ErrFenced: the token is not the window's claim
+	ClaimLive               // dedupe.ErrBusy: a token-less skip found a live claim
+	NoAnswer                // the store did not answer before the partition's context ended
 )
 
 // LetterWritten: the window's dead letter was acknowledged by the broker

@@ -131,15 +131,15 @@ type Window struct {
 type pending uint8
 
 const (
-	pendNone      pending = iota
-	pendComplete          // OpComplete of a successful attempt
-	pendRelease           // OpRelease after a failed attempt (retry)
-	pendLeave             // OpRelease on the way out (interrupted): Left whatever the answer
-	pendLetter            // the dead letter is being written
-	pendDead              // OpDeadLetter after the letter
-	pendIdle              // a token-less skip or supersede
-	pendHeld              // a skip or supersede under the claim
-	pendReplay            // a skip under the claim for an operator's replay
+	pendNone     pending = iota
+	pendComplete         // OpComplete of a successful attempt
+	pendRelease          // OpRelease after a failed attempt (retry)
+	pendLeave            // OpRelease on the way out (interrupted): Left whatever the answer
+	pendLetter           // the dead letter is being written
+	pendDead             // OpDeadLetter after the letter
+	pendIdle             // a token-less skip or supersede
+	pendHeld             // a skip or supersede under the claim
+	pendReplay           // a skip under the claim for an operator's replay
 )
 
 type waitFor uint8
