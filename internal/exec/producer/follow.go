@@ -46,9 +46,13 @@ func newSpecView() *specView {
 	return &specView{snap: specs.NewSnapshot(), live: map[string]*liveJob{}}
 }
 
-// apply folds one record of the schedules topic (not a control record)
-// into v, reporting a malformed one or one whose spec does not validate.
-func (p *Producer) applySpec(v *specView, r *kgo.Record) {
+// applySpec folds one record of the schedules topic (not a control
+// record) into v's snapshot, reporting a malformed one, and adds its job
+// to touched; settle then validates the touched jobs' current specs. (A
+// read of many records validates each job once, not once per record: a
+// topic whose active segment is not compacted yet holds several records
+// of a job.)
+func (p *Producer) applySpec(v *specView, r *kgo.Record, touched map[string]bool) {
 	v.records++
 	err := v.snap.Apply(r, p.cfg.Namespace)
 	v.snap.Malformed = nil // reported here; a long-lived view keeps none
@@ -56,19 +60,28 @@ func (p *Producer) applySpec(v *specView, r *kgo.Record) {
 		p.malformed(p.cfg.SchedulesTopic, err)
 		return
 	}
-	name := string(r.Key) // the job: Apply accepted the record
-	rec, ok := v.snap.Jobs[name]
-	if !ok {
-		delete(v.live, name)
-		return
+	touched[string(r.Key)] = true // the job: Apply accepted the record
+}
+
+// settle validates the current spec of each touched job into v.live,
+// reporting one that does not validate (the job is then left out, as a
+// cold read leaves it out), and empties touched.
+func (p *Producer) settle(v *specView, touched map[string]bool) {
+	for name := range touched {
+		delete(touched, name)
+		rec, ok := v.snap.Jobs[name]
+		if !ok {
+			delete(v.live, name)
+			continue
+		}
+		j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
+		if err != nil {
+			delete(v.live, name)
+			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
+			continue
+		}
+		v.live[name] = &liveJob{rec: rec, job: j}
 	}
-	j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
-	if err != nil {
-		delete(v.live, name)
-		p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
-		return
-	}
-	v.live[name] = &liveJob{rec: rec, job: j}
 }
 
 // catchUp reads the schedules topic from v's offsets to its end offsets as
@@ -119,12 +132,14 @@ func (p *Producer) catchUp(ctx context.Context, v *specView) (int, error) {
 		}
 	}
 	before := v.records
+	touched := map[string]bool{}
+	defer p.settle(v, touched) // also after a failed read: v stays consistent
 	for _, part := range parts {
 		s, _ := starts.Lookup(topic, part)
 		e, _ := ends.Lookup(topic, part)
 		from := max(v.snap.End[part], s.Offset)
 		err := kread.Each(ctx, p.kafkaOpts("kjob-producer-schedules"), topic, part, from, e.Offset, func(r *kgo.Record) error {
-			p.applySpec(v, r)
+			p.applySpec(v, r, touched)
 			return nil
 		})
 		if err != nil {
@@ -274,6 +289,7 @@ func (p *Producer) follow(ctx context.Context, v *specView) error {
 	})
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
 	start, before := time.Now(), v.records
+	touched := map[string]bool{}
 	caughtUp := func() {
 		p.log.Info("following the schedules topic: read up to its end", "topic", topic,
 			"records", v.records-before, "jobs", len(v.live), "took", time.Since(start).Round(time.Millisecond))
@@ -297,9 +313,10 @@ func (p *Producer) follow(ctx context.Context, v *specView) error {
 				delete(behind, r.Partition)
 			}
 			if !r.Attrs.IsControl() {
-				p.applySpec(v, r)
+				p.applySpec(v, r, touched)
 			}
 		})
+		p.settle(v, touched)
 		if wasBehind && len(behind) == 0 {
 			caughtUp()
 		}
