@@ -54,14 +54,14 @@ type Config struct {
 	Brokers []string
 	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
 	// logging, hooks). The clients have distinct client ids (kjob-producer
-	// for the transactional one, kjob-producer-state, kjob-producer-admin, and kjob-producer-schedules, -schedule-log, -requests and -requests-admin for the schedules readers),
+	// for the transactional one, kjob-producer-state, kjob-producer-admin, and kjob-producer-schedules, -schedules-follow, -schedule-log, -requests and -requests-admin for the schedules readers),
 	// so per-client hooks such as kprom with WithClientLabel can tell the
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
 	// ReaderOpts, if not nil, replace ClientOpts for the schedules'
-	// readers (the schedules topic, the change log, the requests on the
-	// control topic), which start and stop while the term's client
-	// produces: pass the connection options (TLS, SASL) without metrics
+	// readers (the schedules topic, followed while standing by and read
+	// at a takeover, the change log, the requests on the control topic),
+	// which start and stop while the term's client produces: pass the connection options (TLS, SASL) without metrics
 	// hooks. kprom's Metrics is not safe for a client created while
 	// another client sharing it runs (OnNewClient replaces the vectors the
 	// running client's hooks use), so a kprom hook must not be in
