@@ -113,7 +113,9 @@ func (p *Producer) catchUp(ctx context.Context, v *specView) (int, error) {
 	}
 	cl.Close()
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return 0, nil // nothing to read (Run created it; someone deleted it)
+		// Run created it, so someone deleted it: a cold read finds no job.
+		*v = *newSpecView()
+		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read schedules: list offsets of %s: %w", topic, err)
