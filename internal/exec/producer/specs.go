@@ -44,29 +44,6 @@ func (p *Producer) malformed(topic string, err error) {
 	}
 }
 
-// readSpecs reads the schedules topic to its end and validates each job.
-// A record that does not decode, or whose spec does not validate, is
-// logged, counted and skipped.
-func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*liveJob, error) {
-	snap, err := specs.ReadAll(ctx, p.kafkaOpts("kjob-producer-schedules"), p.cfg.SchedulesTopic, p.cfg.Namespace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read schedules: %w", err)
-	}
-	for _, m := range snap.Malformed {
-		p.malformed(p.cfg.SchedulesTopic, m)
-	}
-	live := make(map[string]*liveJob, len(snap.Jobs))
-	for name, rec := range snap.Jobs {
-		j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
-		if err != nil {
-			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
-			continue
-		}
-		live[name] = &liveJob{rec: rec, job: j}
-	}
-	return snap, live, nil
-}
-
 // fileRequest is the import of the schedules file (Config.Jobs) as a
 // request, or nil if the topic already holds every entry as the file
 // has it. See the ownership rule in docs/schedules.md: an entry is put
@@ -422,7 +399,11 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 	})
 	cons, err := kgo.NewClient(append(p.kafkaOpts("kjob-producer-requests"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.ControlTopic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		// Without fetch sessions: closing a client whose session fetch
+		// was in flight raced with the embedded broker (kfake), and a
+		// reader of one partition saves little with them.
+		kgo.DisableFetchSessions())...)
 	if err != nil {
 		return err
 	}
