@@ -231,6 +231,9 @@ type Cache struct {
 	mu   sync.Mutex
 	set  *Set
 	snap *specs.Snapshot
+	// started counts the reads begun, done is the number of the last one
+	// finished (reads run one at a time).
+	started, done uint64
 }
 
 // NewCache validates cfg and returns a Cache; nothing is read until the
@@ -258,18 +261,27 @@ func (c *Cache) Topic() string { return c.topic }
 // Snapshot reads the schedules topic to its end now and updates the job
 // list with it. The snapshot is shared: do not change it.
 func (c *Cache) Snapshot(ctx context.Context) (*specs.Snapshot, error) {
-	start := c.cfg.Now()
+	c.mu.Lock()
+	asked := c.started
+	c.mu.Unlock()
 	c.read.Lock()
 	defer c.read.Unlock()
-	if snap, set := c.current(); set != nil && !set.ReadAt.Before(start) {
-		return snap, nil // read by another caller since this one asked
+	c.mu.Lock()
+	if c.done > asked {
+		// A read that began after this call did finish meanwhile.
+		snap := c.snap
+		c.mu.Unlock()
+		return snap, nil
 	}
+	c.started++
+	seq := c.started
+	c.mu.Unlock()
 	snap, set, err := readTopic(ctx, c.cfg.Opts, c.cfg.Deployment, c.cfg.Now)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.snap, c.set = snap, set
+	c.snap, c.set, c.done = snap, set, seq
 	c.mu.Unlock()
 	return snap, nil
 }
