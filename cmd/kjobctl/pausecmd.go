@@ -56,7 +56,6 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 	f := cli.NewFlags("kjobctl "+cmd, usage)
 	f.SetOutput(stdout)
 	o.register(f)
-	o.needSchedules = true
 	if cmd == "resume" {
 		o.registerRetention(f)
 		f.Bool(&catchup, "catchup", "", false, "publish the windows skipped while paused")
@@ -84,7 +83,7 @@ func pauseResume(ctx context.Context, cmd string, args []string, stdout, stderr 
 		return err
 	}
 	defer o.close()
-	j, err := o.job(cmd, pos[0])
+	j, err := o.job(ctx, cmd, pos[0], stderr)
 	if err != nil {
 		return err
 	}

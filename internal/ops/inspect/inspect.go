@@ -6,7 +6,7 @@
 // the time lag: per partition and per job the age of the oldest window
 // that is published and due but not settled (TimeLag). It only reads.
 //
-//	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Jobs: file.Jobs})
+//	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, JobSource: cache}) // or Jobs: set.Jobs
 //	defer in.Close()
 //	snap, err := in.Snapshot(ctx)
 //	lag, err := in.TimeLag(ctx)
@@ -75,9 +75,16 @@ type Config struct {
 	// Group is the workers' consumer group. Default the namespace's
 	// (names.Deployment.Group: "kjob-workers" for the default namespace).
 	Group string
-	// Jobs are the jobs of the schedules file. Optional: without them a
-	// job is known only from the state topic, with no schedule.
+	// Jobs are the deployment's jobs, as read once (jobsource.Set.Jobs:
+	// the schedules topic's, or a schedules file's). Optional: without
+	// them and without JobSource a job is known only from the state
+	// topic, with no schedule.
 	Jobs []*schedule.Job
+	// JobSource supplies the jobs at every read instead, for a
+	// long-running reader (the dashboard: a *jobsource.Cache of the
+	// schedules topic), so jobs created or changed meanwhile show. Set
+	// Jobs or JobSource, not both.
+	JobSource JobSource
 	// Pauses reports paused jobs (*pause.Store). Optional.
 	Pauses interface {
 		Paused(ctx context.Context) (map[string]bool, error)
@@ -96,6 +103,12 @@ type Config struct {
 	NextN int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+}
+
+// JobSource supplies the deployment's jobs; *jobsource.Cache implements
+// it.
+type JobSource interface {
+	Jobs(ctx context.Context) ([]*schedule.Job, error)
 }
 
 // PauseHistory reports each job's last finished pause.
@@ -120,6 +133,9 @@ type Inspector struct {
 func New(cfg Config) (*Inspector, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, &configerr.Error{Op: "inspect", Field: "Config.Brokers", Reason: `is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`}
+	}
+	if cfg.JobSource != nil && len(cfg.Jobs) > 0 {
+		return nil, &configerr.Error{Op: "inspect", Field: "Config.JobSource", Reason: "is set with Config.Jobs; set one: Jobs for a list read once, JobSource for one read at every Snapshot"}
 	}
 	if cfg.NextN < 0 {
 		return nil, &configerr.Error{Op: "inspect", Field: "Config.NextN", Value: cfg.NextN, Reason: "is negative; set it to the number of fire times to show, or 0 for 3"}
@@ -306,8 +322,8 @@ type JobStatus struct {
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
 	Handler  string `json:"handler,omitempty"`
-	// Overlap is the job's overlap policy from the schedules file (queue,
-	// skip, latest, replace or allow); "" for a job not in the file.
+	// Overlap is the job's overlap policy from its spec (queue, skip,
+	// latest, replace or allow); "" for a job without a spec.
 	Overlap string      `json:"overlap,omitempty"`
 	Enabled bool        `json:"enabled"`
 	Paused  bool        `json:"paused"`
@@ -316,8 +332,15 @@ type JobStatus struct {
 	Partition int32 `json:"partition"`
 	// Last is the last window the producer published; nil if none.
 	Last *WindowStatus `json:"last"`
-	// InFile is false for a job known only from the state topic.
+	// InFile is true for a job of the job list (Config.Jobs or
+	// JobSource: the schedules topic, or a schedules file), false for a
+	// job known only from the state topic (deleted, or from another job
+	// list). The JSON name predates the schedules topic.
 	InFile bool `json:"in_file"`
+	// SpecUnknown is true when the job list could not be read: the job is
+	// then known only from the state topic, and InFile false is not a
+	// fact.
+	SpecUnknown bool `json:"spec_unknown,omitempty"`
 	// PartitionUnknown is true when the windows topic's partition count
 	// could not be read: Partition is then 0, which is not a fact.
 	PartitionUnknown bool `json:"partition_unknown,omitempty"`
@@ -575,8 +598,8 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]jobmsg.State, 
 	return out, rerr
 }
 
-// Jobs returns the status of every job of the schedules file and of every
-// job the state topic knows. When a source fails, the jobs are still
+// Jobs returns the status of every job of the job list (Config.Jobs or
+// JobSource) and of every job the state topic knows. When a source fails, the jobs are still
 // returned with the affected fields marked unknown (PartitionUnknown,
 // PausedUnknown, LastUnknown, WindowStatus.OutcomeError) and the error
 // lists every failure.
@@ -589,11 +612,17 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		periods               map[string]PausePeriod
 		lastErr, partsErr     error
 		pausedErr, periodsErr error
+		jobs                  = in.cfg.Jobs
+		jobsErr               error
 		wg                    sync.WaitGroup
 	)
 	wg.Add(2)
 	go func() { defer wg.Done(); last, lastErr = in.LastWindows(ctx) }()
 	go func() { defer wg.Done(); nparts, partsErr = in.Partitions(ctx) }()
+	if in.cfg.JobSource != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); jobs, jobsErr = in.cfg.JobSource.Jobs(ctx) }()
+	}
 	if in.cfg.Pauses != nil {
 		paused, pausedErr = in.cfg.Pauses.Paused(ctx)
 	}
@@ -601,6 +630,9 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		periods, periodsErr = in.cfg.PauseHistory.PausePeriods(ctx)
 	}
 	wg.Wait()
+	if jobsErr != nil {
+		errs = append(errs, "job list: "+jobsErr.Error())
+	}
 	if lastErr != nil {
 		errs = append(errs, "state topic: "+lastErr.Error())
 	}
@@ -616,7 +648,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	now := in.cfg.Now()
 	seen := map[string]bool{}
 	var out []JobStatus
-	for _, j := range in.cfg.Jobs {
+	for _, j := range jobs {
 		seen[j.Name] = true
 		tz := j.Timezone
 		if tz == "" {
@@ -637,7 +669,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	}
 	for name := range last {
 		if !seen[name] {
-			out = append(out, JobStatus{Name: name, Next: []time.Time{}})
+			out = append(out, JobStatus{Name: name, Next: []time.Time{}, SpecUnknown: jobsErr != nil})
 		}
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })

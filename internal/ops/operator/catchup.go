@@ -91,7 +91,7 @@ func (o *Operator) ResumeCatchup(ctx context.Context, spec CatchupSpec) (*Resume
 		part("Publisher", spec.Catchup && spec.Execute && o.cfg.Publisher == nil)); err != nil {
 		return nil, err
 	}
-	j, err := o.Job(spec.Job)
+	j, err := o.Job(ctx, spec.Job)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/schedule"
@@ -19,8 +20,9 @@ import (
 
 // Errors of Operator that callers branch on.
 var (
-	// ErrUnknownJob: the job is not in the schedules file.
-	ErrUnknownJob = errors.New("operator: unknown job")
+	// ErrUnknownJob: the job is not in the job list (Config.Jobs or
+	// JobSource). It is jobsource.ErrUnknownJob.
+	ErrUnknownJob = jobsource.ErrUnknownJob
 	// ErrUnknownLetter: no dead letter has the id.
 	ErrUnknownLetter = errors.New("operator: no such dead letter")
 	// ErrLeftOut: a redrive left the chosen letter out (its window is done
@@ -31,8 +33,13 @@ var (
 // Config configures an Operator: the same clients and stores
 // kjobctl builds from the deployment's KJOB_* settings.
 type Config struct {
-	// Jobs are the jobs of the schedules file.
+	// Jobs are the deployment's jobs as read once (jobsource.Set.Jobs:
+	// the schedules topic's, or a schedules file's).
 	Jobs []*schedule.Job
+	// JobSource looks the jobs up at every action instead, for a
+	// long-running caller (the dashboard: a *jobsource.Cache of the
+	// schedules topic). Set Jobs or JobSource, not both.
+	JobSource JobSource
 	// Topic is the windows topic, DLQTopic the dead-letter topic.
 	Topic, DLQTopic string
 	// Namespace is the deployment's namespace: it labels the windows the
@@ -64,6 +71,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// JobSource looks up one of the deployment's jobs; *jobsource.Cache
+// implements it. An unknown job is an error matching ErrUnknownJob.
+type JobSource interface {
+	Job(ctx context.Context, name string) (*schedule.Job, error)
+}
+
 // Operator performs the operators' actions: trigger, backfill (plan and
 // execute), pause and resume (with a catch-up), dead letters (list, inspect)
 // and their redrive, and replay (plan and execute). kjobctl and the
@@ -77,6 +90,9 @@ type Operator struct{ cfg Config }
 func New(cfg Config) (*Operator, error) {
 	if cfg.Topic == "" {
 		return nil, &configerr.Error{Op: "operator", Field: "Config.Topic", Reason: "is required; set the windows topic"}
+	}
+	if cfg.JobSource != nil && len(cfg.Jobs) > 0 {
+		return nil, &configerr.Error{Op: "operator", Field: "Config.JobSource", Reason: "is set with Config.Jobs; set one: Jobs for a list read once, JobSource for a lookup at every action"}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -105,8 +121,12 @@ func need(op string, parts ...requirement) error {
 	return nil
 }
 
-// Job returns the named job of the schedules file, or ErrUnknownJob.
-func (o *Operator) Job(name string) (*schedule.Job, error) {
+// Job returns the named job of the job list, or an error matching
+// ErrUnknownJob.
+func (o *Operator) Job(ctx context.Context, name string) (*schedule.Job, error) {
+	if o.cfg.JobSource != nil {
+		return o.cfg.JobSource.Job(ctx, name)
+	}
 	i := slices.IndexFunc(o.cfg.Jobs, func(j *schedule.Job) bool { return j.Name == name })
 	if i < 0 {
 		return nil, fmt.Errorf("%w %q", ErrUnknownJob, name)
@@ -121,7 +141,7 @@ func (o *Operator) Trigger(ctx context.Context, job string, payload json.RawMess
 	if err := need("trigger", part("Publisher", o.cfg.Publisher == nil)); err != nil {
 		return nil, nil, err
 	}
-	j, err := o.Job(job)
+	j, err := o.Job(ctx, job)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,7 +161,7 @@ func (o *Operator) Pause(ctx context.Context, job, by string) (pause.Pause, erro
 	if err := need("pause", part("Pauses", o.cfg.Pauses == nil)); err != nil {
 		return pause.Pause{}, err
 	}
-	if _, err := o.Job(job); err != nil {
+	if _, err := o.Job(ctx, job); err != nil {
 		return pause.Pause{}, err
 	}
 	return o.cfg.Pauses.Pause(ctx, pause.Pause{Job: job, Since: o.cfg.Now().UTC(), By: by})
@@ -153,7 +173,7 @@ func (o *Operator) Resume(ctx context.Context, job string) (pause.Pause, error) 
 	if err := need("resume", part("Pauses", o.cfg.Pauses == nil)); err != nil {
 		return pause.Pause{}, err
 	}
-	if _, err := o.Job(job); err != nil {
+	if _, err := o.Job(ctx, job); err != nil {
 		return pause.Pause{}, err
 	}
 	return o.cfg.Pauses.ResumeAt(ctx, job, o.cfg.Now().UTC())
