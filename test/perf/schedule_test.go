@@ -198,22 +198,11 @@ func benchSchedules(b *testing.B, n int) {
 	r := redis(b)
 	_, adm := admin(b, brokers)
 	topic := "scale"
-	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
 	var y strings.Builder
 	y.WriteString("jobs:\n")
 	for i := range n {
-		var spec string
-		switch i % 4 {
-		case 0: // a second of every fifth minute
-			spec = fmt.Sprintf("%d %d/5 * * * *", i%60, (i/4)%5)
-		case 1: // elapsed time, 1 to 5 minutes
-			spec = fmt.Sprintf("@every %ds", 60+(i/4)%240)
-		case 2: // hourly at a minute
-			spec = fmt.Sprintf("%d * * * *", (i/4)%60)
-		case 3: // daily at a time in a zone
-			spec = fmt.Sprintf("%d %d * * *", (i/4)%60, (i/240)%24)
-		}
-		fmt.Fprintf(&y, "  - name: job-%06d\n    schedule: %q\n    timezone: %s\n    handler: noop\n    catchup: 0s\n", i, spec, zones[i%len(zones)])
+		spec, zone := mixedSpec(i)
+		fmt.Fprintf(&y, "  - name: job-%06d\n    schedule: %q\n    timezone: %s\n    handler: noop\n    catchup: 0s\n", i, spec, zone)
 	}
 	schedules := writeSchedules(b, y.String())
 	createTopic(b, adm, topic, 4)
@@ -279,6 +268,24 @@ func benchSchedules(b *testing.B, n int) {
 	report(b, "100k schedules: producer CPU", 100*float64(u1.cpu-u0.cpu)/float64(d), "% of one core", settings)
 	reportLateness(b, "100k schedules: publish lateness (published_at - start)", pub, settings)
 	reportLateness(b, "100k schedules: visible lateness (read-committed consumer)", vis, settings)
+}
+
+// mixedSpec returns the i-th schedule of the 100k-schedules workloads and
+// its time zone: a quarter each of 6-field specs (a second of every fifth
+// minute), @every 60s..299s, hourly and daily specs, in four zones.
+func mixedSpec(i int) (spec, zone string) {
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo"}
+	switch i % 4 {
+	case 0: // a second of every fifth minute
+		spec = fmt.Sprintf("%d %d/5 * * * *", i%60, (i/4)%5)
+	case 1: // elapsed time, 1 to 5 minutes
+		spec = fmt.Sprintf("@every %ds", 60+(i/4)%240)
+	case 2: // hourly at a minute
+		spec = fmt.Sprintf("%d * * * *", (i/4)%60)
+	case 3: // daily at a time in a zone
+		spec = fmt.Sprintf("%d %d * * *", (i/4)%60, (i/240)%24)
+	}
+	return spec, zones[i%len(zones)]
 }
 
 // BenchmarkIdle: an idle leading producer (one daily job) and an idle
