@@ -707,7 +707,8 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		p.mu.Unlock()
 		return nil
 	}
-	if req := p.fileRequest(snap, live, now); req != nil {
+	for _, req := range p.fileRequests(snap, live, now) {
+		req.IssuedAt = p.cfg.Clock.Now() // a large file's last requests are not older than RequestTTL
 		if err := apply(req); err != nil {
 			return fmt.Errorf("import the schedules file: %w", err)
 		}
