@@ -333,6 +333,7 @@ func benchScheduleApply(b *testing.B, n int) {
 	report(b, "apply 100k new jobs: to all scheduled (producer's last 'schedule changed')", scheduled.Seconds(), "s", settings)
 	report(b, "apply 100k new jobs: producer RSS when all are scheduled", float64(u1.rss)/(1<<20), "MiB", settings)
 	report(b, "apply 100k new jobs: producer peak RSS", float64(u1.hwm)/(1<<20), "MiB", settings)
+	report(b, "apply 100k new jobs: producer RSS, anonymous only (without the mapped binary)", float64(u1.anon)/(1<<20), "MiB", settings)
 	report(b, "apply 100k new jobs: producer CPU during the apply", (u1.cpu - u0.cpu).Seconds(), "s", settings)
 }
 
