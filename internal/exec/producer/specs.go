@@ -99,6 +99,10 @@ func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, 
 		}
 		spec := s
 		edits = append(edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+		if p.fileJobs == nil {
+			p.fileJobs = map[*schedule.Spec]*schedule.Job{}
+		}
+		p.fileJobs[&spec] = j
 	}
 	// A file of 100,000 jobs in one request would be refused (MaxEdits),
 	// and its Result alone would exceed Kafka's record size limit.
@@ -223,10 +227,13 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 				res.Refused = r
 				return nil, nil, res
 			}
-			j, err := s.Job(fmt.Sprintf("request %s edit %d", q.ID, i))
-			if err != nil {
-				res.Refused = invalidRefusal(i, e.Job, err)
-				return nil, nil, res
+			j, fromFile := p.fileJobs[e.Spec]
+			if !fromFile {
+				var err error
+				if j, err = s.Job(fmt.Sprintf("request %s edit %d", q.ID, i)); err != nil {
+					res.Refused = invalidRefusal(i, e.Job, err)
+					return nil, nil, res
+				}
 			}
 			switch {
 			case e.Op == specs.OpCreate && exists:
