@@ -59,7 +59,8 @@ fuzz:
 
 ## bench: hot-path benchmarks, then the workloads of docs/performance.md
 ## (no-op and I/O bursts, head-of-line, 10,000 windows in flight, lateness,
-## 100k schedules, idle cost) printed as one table. BENCH_DURATION sets
+## 100k schedules, idle cost; schedule change, apply of 100k jobs and
+## takeover with 100k specs) printed as one table. BENCH_DURATION sets
 ## the measured time of the timed workloads (60s), the head-of-line
 ## workload's slow handler included.
 BENCH_DURATION ?= 60s

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -360,7 +361,6 @@ type fileParser struct {
 	errs []error
 	maps map[*yaml.Node][]entry // expanded mappings
 	busy map[*yaml.Node]bool    // mappings being expanded
-	locs map[string]*time.Location
 
 	// In parseChunked: the line of "jobs:" (nodes up to it are the
 	// header, decoded again with every chunk), and the header mappings
@@ -388,22 +388,33 @@ func (p *fileParser) instant(v *yaml.Node, field, s string, loc *time.Location) 
 	return t, true
 }
 
-// location loads a time zone once per file: every time.LoadLocation parses
-// the zone's data anew, and a file with many jobs in a few zones would
-// otherwise hold one copy per job.
-func (p *fileParser) location(name string) (*time.Location, error) {
-	if loc, ok := p.locs[name]; ok {
-		return loc, nil
+// location returns the time zone name (loadZone).
+func (p *fileParser) location(name string) (*time.Location, error) { return loadZone(name) }
+
+// zones holds the time zones this process has loaded, by name. Every
+// time.LoadLocation reads and parses the zone's file anew, and a job holds
+// its zone for as long as it lives: a producer that validates specs one at
+// a time (Spec.Job: each job of an apply through the API, each spec a
+// leader reads from the schedules topic) held one copy per job, 183 MB of
+// its 547 MiB after an apply of 100,000 jobs in three zones
+// (docs/performance.md, "apply 100k new jobs"), and spent a quarter of
+// the apply's CPU reading zone files. A *time.Location is immutable and
+// safe for concurrent use, so one copy per zone serves every job. Only
+// zones that loaded are kept, so the map is bounded by the system's zone
+// database.
+var zones sync.Map // string -> *time.Location
+
+// loadZone is time.LoadLocation, once per zone name and process.
+func loadZone(name string) (*time.Location, error) {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, err
 	}
-	if p.locs == nil {
-		p.locs = map[string]*time.Location{}
-	}
-	p.locs[name] = loc
-	return loc, nil
+	actual, _ := zones.LoadOrStore(name, loc)
+	return actual.(*time.Location), nil
 }
 
 func (p *fileParser) fail(n *yaml.Node, field, value, msg string) {

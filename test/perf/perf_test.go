@@ -236,6 +236,24 @@ type proc struct {
 	cmd   *exec.Cmd
 	lines chan string // stderr lines containing the watched text
 	done  chan struct{}
+
+	// Lines containing one of the tracked texts (track): how many, and
+	// the first and last of them with the time= they were logged at.
+	mu      sync.Mutex
+	tracked map[string]*tracked
+	changed chan struct{} // signalled (without blocking) on each tracked line
+}
+
+// tracked is what a proc saw of one tracked text.
+type tracked struct {
+	count       int
+	first, last logLine
+}
+
+// logLine is one line of a process's log with the time= it carries.
+type logLine struct {
+	text string
+	at   time.Time
 }
 
 // start runs binary name with args; stderr lines containing watch are sent
@@ -249,6 +267,13 @@ func start(b *testing.B, name string, watch string, args ...string) *proc {
 // environment.
 func startEnv(b *testing.B, name string, env []string, watch string, args ...string) *proc {
 	b.Helper()
+	return startTracking(b, name, env, watch, nil, args...)
+}
+
+// startTracking is startEnv that also keeps track of the lines containing
+// each of the texts in track (see proc.seen and proc.waitCount).
+func startTracking(b *testing.B, name string, env []string, watch string, track []string, args ...string) *proc {
+	b.Helper()
 	cmd := exec.Command(filepath.Join(bins(b), name), args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
@@ -260,7 +285,10 @@ func startEnv(b *testing.B, name string, env []string, watch string, args ...str
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &proc{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
+	p := &proc{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{}), tracked: map[string]*tracked{}, changed: make(chan struct{}, 1)}
+	for _, t := range track {
+		p.tracked[t] = &tracked{}
+	}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(out)
@@ -275,6 +303,9 @@ func startEnv(b *testing.B, name string, env []string, watch string, args ...str
 		for sc.Scan() {
 			if keep != nil {
 				fmt.Fprintln(keep, sc.Text())
+			}
+			if len(track) > 0 {
+				p.track(sc.Text())
 			}
 			if watch != "" && strings.Contains(sc.Text(), watch) {
 				select {
@@ -296,6 +327,95 @@ func startEnv(b *testing.B, name string, env []string, watch string, args ...str
 		}
 	})
 	return p
+}
+
+// track notes line under each tracked text it contains.
+func (p *proc) track(line string) {
+	var l *logLine
+	p.mu.Lock()
+	for text, t := range p.tracked {
+		if !strings.Contains(line, text) {
+			continue
+		}
+		if l == nil {
+			l = &logLine{text: line, at: logTime(line)}
+		}
+		if t.count == 0 {
+			t.first = *l
+		}
+		t.count++
+		t.last = *l
+	}
+	p.mu.Unlock()
+	if l != nil {
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// logTime returns the time= of a log line in kjob's text format, or the
+// zero time.
+func logTime(line string) time.Time {
+	v, ok := logField(line, "time")
+	if !ok {
+		return time.Time{}
+	}
+	at, _ := time.Parse(time.RFC3339Nano, v)
+	return at
+}
+
+// logField returns the value of key=value in a text-format log line
+// (unquoted if it was quoted).
+func logField(line, key string) (string, bool) {
+	i := strings.Index(" "+line, " "+key+"=")
+	if i < 0 {
+		return "", false
+	}
+	rest := line[i+len(key)+1:]
+	if strings.HasPrefix(rest, `"`) {
+		if v, err := strconv.QuotedPrefix(rest); err == nil {
+			u, err := strconv.Unquote(v)
+			return u, err == nil
+		}
+	}
+	v, _, _ := strings.Cut(rest, " ")
+	return v, true
+}
+
+// seen returns what p logged so far of the tracked text.
+func (p *proc) seen(text string) tracked {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.tracked[text]
+	if !ok {
+		panic(fmt.Sprintf("%q is not tracked", text))
+	}
+	return *t
+}
+
+// waitCount waits until p has logged at least n lines containing the
+// tracked text, and returns what it saw.
+func (p *proc) waitCount(b *testing.B, text string, n int, timeout time.Duration) tracked {
+	b.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		if t := p.seen(text); t.count >= n {
+			return t
+		}
+		select {
+		case <-p.changed:
+		case <-p.done:
+			if t := p.seen(text); t.count >= n {
+				return t
+			}
+			b.Fatalf("process exited after %d of %d lines %q", p.seen(text).count, n, text)
+		case <-deadline.C:
+			b.Fatalf("%d of %d lines %q within %v", p.seen(text).count, n, text, timeout)
+		}
+	}
 }
 
 // wait waits for a watched line.

@@ -219,6 +219,13 @@ type Producer struct {
 	// follower holds the replica's one view of the schedules topic: kept
 	// up to date while standing by, taken over by a tenure.
 	follower *specFollower
+	// fileJobs maps the specs of the schedules file's import requests
+	// (fileRequests) to the file's jobs, which were validated when the
+	// file was loaded: plan uses them instead of validating each spec
+	// again, and the leader's view shares them with Config.Jobs instead
+	// of holding a second copy of every job. Only the term's goroutine
+	// uses it, during the import.
+	fileJobs map[*schedule.Spec]*schedule.Job
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -739,11 +746,14 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		p.mu.Unlock()
 		return nil
 	}
-	if req := p.fileRequest(snap, live, now); req != nil {
+	for _, req := range p.fileRequests(snap, live, now) {
+		req.IssuedAt = p.cfg.Clock.Now() // a large file's last requests are not older than RequestTTL
 		if err := apply(req); err != nil {
+			p.fileJobs = nil
 			return fmt.Errorf("import the schedules file: %w", err)
 		}
 	}
+	p.fileJobs = nil // the import's edits are garbage now
 
 	reqs := make(chan *specs.Request)
 	rctx, stopReading := context.WithCancel(ctx)

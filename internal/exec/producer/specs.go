@@ -44,19 +44,20 @@ func (p *Producer) malformed(topic string, err error) {
 	}
 }
 
-// fileRequest is the import of the schedules file (Config.Jobs) as a
-// request, or nil if the topic already holds every entry as the file
-// has it. See the ownership rule in docs/schedules.md: an entry is put
+// fileRequests is the import of the schedules file (Config.Jobs) as
+// requests of at most specs.MaxEdits edits each (one transaction each, as
+// an apply through the API is split), or none if the topic already holds
+// every entry as the file has it. See the ownership rule in docs/schedules.md: an entry is put
 // when the topic lacks the job or the entry changed since it was last
 // imported (its hash differs from Record.FileHash); a job changed since by
 // another actor keeps that change until the file's entry changes; a job
 // deleted through the API stays deleted; the file never deletes.
-func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, now time.Time) *specs.Request {
-	q := &specs.Request{ID: "file-" + strconv.FormatInt(now.UnixNano(), 36), Namespace: p.cfg.Namespace, Actor: p.actor(),
-		Source: p.cfg.FileSource, Note: "imported from the schedules file", IssuedAt: now}
-	if q.Source.Kind == "" {
-		q.Source.Kind = specs.SourceFile
+func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, now time.Time) []*specs.Request {
+	src := p.cfg.FileSource
+	if src.Kind == "" {
+		src.Kind = specs.SourceFile
 	}
+	var edits []specs.Edit
 	for _, j := range p.cfg.Jobs {
 		s := j.ToSpec()
 		h := specs.Hash(s)
@@ -74,12 +75,27 @@ func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, n
 			continue
 		}
 		spec := s
-		q.Edits = append(q.Edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+		edits = append(edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+		if p.fileJobs == nil {
+			p.fileJobs = map[*schedule.Spec]*schedule.Job{}
+		}
+		p.fileJobs[&spec] = j
 	}
-	if len(q.Edits) == 0 {
-		return nil
+	// A file of 100,000 jobs in one request would be refused (MaxEdits),
+	// and its Result alone would exceed Kafka's record size limit.
+	var out []*specs.Request
+	id := "file-" + strconv.FormatInt(now.UnixNano(), 36)
+	for k := 0; len(edits) > 0; k++ {
+		n := min(len(edits), specs.MaxEdits)
+		q := &specs.Request{ID: id, Namespace: p.cfg.Namespace, Actor: p.actor(),
+			Source: src, Note: "imported from the schedules file", IssuedAt: now, Edits: edits[:n:n]}
+		if k > 0 || n < len(edits) {
+			q.ID = fmt.Sprintf("%s-%d", id, k+1)
+		}
+		out = append(out, q)
+		edits = edits[n:]
 	}
-	return q
+	return out
 }
 
 // actor is the producer's own actor, for the file's imports.
@@ -188,10 +204,13 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 				res.Refused = r
 				return nil, nil, res
 			}
-			j, err := s.Job(fmt.Sprintf("request %s edit %d", q.ID, i))
-			if err != nil {
-				res.Refused = invalidRefusal(i, e.Job, err)
-				return nil, nil, res
+			j, fromFile := p.fileJobs[e.Spec]
+			if !fromFile {
+				var err error
+				if j, err = s.Job(fmt.Sprintf("request %s edit %d", q.ID, i)); err != nil {
+					res.Refused = invalidRefusal(i, e.Job, err)
+					return nil, nil, res
+				}
 			}
 			switch {
 			case e.Op == specs.OpCreate && exists:

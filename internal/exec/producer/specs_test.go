@@ -344,3 +344,33 @@ func TestStandbyTakesOverFromItsFollowedView(t *testing.T) {
 		t.Fatalf("windows %s, want the update's (version 2) at :04 and :08", got)
 	}
 }
+
+// A schedules file of more jobs than one request may hold
+// (specs.MaxEdits) is imported whole, in several transactions, and every
+// job is in the leader's timer heap.
+func TestLargeFileImported(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC))
+	n := 2*specs.MaxEdits + 1
+	var y strings.Builder
+	y.WriteString("jobs:\n")
+	for i := range n {
+		fmt.Fprintf(&y, "  - {name: job-%05d, schedule: \"@every 1h\", handler: log}\n", i)
+	}
+	r := startProducer(t, brokers, clk, jobs(t, y.String()), alwaysLeader{})
+	waitLeading(t, r)
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(r.p.Status().Next) == n }, "not every job of the file in the timer heap")
+	c := specsClient(t, brokers, "alice", 15*time.Second)
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Jobs) != n {
+		t.Fatalf("%d jobs in the schedules topic, want %d", len(snap.Jobs), n)
+	}
+	for name, rec := range snap.Jobs {
+		if rec.Version != 1 || rec.Source.Kind != specs.SourceFile {
+			t.Fatalf("%s: %+v, want version 1 from the file", name, rec)
+		}
+	}
+}

@@ -103,52 +103,92 @@ func newID() string {
 // ErrNoLeader. More than MaxEdits edits, or a request larger than
 // MaxRequestBytes, is ErrTooLarge before anything is sent: use SubmitAll.
 func (c *Client) Submit(ctx context.Context, edits []Edit, note string) (*Result, error) {
+	if err := checkEdits(edits); err != nil {
+		return nil, err
+	}
+	s, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	return s.submit(ctx, edits, note)
+}
+
+func checkEdits(edits []Edit) error {
 	if len(edits) == 0 {
-		return nil, fmt.Errorf("%w: no edits", ErrInvalid)
+		return fmt.Errorf("%w: no edits", ErrInvalid)
 	}
 	if len(edits) > MaxEdits {
-		return nil, fmt.Errorf("%w: %d edits in one request, at most %d: split it (SubmitAll does)", ErrTooLarge, len(edits), MaxEdits)
+		return fmt.Errorf("%w: %d edits in one request, at most %d: split it (SubmitAll does)", ErrTooLarge, len(edits), MaxEdits)
 	}
-	req := &Request{ID: newID(), Namespace: c.ns, Actor: c.cfg.Actor, Source: c.cfg.Source, Note: note, IssuedAt: time.Now().UTC(), Edits: edits}
+	return nil
+}
+
+// session writes requests and reads their results with one Kafka client
+// each, for as many requests as SubmitAll sends: an apply of 100,000 jobs
+// is 100 requests, and a pair of new clients and an offset listing for
+// each cost about a tenth of the apply's time (docs/performance.md,
+// "apply 100k new jobs").
+type session struct {
+	c     *Client
+	topic string
+	prod  *kgo.Client
+	cons  *kgo.Client
+}
+
+// open starts a session: its reader starts at the control topic's end as
+// it is before the first request is written, so every result that
+// follows a request of the session is read.
+func (c *Client) open(ctx context.Context) (*session, error) {
 	topic := c.cfg.Deployment.ControlTopic()
-	rec, err := req.Record(topic)
+	prod, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.Opts...), kgo.ProducerLinger(0))...)
+	if err != nil {
+		return nil, fmt.Errorf("schedules: kafka client: %w", err)
+	}
+	ends, err := kadm.NewClient(prod).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("schedules: list end offsets of %s (the control topic: does the deployment exist? a producer creates it): %w", topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	cons, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.Opts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)...)
+	if err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("schedules: kafka client: %w", err)
+	}
+	return &session{c: c, topic: topic, prod: prod, cons: cons}, nil
+}
+
+func (s *session) close() {
+	s.cons.Close()
+	s.prod.Close()
+}
+
+// submit writes one request and waits for its result.
+func (s *session) submit(ctx context.Context, edits []Edit, note string) (*Result, error) {
+	c := s.c
+	req := &Request{ID: newID(), Namespace: c.ns, Actor: c.cfg.Actor, Source: c.cfg.Source, Note: note, IssuedAt: time.Now().UTC(), Edits: edits}
+	rec, err := req.Record(s.topic)
 	if err != nil {
 		return nil, err
 	}
 	if len(rec.Value) > MaxRequestBytes {
 		return nil, fmt.Errorf("%w: the request is %d bytes, at most %d: split it (SubmitAll does)", ErrTooLarge, len(rec.Value), MaxRequestBytes)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.Opts...), kgo.ProducerLinger(0))...)
-	if err != nil {
-		return nil, fmt.Errorf("schedules: kafka client: %w", err)
+	if err := s.prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return nil, fmt.Errorf("schedules: write request to %s: %w", s.topic, err)
 	}
-	defer cl.Close()
-	// The result follows the request in the topic: read from the end as
-	// it is before the request is written.
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("schedules: list end offsets of %s (the control topic: does the deployment exist? a producer creates it): %w", topic, err)
-	}
-	from := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return nil, fmt.Errorf("schedules: write request to %s: %w", topic, err)
-	}
-	cons, err := kgo.NewClient(append(append([]kgo.Opt{}, c.cfg.Opts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("schedules: kafka client: %w", err)
-	}
-	defer cons.Close()
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.Wait)
 	defer cancel()
 	for {
-		fs := cons.PollFetches(wctx)
+		fs := s.cons.PollFetches(wctx)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -162,8 +202,8 @@ func (c *Client) Submit(ctx context.Context, edits []Edit, note string) (*Result
 			if res != nil || Kind(r) != KindResult {
 				return
 			}
-			if s, err := ParseResult(r); err == nil && s.RequestID == req.ID && s.Namespace == c.ns {
-				res = s
+			if x, err := ParseResult(r); err == nil && x.RequestID == req.ID && x.Namespace == c.ns {
+				res = x
 			}
 		})
 		if res != nil {
@@ -173,12 +213,20 @@ func (c *Client) Submit(ctx context.Context, edits []Edit, note string) (*Result
 }
 
 // SubmitAll submits edits in as few requests as the limits allow
-// (MaxEdits edits, MaxRequestBytes), in order, each applied all or none.
-// It stops at the first refused or unanswered request: the results of the
-// requests before it are returned with the error, those after it were not
-// sent.
+// (MaxEdits edits, MaxRequestBytes), in order, each applied all or none,
+// one after the other over one pair of Kafka clients. It stops at the
+// first refused or unanswered request: the results of the requests before
+// it are returned with the error, those after it were not sent.
 func (c *Client) SubmitAll(ctx context.Context, edits []Edit, note string) ([]*Result, error) {
 	var out []*Result
+	if len(edits) == 0 {
+		return nil, nil
+	}
+	s, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
 	for len(edits) > 0 {
 		n, size := 0, 512
 		for n < len(edits) && n < MaxEdits {
@@ -192,7 +240,10 @@ func (c *Client) SubmitAll(ctx context.Context, edits []Edit, note string) ([]*R
 			size += len(b) + 1
 			n++
 		}
-		res, err := c.Submit(ctx, edits[:n], note)
+		if err := checkEdits(edits[:n]); err != nil {
+			return out, err
+		}
+		res, err := s.submit(ctx, edits[:n], note)
 		if res != nil {
 			out = append(out, res)
 		}
