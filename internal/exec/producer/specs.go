@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
@@ -74,7 +75,11 @@ func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*
 // imported (its hash differs from Record.FileHash); a job changed since by
 // another actor keeps that change until the file's entry changes; a job
 // deleted through the API stays deleted; the file never deletes.
-func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, now time.Time) *specs.Request {
+//
+// A job the import creates that the Redis pause list of older versions
+// has paused (legacy) is paused by an edit right after its put, so it is
+// created paused (the migration of docs/schedules.md, "Upgrading").
+func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, now time.Time, legacy map[string]pause.Pause) *specs.Request {
 	q := &specs.Request{ID: "file-" + strconv.FormatInt(now.UnixNano(), 36), Namespace: p.cfg.Namespace, Actor: p.actor(),
 		Source: p.cfg.FileSource, Note: "imported from the schedules file", IssuedAt: now}
 	if q.Source.Kind == "" {
@@ -98,6 +103,9 @@ func (p *Producer) fileRequest(snap *specs.Snapshot, live map[string]*liveJob, n
 		}
 		spec := s
 		q.Edits = append(q.Edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+		if lp, ok := legacy[j.Name]; ok && live[j.Name] == nil {
+			q.Edits = append(q.Edits, migrationEdit(lp, now))
+		}
 	}
 	if len(q.Edits) == 0 {
 		return nil
@@ -133,8 +141,22 @@ func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 // plan validates q against the leader's view (all edits or none) and
 // returns the records to commit with the windows due at f, the changes
 // to the view, and the Result; a refused request has only the Result.
-func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
+// own says q is the leader's own (the file import, the migration of the
+// Redis pause list): only those may carry migrated pauses.
+func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
 	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
+	if !own {
+		if q.Source.Kind == specs.SourceMigration {
+			res.Refused = refusal(specs.RefusedInvalid, 0, "", `source "migration" is the producer leader's own migration of the Redis pause list; use the source of the writer (cli, dashboard, api, file)`)
+			return nil, nil, res
+		}
+		for i, e := range q.Edits {
+			if e.Migrated != nil {
+				res.Refused = refusal(specs.RefusedInvalid, i, e.Job, "a migrated pause is written only by the producer leader's migration of the Redis pause list; pause the job with a plain pause edit and a note")
+				return nil, nil, res
+			}
+		}
+	}
 	if len(q.Edits) > specs.MaxEdits {
 		res.Refused = refusal(specs.RefusedTooLarge, 0, "", fmt.Sprintf("%d edits in one request, at most %d", len(q.Edits), specs.MaxEdits))
 		return nil, nil, res
@@ -235,6 +257,10 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 					continue
 				}
 				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: f}
+				if e.Migrated != nil {
+					m := *e.Migrated
+					pause = &m
+				}
 			case specs.OpResume:
 				if pause == nil {
 					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
@@ -265,8 +291,12 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 		}
 		before := lastVersion(e.Job)
 		v := before + 1
+		src := q.Source
+		if e.Migrated != nil {
+			src = specs.Source{Kind: specs.SourceMigration}
+		}
 		ch := &specs.Change{Namespace: p.cfg.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op,
-			VersionAfter: v, Actor: q.Actor, Source: q.Source, Note: q.Note, At: f}
+			VersionAfter: v, Actor: q.Actor, Source: src, Note: q.Note, At: f}
 		if exists {
 			ch.VersionBefore = l.rec.Version
 		}
@@ -287,7 +317,7 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 			changes = append(changes, change{job: e.Job, deleted: v})
 		} else {
 			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
-				Source: q.Source, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
+				Source: src, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
 			if exists {
 				rec.FileHash = l.rec.FileHash
 			}
