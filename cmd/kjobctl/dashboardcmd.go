@@ -178,10 +178,6 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 	if err != nil {
 		return nil, nil, err
 	}
-	pauses, err := o.pauses()
-	if err != nil {
-		return nil, nil, err
-	}
 	rd, err := o.redrives()
 	if err != nil {
 		return nil, nil, err
@@ -223,7 +219,7 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		return nil, nil, err
 	}
 	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
-		ReadOpts: o.kgoOpts(), Store: store, Published: published, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
+		ReadOpts: o.kgoOpts(), Store: store, Published: published, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()
 		return nil, nil, err

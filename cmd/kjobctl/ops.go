@@ -19,7 +19,7 @@ import (
 	"github.com/kjob/kjob/internal/ops/inspect"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -66,7 +66,7 @@ func (o *opts) register(f *cli.Flags) {
 	o.redis.Register(f)
 	o.kafkaSec.Register(f)
 	o.signing.RegisterProducer(f)
-	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger, backfill, pause and resume need it")
+	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger and backfill need it")
 	f.String(&o.output, "output", "", "table", "output format: table or json")
 	f.String(&o.output, "o", "", "table", "short for --output")
 	f.Duration(&o.timeout, "timeout", "", 30*time.Second, "overall deadline of the command")
@@ -165,7 +165,25 @@ func (o *opts) store() (*dedupe.Store, error) {
 	return dedupe.New(o.rdb, dedupe.Config{Namespace: o.namespace})
 }
 
-func (o *opts) pauses() (*pause.Store, error) { return pause.New(o.rdb, o.namespace) }
+// actor is who kjobctl's schedule changes (pause and resume included) are
+// recorded under: the SASL user it authenticates with, else
+// specs.DefaultActor().
+func (o *opts) actor() string {
+	if o.kafkaSec.SASLMechanism != "" && o.kafkaSec.SASLUser != "" {
+		return o.kafkaSec.SASLUser
+	}
+	return specs.DefaultActor()
+}
+
+// specsClient reads the schedules topic and change log, and asks the
+// producer leader for changes under kjobctl's actor (source kjobctl).
+func (o *opts) specsClient() (*specs.Client, error) {
+	c, err := specs.NewClient(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment(), Actor: o.actor(), Source: specs.Source{Kind: specs.SourceCLI}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, errUsage)
+	}
+	return c, nil
+}
 
 func (o *opts) redrives() (*operator.Redrives, error) {
 	return operator.NewRedrives(o.rdb, o.namespace)
@@ -180,13 +198,13 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 	if o.file != nil {
 		jobs = o.file.Jobs
 	}
-	p, err := o.pauses()
+	sc, err := o.specsClient()
 	if err != nil {
 		return nil, err
 	}
 	cfg := inspect.Config{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
-		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Pauses: p, PauseHistory: p, Now: nowFunc,
+		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Schedules: sc, Now: nowFunc,
 	}
 	if o.leaseBackend != "" {
 		if cfg.LeaderSource, err = o.leaderSource(); err != nil {
@@ -227,7 +245,7 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 	if err != nil {
 		return nil, err
 	}
-	pauses, err := o.pauses()
+	sc, err := o.specsClient()
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +254,7 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 		return nil, err
 	}
 	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
-		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Replayer: replayer, Now: nowFunc}
+		ReadOpts: o.kgoOpts(), Store: store, Schedules: sc, Redrives: redrives, Replayer: replayer, Now: nowFunc}
 	if o.file != nil {
 		cfg.Jobs = o.file.Jobs
 	}

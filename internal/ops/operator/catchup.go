@@ -23,12 +23,16 @@ type Schedules interface {
 var ErrNotPaused = errors.New("operator: job is not paused")
 
 // Paused returns job's pause from the schedules topic, nil if it is not
-// paused. An unknown job is an error wrapping specs.ErrNotFound.
+// paused or not in the topic (a job of a schedules file no leader has
+// imported yet is not paused).
 func (o *Operator) Paused(ctx context.Context, job string) (*specs.Pause, error) {
 	if err := need("paused", part("Schedules", o.cfg.Schedules == nil)); err != nil {
 		return nil, err
 	}
 	r, err := o.cfg.Schedules.Get(ctx, job)
+	if errors.Is(err, specs.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
