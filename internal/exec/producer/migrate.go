@@ -116,17 +116,19 @@ func (p *Producer) forgetMigrated(ctx context.Context, q *specs.Request) error {
 }
 
 // dropUnknownPauses deletes the entries of the Redis pause list whose job
-// is neither in the schedules topic nor about to be imported from the
-// file (a job deleted, or removed from the file): there is nothing to
-// pause. An entry of a file job the import did not create (it was
-// refused) is kept for the next term.
-func (p *Producer) dropUnknownPauses(ctx context.Context, legacy map[string]pause.Pause, live map[string]*liveJob) error {
-	inFile := map[string]bool{}
+// is neither in the schedules topic nor to be imported from the file (a
+// job deleted, through the API too, or removed from the file): there is
+// nothing to pause. An entry of a file job the import did not create (it
+// was refused) is kept for the next term.
+func (p *Producer) dropUnknownPauses(ctx context.Context, legacy map[string]pause.Pause, snap *specs.Snapshot, live map[string]*liveJob) error {
+	imported := map[string]bool{}
 	for _, j := range p.cfg.Jobs {
-		inFile[j.Name] = true
+		if _, deleted := snap.Deleted[j.Name]; !deleted {
+			imported[j.Name] = true
+		}
 	}
 	for _, job := range slices.Sorted(maps.Keys(legacy)) {
-		if live[job] != nil || inFile[job] {
+		if live[job] != nil || imported[job] {
 			continue
 		}
 		lp := legacy[job]

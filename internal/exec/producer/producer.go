@@ -705,7 +705,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			}
 		}
 	}
-	if err := p.dropUnknownPauses(ctx, legacy, live); err != nil {
+	if err := p.dropUnknownPauses(ctx, legacy, snap, live); err != nil {
 		return err
 	}
 
