@@ -5,10 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
 	"github.com/kjob/kjob"
+	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -18,10 +26,10 @@ import (
 // night makes the schedules match its tenants table, all from its own
 // code, with no producer restart.
 //
-// This example builds but does not run under go test: it needs a
-// deployment's producer leader to answer (the changes go through it).
-// TestScheduleExamplePerCustomer runs these same functions against a
-// fake leader.
+// The example brings its own deployment: the in-process kfake broker with
+// SASL, a throwaway redis-server and a producer. A real service points
+// SchedulesConfig at its deployment's brokers and has no producer in
+// its own process.
 
 // tenant is a row of the service's own tenants table.
 type tenant struct {
@@ -82,47 +90,131 @@ func nightlySync(ctx context.Context, s *kjob.Schedules, tenants []tenant) (kjob
 }
 
 func ExampleSchedules() {
-	s, err := kjob.NewSchedules(kjob.SchedulesConfig{
-		Brokers:   []string{"kafka-1:9092"},
-		Namespace: "shop",
-		// KafkaOpts: kgo.SASL(...): the SASL user is the actor the
-		// changes are recorded under.
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	brokers, stop, err := exampleDeployment(ctx, "shop")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	s, err := kjob.NewSchedules(kjob.SchedulesConfig{
+		Brokers:   brokers,
+		Namespace: "shop",
+		// The SASL user is the actor the changes are recorded under.
+		KafkaOpts: []kgo.Opt{kgo.SASL(plain.Auth{User: "svc-reports", Pass: "svc-secret"}.AsMechanism())},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	t := tenant{ID: 4711, Zone: "Europe/Berlin", Hour: 8}
 	if err := onSignup(ctx, s, t); err != nil {
-		var se *kjob.ScheduleError
-		switch {
-		case errors.As(err, &se) && errors.Is(err, kjob.ErrScheduleInvalid):
-			log.Printf("tenant %d: fix %s %q: %s", t.ID, se.Field, se.Value, se.Reason)
-		case errors.Is(err, kjob.ErrNoProducer):
-			log.Printf("tenant %d: no producer answered; retry later: %v", t.ID, err)
-		default:
-			log.Print(err)
-		}
+		fmt.Println(err)
+		return
+	}
+	// A sign-up with a time zone that does not exist is refused with the
+	// field, the value and the fix; nothing changes.
+	var se *kjob.ScheduleError
+	if err := onSignup(ctx, s, tenant{ID: 4713, Zone: "Europe/Berln", Hour: 8}); errors.As(err, &se) && errors.Is(err, kjob.ErrScheduleInvalid) {
+		fmt.Printf("refused: %s %q\n", se.Field, se.Value)
 	}
 
 	t.Hour = 9
 	if err := onPreferencesChanged(ctx, s, t); err != nil {
-		log.Print(err)
+		fmt.Println(err)
+		return
 	}
 
 	res, err := nightlySync(ctx, s, []tenant{t, {ID: 4712, Zone: "America/New_York", Hour: 7}})
 	if err != nil {
-		log.Print(err)
+		fmt.Println(err)
+		return
 	}
-	fmt.Printf("created %v, updated %v, deleted %v, %d unchanged\n", res.Created, res.Updated, res.Deleted, len(res.Unchanged))
+	fmt.Printf("nightly sync: created %v, updated %v, deleted %v, unchanged %v\n", res.Created, res.Updated, res.Deleted, res.Unchanged)
 
 	h, err := s.History(ctx, reportSpec(t).Name)
 	if err != nil {
-		log.Print(err)
+		fmt.Println(err)
+		return
 	}
 	for _, c := range h {
-		fmt.Printf("v%d %s by %s: %s %v\n", c.VersionAfter, c.Op, c.Actor, c.Note, c.Diff)
+		fmt.Printf("v%d %s by %s through %s, note %q\n", c.VersionAfter, c.Op, c.Actor, c.Source, c.Note)
+		if c.Op == "update" {
+			for _, d := range c.Diff {
+				fmt.Printf("    %s: %q -> %q\n", d.Field, d.Before, d.After)
+			}
+		}
+	}
+
+	// Output:
+	// refused: timezone "Europe/Berln"
+	// nightly sync: created [report-tenant-4712], updated [], deleted [], unchanged [report-tenant-4711]
+	// v1 create by svc-reports through api, note "sign-up"
+	// v2 update by svc-reports through api, note "tenant changed the report time"
+	//     schedule: "0 8 * * 1" -> "0 9 * * 1"
+}
+
+// exampleDeployment starts what a deployment runs beside the service: a
+// broker (kfake, with SASL users for the producer and the service), a
+// Redis for the producer's lease, and a producer with no schedules file.
+// It returns once the producer serves /readyz (it has created the
+// deployment's topics and runs). stop stops them all.
+func exampleDeployment(ctx context.Context, namespace string) (brokers []string, stop func(), err error) {
+	kafka, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "kjob-producer", "producer-secret"),
+		kfake.Superuser("PLAIN", "svc-reports", "svc-secret"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka: %w", err)
+	}
+	redisAddr, stopRedis, err := testenv.ExampleRedis()
+	if err != nil {
+		kafka.Close()
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	p, err := kjob.NewProducer(kjob.ProducerConfig{
+		Brokers:   kafka.ListenAddrs(),
+		KafkaOpts: []kgo.Opt{kgo.SASL(plain.Auth{User: "kjob-producer", Pass: "producer-secret"}.AsMechanism())},
+		Redis:     rdb,
+		Namespace: namespace,
+		ID:        "producer-1",
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		rdb.Close()
+		stopRedis()
+		kafka.Close()
+		return nil, nil, fmt.Errorf("producer: %w", err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	stop = func() {
+		cancel()
+		<-done
+		rdb.Close()
+		stopRedis()
+		kafka.Close()
+	}
+	for tick := time.NewTicker(20 * time.Millisecond); ; {
+		rec := httptest.NewRecorder()
+		p.HTTPHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code == http.StatusOK {
+			tick.Stop()
+			return kafka.ListenAddrs(), stop, nil
+		}
+		select {
+		case <-tick.C:
+		case err := <-done:
+			done <- err
+			stop()
+			return nil, nil, fmt.Errorf("producer stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			stop()
+			return nil, nil, fmt.Errorf("producer not ready: %w", ctx.Err())
+		}
 	}
 }

@@ -30,7 +30,7 @@ import (
 )
 
 // ProducerConfig configures a Producer. The zero value of every field but
-// Brokers, Redis and Jobs is the default cmd/producer runs with;
+// Brokers and Redis is the default cmd/producer runs with;
 // cmd/producer's flags only fill this struct.
 type ProducerConfig struct {
 	// Brokers are the Kafka seed brokers (host:port). Required.
@@ -77,8 +77,12 @@ type ProducerConfig struct {
 	// turns it off.
 	MisfireGrace time.Duration
 
-	// Jobs are the jobs to publish, as schedule.Load parses a schedules
-	// file. Required; names are unique.
+	// Jobs are the jobs of a schedules file, as schedule.Load parses it;
+	// names are unique. Optional: the leader imports them into the
+	// schedules topic under the file's ownership rule
+	// (docs/schedules.md), where jobs created through kjob.Schedules,
+	// kjobctl or the dashboard live too. Without Jobs the producer
+	// publishes the topic's jobs only.
 	Jobs []*schedule.Job
 
 	// Elector, if set, elects the publishing replica in place of the

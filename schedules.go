@@ -81,6 +81,10 @@ const defaultApplyLimit = 100_000
 type Schedules struct {
 	c  *specs.Client
 	ns string
+	// afterRead, if set (by the tests), runs between Apply's read of the
+	// schedules topic and its first request: where a concurrent change by
+	// another writer lands.
+	afterRead func()
 }
 
 // NewSchedules validates cfg and returns a Schedules client. It connects
@@ -588,6 +592,9 @@ func (s *Schedules) Apply(ctx context.Context, list []schedule.Spec, opts ApplyO
 	}
 	if len(edits) > limit {
 		return ApplyResult{}, tooLarge(len(edits))
+	}
+	if s.afterRead != nil {
+		s.afterRead()
 	}
 	results, err := s.c.SubmitAll(ctx, edits, opts.Note)
 	for _, r := range results {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,62 +21,28 @@ import (
 	"github.com/kjob/kjob/internal/exec/preflight"
 	"github.com/kjob/kjob/internal/store/access"
 	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/internal/testkit/specleader"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
 )
 
-// These tests run kjob.Schedules against a fake producer leader: the real
-// one (internal/exec/producer, issue 23) is not on this branch. The fake
-// keeps the jobs in memory and follows the contract of
-// internal/store/specs: it answers each Request on the control topic,
-// applies its edits all or none with version checks, and writes the spec
-// records, tombstones and change-log records before the Result, so a
-// reader that saw the Result sees them too. It does not validate specs
-// (the client does, before sending; the real leader does again).
-type fakeProducer struct {
-	d        names.Deployment
-	requests atomic.Int64
+// These tests run kjob.Schedules against the real producer leader
+// (internal/testkit/specleader): it answers each Request on the control
+// topic, validates and applies its edits all or none with version checks,
+// and commits the spec records, tombstones, change-log records and the
+// Result in one transaction.
 
-	mu       sync.Mutex
-	jobs     map[string]*specs.Record
-	gone     map[string]int64                   // deleted job -> its tombstone's version
-	versions map[string]map[int64]*specs.Change // job -> version -> the change that set it
-}
-
-// startFakeProducer creates the deployment's control, schedules and log
-// topics (as a producer does) and answers requests until the test ends.
-func startFakeProducer(t *testing.T, brokers []string, d names.Deployment, opts ...kgo.Opt) *fakeProducer {
+// requests counts the schedule requests written to d's control topic: what
+// the callers sent to the leader.
+func requests(t *testing.T, brokers []string, d names.Deployment) int {
 	t.Helper()
-	d = d.WithDefaults()
-	createScheduleTopics(t, brokers, d, opts...)
-	f := &fakeProducer{d: d, jobs: map[string]*specs.Record{}, gone: map[string]int64{}, versions: map[string]map[int64]*specs.Change{}}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(d.ControlTopic()), kgo.ProducerLinger(0)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				if specs.Kind(r) != specs.KindRequest {
-					return
-				}
-				q, err := specs.ParseRequest(r)
-				if err != nil || q.Namespace != d.Namespace {
-					return
-				}
-				f.requests.Add(1)
-				recs := f.handle(q)
-				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil && ctx.Err() == nil {
-					t.Errorf("fake producer: write: %v", err)
-				}
-			})
+	n := 0
+	for _, r := range testenv.ReadCommitted(t, brokers, d.WithDefaults().ControlTopic()) {
+		if specs.Kind(r) == specs.KindRequest {
+			n++
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done; cl.Close() })
-	return f
+	}
+	return n
 }
 
 func createScheduleTopics(t *testing.T, brokers []string, d names.Deployment, opts ...kgo.Opt) {
@@ -97,136 +61,8 @@ func createScheduleTopics(t *testing.T, brokers []string, d names.Deployment, op
 	}
 }
 
-// handle applies q's edits all or none and returns the records to write:
-// specs, tombstones and changes, then the Result (alone for a refusal).
-func (f *fakeProducer) handle(q *specs.Request) []*kgo.Record {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now().UTC()
-	res := &specs.Result{Namespace: q.Namespace, RequestID: q.ID, Leader: "fake", At: now}
-	staged := map[string]*specs.Record{} // nil: deleted by this request
-	stagedGone := map[string]int64{}
-	current := func(job string) (*specs.Record, int64) {
-		if r, ok := staged[job]; ok {
-			if r == nil {
-				return nil, stagedGone[job]
-			}
-			return r, r.Version
-		}
-		if r, ok := f.jobs[job]; ok {
-			return r, r.Version
-		}
-		return nil, f.gone[job]
-	}
-	var out []*kgo.Record
-	var changes []*specs.Change
-	refuse := func(i int, e specs.Edit, kind, reason string, cur *specs.Record) []*kgo.Record {
-		res.Applied = nil
-		res.Refused = &specs.Refusal{Kind: kind, Edit: i, Job: e.Job, Reason: reason}
-		if cur != nil {
-			res.Refused.Current, res.Refused.SetBy, res.Refused.SetAt, res.Refused.Source = cur.Version, cur.SetBy, cur.SetAt, cur.Source
-		}
-		rec, _ := res.Record(f.d.ControlTopic())
-		return []*kgo.Record{rec}
-	}
-	for i, e := range q.Edits {
-		cur, ver := current(e.Job)
-		live := int64(0)
-		if cur != nil {
-			live = cur.Version
-		}
-		if e.ExpectVersion != nil && *e.ExpectVersion != live {
-			return refuse(i, e, specs.RefusedConflict, "", cur)
-		}
-		var spec *schedule.Spec
-		var paused *specs.Pause
-		if cur != nil {
-			spec, paused = &cur.Spec, cur.Paused
-		}
-		switch e.Op {
-		case specs.OpCreate:
-			if cur != nil {
-				return refuse(i, e, specs.RefusedConflict, "the job exists", cur)
-			}
-			spec = e.Spec
-		case specs.OpUpdate, specs.OpPut:
-			if cur == nil && e.Op == specs.OpUpdate {
-				return refuse(i, e, specs.RefusedNotFound, "no such job: create it", nil)
-			}
-			if cur != nil && maps.Equal(specs.Flatten(&cur.Spec, nil), specs.Flatten(e.Spec, nil)) {
-				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: ver, VersionAfter: ver, Unchanged: true})
-				continue
-			}
-			spec = e.Spec
-		case specs.OpDelete, specs.OpPause, specs.OpResume:
-			if cur == nil {
-				return refuse(i, e, specs.RefusedNotFound, "no such job", nil)
-			}
-			switch e.Op {
-			case specs.OpDelete:
-				spec, paused = nil, nil
-			case specs.OpPause:
-				paused = &specs.Pause{Note: e.Note, By: q.Actor, At: now}
-			case specs.OpResume:
-				paused = nil
-			}
-		case specs.OpRevert:
-			old, ok := f.versions[e.Job][e.ToVersion]
-			if !ok || old.Spec == nil {
-				return refuse(i, e, specs.RefusedNotFound, fmt.Sprintf("no version %d with a spec: see its history", e.ToVersion), nil)
-			}
-			spec, paused = old.Spec, old.Paused
-		default:
-			return refuse(i, e, specs.RefusedInvalid, fmt.Sprintf("unknown op %q", e.Op), nil)
-		}
-		after := ver + 1
-		id := fmt.Sprintf("%s/%d", q.ID, i)
-		var before *schedule.Spec
-		var pb *specs.Pause
-		if cur != nil {
-			before, pb = &cur.Spec, cur.Paused
-		}
-		if spec == nil {
-			staged[e.Job], stagedGone[e.Job] = nil, after
-			out = append(out, specs.Tombstone(f.d.SchedulesTopic(), e.Job, after))
-		} else {
-			r := &specs.Record{Namespace: q.Namespace, Job: e.Job, Version: after, Spec: *spec, Paused: paused, SetBy: q.Actor,
-				Source: q.Source, Note: q.Note, SetAt: now, ChangeID: id, EffectiveFrom: now}
-			staged[e.Job] = r
-			rec, err := specs.SpecRecord(f.d.SchedulesTopic(), r)
-			if err != nil {
-				return refuse(i, e, specs.RefusedInvalid, err.Error(), nil)
-			}
-			out = append(out, rec)
-		}
-		c := &specs.Change{Namespace: q.Namespace, ID: id, Request: q.ID, Job: e.Job, Op: e.Op, VersionBefore: live, VersionAfter: after,
-			Actor: q.Actor, Source: q.Source, Note: q.Note, At: now, Diff: specs.Diff(before, pb, spec, paused), Spec: spec, Paused: paused}
-		changes = append(changes, c)
-		rec, err := specs.ChangeRecord(f.d.ScheduleLogTopic(), c)
-		if err != nil {
-			return refuse(i, e, specs.RefusedInvalid, err.Error(), nil)
-		}
-		out = append(out, rec)
-		res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: live, VersionAfter: after})
-	}
-	for job, r := range staged {
-		if r == nil {
-			delete(f.jobs, job)
-			f.gone[job] = stagedGone[job]
-		} else {
-			f.jobs[job] = r
-			delete(f.gone, job)
-		}
-	}
-	for _, c := range changes {
-		if f.versions[c.Job] == nil {
-			f.versions[c.Job] = map[int64]*specs.Change{}
-		}
-		f.versions[c.Job][c.VersionAfter] = c
-	}
-	rec, _ := res.Record(f.d.ControlTopic())
-	return append(out, rec)
-}
+// shop is the deployment of these tests.
+var shop = names.Deployment{Namespace: "shop"}
 
 func newSchedules(t *testing.T, brokers []string, actor string) *kjob.Schedules {
 	t.Helper()
@@ -248,7 +84,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // noLeaks checks, after every other cleanup of the test (the broker, the
-// fake producer), that the Schedules calls left no goroutine behind.
+// producer), that the Schedules calls left no goroutine behind.
 func noLeaks(t *testing.T) {
 	opts := []goleak.Option{goleak.IgnoreCurrent()}
 	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
@@ -257,7 +93,7 @@ func noLeaks(t *testing.T) {
 func TestSchedulesCreateUpdateDeleteGetListHistory(t *testing.T) {
 	noLeaks(t)
 	brokers := testenv.Brokers(t)
-	startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "alice")
 	ctx := testCtx(t)
 
@@ -350,7 +186,7 @@ func TestSchedulesCreateUpdateDeleteGetListHistory(t *testing.T) {
 
 func TestSchedulesPauseResumeRevert(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "bob")
 	ctx := testCtx(t)
 
@@ -404,7 +240,7 @@ func TestSchedulesPauseResumeRevert(t *testing.T) {
 func TestSchedulesConcurrentUpdatesGiveOneConflict(t *testing.T) {
 	noLeaks(t)
 	brokers := testenv.Brokers(t)
-	startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	ctx := testCtx(t)
 	if _, err := newSchedules(t, brokers, "setup").Create(ctx, report("tenant-9", "0 8 * * *"), ""); err != nil {
 		t.Fatal(err)
@@ -454,7 +290,7 @@ func TestSchedulesConcurrentUpdatesGiveOneConflict(t *testing.T) {
 // field, the value and the fix.
 func TestSchedulesInvalidRefusedBeforeSending(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	f := startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "alice")
 	ctx := testCtx(t)
 
@@ -499,7 +335,7 @@ func TestSchedulesInvalidRefusedBeforeSending(t *testing.T) {
 	if _, err := s.Update(ctx, report("tenant-1", "@daily"), -1, ""); !errors.Is(err, kjob.ErrScheduleInvalid) {
 		t.Fatalf("negative expected version: %v", err)
 	}
-	if n := f.requests.Load(); n != 0 {
+	if n := requests(t, brokers, shop); n != 0 {
 		t.Fatalf("the producer got %d requests; invalid input must not be sent", n)
 	}
 }
@@ -508,7 +344,7 @@ func second[T any](_ T, err error) error { return err }
 
 func TestSchedulesApply(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	f := startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "deployer")
 	ctx := testCtx(t)
 
@@ -521,7 +357,7 @@ func TestSchedulesApply(t *testing.T) {
 	if err != nil || len(res.Created) != 2500 || len(res.Updated)+len(res.Deleted)+len(res.Unchanged) != 0 {
 		t.Fatalf("first apply: %d created, %d updated, %d deleted, %d unchanged, %v", len(res.Created), len(res.Updated), len(res.Deleted), len(res.Unchanged), err)
 	}
-	if n := f.requests.Load(); n != 3 {
+	if n := requests(t, brokers, shop); n != 3 {
 		t.Fatalf("%d requests, want 3 batches", n)
 	}
 
@@ -546,7 +382,7 @@ func TestSchedulesApply(t *testing.T) {
 	}
 
 	// One invalid spec or a name given twice refuses the whole apply.
-	before := f.requests.Load()
+	before := requests(t, brokers, shop)
 	bad := append([]schedule.Spec{report("tenant-x", "@daily")}, report("tenant-y", "61 * * * *"))
 	if _, err := s.Apply(ctx, bad, kjob.ApplyOptions{}); !errors.Is(err, kjob.ErrScheduleInvalid) || !strings.Contains(err.Error(), "spec 2 of 2") {
 		t.Fatalf("apply with an invalid spec: %v", err)
@@ -555,7 +391,7 @@ func TestSchedulesApply(t *testing.T) {
 	if _, err := s.Apply(ctx, dup, kjob.ApplyOptions{}); !errors.Is(err, kjob.ErrScheduleInvalid) || !strings.Contains(err.Error(), "given twice") {
 		t.Fatalf("apply with a name twice: %v", err)
 	}
-	if n := f.requests.Load(); n != before {
+	if n := requests(t, brokers, shop); n != before {
 		t.Fatalf("a refused apply sent %d requests", n-before)
 	}
 }
@@ -564,7 +400,7 @@ func TestSchedulesApply(t *testing.T) {
 // unless ApplyOptions.MaxJobs allows it.
 func TestSchedulesApplyTooLarge(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	f := startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "deployer")
 	ctx := testCtx(t)
 
@@ -590,7 +426,7 @@ func TestSchedulesApplyTooLarge(t *testing.T) {
 	if _, err := s.Apply(ctx, list[3:4], kjob.ApplyOptions{MaxJobs: 3, Prune: true}); !errors.Is(err, kjob.ErrScheduleTooLarge) {
 		t.Fatalf("1 new and 3 pruned with MaxJobs 3: %v", err)
 	}
-	if n := f.requests.Load(); n != 1 {
+	if n := requests(t, brokers, shop); n != 1 {
 		t.Fatalf("%d requests, want 1", n)
 	}
 }
@@ -636,11 +472,11 @@ func TestSchedulesConfigErrors(t *testing.T) {
 }
 
 // The functions of ExampleSchedules (example_schedules_test.go), run
-// against the fake leader: sign-up, a change of preferences that meets an
+// against the leader: sign-up, a change of preferences that meets an
 // operator's concurrent change, and the nightly sync with prune.
 func TestScheduleExamplePerCustomer(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "svc-reports")
 	ctx := testCtx(t)
 
@@ -693,7 +529,7 @@ func TestScheduleExamplePerCustomer(t *testing.T) {
 // refused one stay committed.
 func TestSchedulesApplyDoesNotOverwriteAConcurrentChange(t *testing.T) {
 	brokers := testenv.Brokers(t)
-	f := startFakeProducer(t, brokers, names.Deployment{Namespace: "shop"})
+	specleader.Start(t, brokers, shop)
 	s := newSchedules(t, brokers, "deployer")
 	ctx := testCtx(t)
 	var list []schedule.Spec
@@ -704,12 +540,12 @@ func TestSchedulesApplyDoesNotOverwriteAConcurrentChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another writer changes tenant-1200 between Apply's read and its
-	// request: the leader knows version 2, the topic Apply reads says 1.
-	f.mu.Lock()
-	changed := *f.jobs["tenant-1200"]
-	changed.Version, changed.SetBy = 2, "alice"
-	f.jobs["tenant-1200"] = &changed
-	f.mu.Unlock()
+	// first request: Apply read version 1, alice's update made it 2.
+	kjob.SetApplyAfterRead(s, func() {
+		if _, err := newSchedules(t, brokers, "alice").Update(ctx, report("tenant-1200", "@weekly"), 1, "alice's change"); err != nil {
+			t.Errorf("alice's concurrent update: %v", err)
+		}
+	})
 	for i := range list {
 		list[i].Schedule = "@hourly"
 	}
@@ -717,6 +553,11 @@ func TestSchedulesApplyDoesNotOverwriteAConcurrentChange(t *testing.T) {
 	var se *kjob.ScheduleError
 	if !errors.Is(err, kjob.ErrScheduleConflict) || !errors.As(err, &se) || se.Job != "tenant-1200" || se.Current != 2 || se.SetBy != "alice" {
 		t.Fatalf("apply over a concurrent change: %v", err)
+	}
+	for j, want := range map[string]string{"tenant-999": "@hourly", "tenant-1000": "@daily", "tenant-1199": "@daily", "tenant-1200": "@weekly", "tenant-1499": "@daily"} {
+		if got, err := s.Get(ctx, j); err != nil || got.Spec.Schedule != want {
+			t.Errorf("%s after the apply: %+v, %v; want %s", j, got, err, want)
+		}
 	}
 	if len(res.Updated) != 1000 || !strings.Contains(err.Error(), "1000 of 1500 changes committed") {
 		t.Fatalf("the first batch stays committed: %d updated, %v", len(res.Updated), err)
@@ -726,8 +567,8 @@ func TestSchedulesApplyDoesNotOverwriteAConcurrentChange(t *testing.T) {
 
 // A service with its own SASL principal and exactly the writer grants of
 // deploy/SECURITY.md uses every Schedules call; the changes are recorded
-// under that principal, with no Actor configured. The fake leader runs as
-// the producer's principal with the producer's schedule grants.
+// under that principal, with no Actor configured. The leader runs as the
+// producer's principal with the producer's documented grants.
 func TestSchedulesWithTheDocumentedGrants(t *testing.T) {
 	d := names.Deployment{Namespace: "shop"}.WithDefaults()
 	acls := func(ps []access.Permission) []kfake.ACL {
@@ -735,15 +576,19 @@ func TestSchedulesWithTheDocumentedGrants(t *testing.T) {
 			access.Create: kmsg.ACLOperationCreate, access.DescribeConfigs: kmsg.ACLOperationDescribeConfigs}
 		var out []kfake.ACL
 		for _, p := range ps {
-			out = append(out, kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: p.Name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: ops[p.Operation], Allow: true})
+			rt := kmsg.ACLResourceTypeTopic
+			if p.Resource == access.TransactionalID {
+				rt = kmsg.ACLResourceTypeTransactionalId
+			}
+			out = append(out, kfake.ACL{Resource: rt, Name: p.Name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: ops[p.Operation], Allow: true})
 		}
 		return out
 	}
 	brokers := testenv.Brokers(t, kfake.EnableSASL(), kfake.EnableACLs(),
-		kfake.User("SCRAM-SHA-512", "kjob-producer", "pw", acls(preflight.ScheduleProducerGrants(d.Topic))...),
+		kfake.User("SCRAM-SHA-512", "kjob-producer", "pw", acls(access.Producer(d.Topic, d.StateTopic(), d.TransactionalID()))...),
 		kfake.User("SCRAM-SHA-512", "svc-reports", "pw", acls(preflight.ScheduleWriterGrants(d.Topic))...))
 	as := func(user string) kgo.Opt { return kgo.SASL(scram.Auth{User: user, Pass: "pw"}.AsSha512Mechanism()) }
-	startFakeProducer(t, brokers, d, as("kjob-producer"))
+	specleader.Start(t, brokers, d, as("kjob-producer"))
 	s, err := kjob.NewSchedules(kjob.SchedulesConfig{Brokers: brokers, Namespace: "shop", KafkaOpts: []kgo.Opt{as("svc-reports")}, Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/ops/dashboard"
 	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
@@ -72,7 +73,6 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	f.String(&allowOrigins, "allow-origin", "KJOB_DASHBOARD_ALLOW_ORIGIN", "", "with --actions: comma-separated origins besides the dashboard's own that may send actions (e.g. https://kjob.example.com, a TLS proxy's)")
 	f.Int(&auditLen, "audit-len", "", operator.DefaultAuditLen, "with --actions: how many audit records Redis keeps (about)")
 	o.registerRetention(f)
-	o.needSchedules = false
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -93,7 +93,21 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
-	in, err := o.inspector()
+	// The jobs come from the schedules topic, re-read at most every
+	// jobsource.DefaultMaxAge (or --interval, if longer) and at every
+	// read of the schedules page; with --schedules, from that file.
+	var jobs dashboardJobs = jobsOf{&o, stderr}
+	var cache *jobsource.Cache
+	if o.schedules == "" {
+		if cache, err = jobsource.NewCache(jobsource.CacheConfig{Opts: o.kgoOpts(), Deployment: o.deployment(), MaxAge: max(interval, jobsource.DefaultMaxAge)}); err != nil {
+			return err
+		}
+		jobs = cache
+		o.warnEmptyTopic(ctx, cache, log)
+	} else if _, err := o.jobSet(ctx, stderr); err != nil {
+		return err
+	}
+	in, err := o.inspector(jobs)
 	if err != nil {
 		return err
 	}
@@ -113,11 +127,15 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// The schedules page reads the schedules topic and change log; with
 	// --actions its changes go to the producer leader as the signed-in user.
-	if cfg.Schedules, err = dashboard.NewSchedules(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment()}); err != nil {
+	var snaps dashboard.SnapshotReader
+	if cache != nil {
+		snaps = cache
+	}
+	if cfg.Schedules, err = dashboard.NewSchedulesFrom(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment()}, snaps); err != nil {
 		return err
 	}
 	if actions {
-		a, closeActions, err := o.dashboardActions(usersFile, tokensFile, allowOrigins, int64(auditLen))
+		a, closeActions, err := o.dashboardActions(jobs, usersFile, tokensFile, allowOrigins, int64(auditLen))
 		if err != nil {
 			return err
 		}
@@ -152,7 +170,7 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // dashboardActions builds the dashboard's actions from the same clients
 // and stores kjobctl's commands use; the returned func closes them.
-func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, auditLen int64) (*dashboard.Actions, func(), error) {
+func (o *opts) dashboardActions(jobs operator.JobSource, usersFile, tokensFile, allowOrigins string, auditLen int64) (*dashboard.Actions, func(), error) {
 	var auth []dashboard.Authenticator
 	if tokensFile != "" {
 		t, err := dashboard.LoadTokens(tokensFile)
@@ -186,10 +204,6 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 	if err != nil {
 		return nil, nil, err
 	}
-	var jobs []*schedule.Job
-	if o.file != nil {
-		jobs = o.file.Jobs
-	}
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {
@@ -218,13 +232,45 @@ func (o *opts) dashboardActions(usersFile, tokensFile, allowOrigins string, audi
 		closeAll()
 		return nil, nil, err
 	}
-	op, err := operator.New(operator.Config{Jobs: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
+	op, err := operator.New(operator.Config{JobSource: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
 		ReadOpts: o.kgoOpts(), Store: store, Published: published, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()
 		return nil, nil, err
 	}
 	return &dashboard.Actions{Operator: op, Auth: auth, Audit: audit, AllowedOrigins: origins}, closeAll, nil
+}
+
+// dashboardJobs is where the dashboard's job list comes from: the
+// schedules topic (*jobsource.Cache), or the --schedules file (jobsOf).
+type dashboardJobs interface {
+	inspect.JobSource
+	operator.JobSource
+}
+
+// Job implements operator.JobSource with jobSet.
+func (j jobsOf) Job(ctx context.Context, name string) (*schedule.Job, error) {
+	s, err := j.o.jobSet(ctx, j.stderr)
+	if err != nil {
+		return nil, err
+	}
+	return s.Job(name)
+}
+
+// warnEmptyTopic logs a warning when the schedules topic has no jobs: the
+// deployment's producer does not write it yet. The dashboard serves
+// anyway (the job list follows the topic once the producer writes it).
+func (o *opts) warnEmptyTopic(ctx context.Context, c *jobsource.Cache, log *slog.Logger) {
+	cctx, cancel := o.ctx(ctx)
+	defer cancel()
+	s, err := c.Set(cctx)
+	switch {
+	case err != nil:
+		log.Warn("cannot read the schedules topic yet; the job list shows the jobs of the state topic only until it can", "topic", c.Topic(), "err", err)
+	case s.Empty() && len(s.Deleted) == 0:
+		log.Warn("the schedules topic has no jobs (it is empty or does not exist): a producer older than schedules as a log does not write it; "+
+			"for such a deployment pass the producer's schedules file with --schedules FILE", "topic", c.Topic())
+	}
 }
 
 func isLoopback(a net.Addr) bool {

@@ -108,7 +108,7 @@ func TestHistory(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"history", "nope"}, exitNotFound, `kjobctl: history: unknown job "nope": ` + e.sched + ` has flaky, report: not found`},
+		{[]string{"history", "nope"}, exitNotFound, `kjobctl: history: unknown job "nope": ` + unknownInTopic},
 		{[]string{"history", "report", "--outcome", "done,ok"}, exitUsage, `kjobctl: history: --outcome "done,ok": "ok" is not an outcome; want some of done, failed, dead-lettered, skipped, superseded, fenced, abandoned, stepped-down, skipped-replay: usage`},
 		{[]string{"history", "report", "--limit", "0"}, exitUsage, `kjobctl: history: --limit 0: want 1 to 10000: usage`},
 		{[]string{"history", "report", "--since", "last week"}, exitUsage, `kjobctl: history: --since "last week": want an RFC 3339 time such as 2026-11-22T10:00:00Z, or a duration such as 24h: usage`},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -97,11 +98,15 @@ func historyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	if len(runs) == 0 && o.file != nil {
-		// Nothing recorded: say so, and if the job is not in the schedules
-		// file either, that it is most likely a typo.
-		if _, err := o.job("history", job); err != nil {
+	if len(runs) == 0 {
+		// Nothing recorded: say so, and if the job is not in the job list
+		// either, that it is most likely a typo.
+		_, err := o.job(ctx, "history", job, stderr)
+		switch {
+		case errors.Is(err, errNotFound):
 			return err
+		case err != nil:
+			fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s exists: %s\n", safe(job), safe(err.Error()))
 		}
 	}
 	res := historyResult{Job: job, Runs: make([]historyRun, len(runs)), Stats: dedupe.SummarizeRuns(runs)}

@@ -56,8 +56,11 @@ func normalise(out string) []byte {
 // The golden tables rendered from a live deployment: a producer (on a fake
 // clock) holding the lease and publishing, a worker running the windows,
 // one dead letter and a paused job, read by the commands themselves.
+//
+// The commands read their jobs from the schedules topic, into which the
+// producer imported its file: no schedules file is given to kjobctl.
 func TestGoldenLive(t *testing.T) {
-	e := newOpsEnv(t)
+	e := newOpsEnvForProducer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	lock, err := lease.NewRedisLock(e.redis.Client(), names.Deployment{Namespace: "ops"}.LeaseKey())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/kjob/kjob/cmd/internal/cli"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/specs"
@@ -42,15 +44,16 @@ type opts struct {
 	kafkaSec                                                                                cli.KafkaSecurity
 	signing                                                                                 cli.SigningOptions
 	timeout                                                                                 time.Duration
-	needSchedules                                                                           bool
 	// retention is the workers' dedupe retention: how long the markers of
 	// published windows are kept (registerRetention).
 	retention time.Duration
 	// lease* locate the producer lease for status (registerLease).
 	leaseBackend, leaseNS, leaseName, kubeconfig string
 
-	rdb   redis.UniversalClient
-	file  *schedule.File
+	rdb redis.UniversalClient
+	// jobs is the job list once read (jobSet): the schedules topic's, or
+	// the --schedules file's.
+	jobs  *jobsource.Set
 	kafka []kgo.Opt               // TLS, SASL
 	sign  func(*kgo.Record) error // nil: windows kjobctl creates are not signed
 }
@@ -66,14 +69,19 @@ func (o *opts) register(f *cli.Flags) {
 	o.redis.Register(f)
 	o.kafkaSec.Register(f)
 	o.signing.RegisterProducer(f)
-	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "schedules.yaml", "schedules file (YAML), the producer's; status shows its jobs, trigger and backfill need it")
+	f.String(&o.schedules, "schedules", "KJOB_SCHEDULES", "", schedulesHelp)
 	f.String(&o.output, "output", "", "table", "output format: table or json")
 	f.String(&o.output, "o", "", "table", "short for --output")
 	f.Duration(&o.timeout, "timeout", "", 30*time.Second, "overall deadline of the command")
 }
 
-// setup validates the shared options, loads the schedules file and
-// connects to Redis (lazily: go-redis dials on first use).
+// schedulesHelp is --schedules's help: see docs/schedules.md, "The commands".
+const schedulesHelp = "read the jobs from this schedules file (YAML) instead of the schedules topic: only for a deployment whose producer " +
+	"does not write the topic (one older than schedules as a log). By default the commands read the topic, which also has the jobs created " +
+	"through the API; a file's jobs are used as they are, and never compared with the topic (kjobctl schedule apply -f FILE shows the differences)"
+
+// setup validates the shared options and connects to Redis (lazily:
+// go-redis dials on first use).
 func (o *opts) setup() error {
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output %q: want table or json: %w", o.output, errUsage)
@@ -97,16 +105,6 @@ func (o *opts) setup() error {
 	}
 	if o.controlTopic == "" {
 		o.controlTopic = d.ControlTopic()
-	}
-	if o.schedules != "" {
-		f, err := schedule.Load(o.schedules)
-		if err != nil {
-			if o.needSchedules {
-				return fmt.Errorf("--schedules: %w", err)
-			}
-		} else {
-			o.file = f
-		}
 	}
 	kafka, err := o.kafkaSec.ClientOpts()
 	if err != nil {
@@ -193,18 +191,20 @@ func (o *opts) published() (*operator.Published, error) {
 	return operator.NewPublished(o.rdb, o.namespace, o.retention)
 }
 
-func (o *opts) inspector() (*inspect.Inspector, error) {
-	var jobs []*schedule.Job
-	if o.file != nil {
-		jobs = o.file.Jobs
-	}
+// inspector is the deployment's inspector; its jobs come from jobs (nil:
+// the inspector knows the jobs only from the state topic), and so do the
+// jobs' pauses when jobs has them (the schedules topic's records).
+func (o *opts) inspector(jobs inspect.JobSource) (*inspect.Inspector, error) {
 	sc, err := o.specsClient()
 	if err != nil {
 		return nil, err
 	}
 	cfg := inspect.Config{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
-		DLQTopic: o.dlqTopic, Group: o.group, Jobs: jobs, Schedules: sc, Now: nowFunc,
+		DLQTopic: o.dlqTopic, Group: o.group, JobSource: jobs, ChangeLog: sc, Now: nowFunc,
+	}
+	if p, ok := jobs.(inspect.Pauses); ok {
+		cfg.Pauses = p
 	}
 	if o.leaseBackend != "" {
 		if cfg.LeaderSource, err = o.leaderSource(); err != nil {
@@ -215,7 +215,7 @@ func (o *opts) inspector() (*inspect.Inspector, error) {
 }
 
 // operator is the operator API (internal/ops/operator, which the dashboard
-// calls too) on what a command built: the schedules file's jobs, the
+// calls too) on what a command built: the job list it read (jobSet), the
 // deployment's names, Redis stores, and publisher and redriver (nil: the
 // command publishes or redrives nothing). The published-window markers are there for the
 // commands that register --retention. Call it after setup.
@@ -255,8 +255,8 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 	}
 	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
 		ReadOpts: o.kgoOpts(), Store: store, Schedules: sc, Redrives: redrives, Replayer: replayer, Now: nowFunc}
-	if o.file != nil {
-		cfg.Jobs = o.file.Jobs
+	if o.jobs != nil {
+		cfg.Jobs = o.jobs.Jobs
 	}
 	if o.retention != 0 {
 		if cfg.Published, err = o.published(); err != nil {
@@ -266,21 +266,92 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 	return operator.New(cfg)
 }
 
-// job returns the named job of the schedules file, or an errNotFound error
-// listing the known jobs.
-func (o *opts) job(cmd, name string) (*schedule.Job, error) {
-	if o.file == nil {
-		return nil, fmt.Errorf("%s: no schedules file: --schedules %q cannot be read; pass the producer's schedules file: %w", cmd, o.schedules, errUsage)
+// jobSet returns the deployment's job list, read once: the schedules
+// topic, read committed to its end within --timeout; or, with --schedules
+// (flag or KJOB_SCHEDULES), that file, which replaces the topic (a notice
+// on stderr says so). Records of the topic that are malformed or whose
+// spec does not validate are left out with a warning, as the producer
+// leaves them out.
+func (o *opts) jobSet(ctx context.Context, stderr io.Writer) (*jobsource.Set, error) {
+	if o.jobs != nil {
+		return o.jobs, nil
 	}
-	var known []string
-	for _, j := range o.file.Jobs {
-		if j.Name == name {
-			return j, nil
+	if o.schedules != "" {
+		f, err := schedule.Load(o.schedules)
+		if err != nil {
+			return nil, fmt.Errorf("--schedules/KJOB_SCHEDULES: %w", err)
 		}
-		known = append(known, j.Name)
+		fmt.Fprintf(stderr, "kjobctl: using the jobs of the schedules file %s (--schedules/KJOB_SCHEDULES), not the schedules topic %s: "+
+			"jobs created through the API are not seen; unset it to read the topic\n", safe(f.Path), o.deployment().WithDefaults().SchedulesTopic())
+		o.jobs = jobsource.FromFile(f, nowFunc())
+		return o.jobs, nil
 	}
-	slices.Sort(known)
-	return nil, fmt.Errorf("%s: unknown job %q: %s has %s: %w", cmd, name, o.file.Path, strings.Join(known, ", "), errNotFound)
+	cctx, cancel := o.ctx(ctx)
+	defer cancel()
+	s, err := jobsource.ReadTopic(cctx, o.kgoOpts(), o.deployment())
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range s.Malformed {
+		fmt.Fprintf(stderr, "kjobctl: warning: skipped %s\n", safe(m.Error()))
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Invalid)) {
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s in %s does not validate, left out as the producer leaves it out: %s\n", safe(n), s.Topic, safe(s.Invalid[n].Error()))
+	}
+	o.jobs = s
+	return s, nil
+}
+
+// Jobs implements inspect.JobSource with jobSet (status reads the job
+// list with the other parts of its snapshot).
+type jobsOf struct {
+	o      *opts
+	stderr io.Writer
+}
+
+func (j jobsOf) Jobs(ctx context.Context) ([]*schedule.Job, error) {
+	s, err := j.o.jobSet(ctx, j.stderr)
+	if err != nil {
+		return nil, err
+	}
+	return s.Jobs, nil
+}
+
+// Pauses implements inspect.Pauses with jobSet: the paused jobs' pauses
+// from the schedules topic's records (none with a --schedules file).
+func (j jobsOf) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
+	s, err := j.o.jobSet(ctx, j.stderr)
+	if err != nil {
+		return nil, err
+	}
+	return s.Pauses(), nil
+}
+
+// job returns the named job of the job list (jobSet). A job it does not
+// have is an errNotFound error naming where it looked and listing the
+// known jobs.
+func (o *opts) job(ctx context.Context, cmd, name string, stderr io.Writer) (*schedule.Job, error) {
+	s, err := o.jobSet(ctx, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	j, err := s.Job(name)
+	if errors.Is(err, jobsource.ErrUnknownJob) {
+		return nil, fmt.Errorf("%s: %w: %w", cmd, err, errNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return j, nil
+}
+
+// warnNoJobs warns on stderr when the schedules topic has no job: a
+// deployment whose producer does not write it yet.
+func (o *opts) warnNoJobs(stderr io.Writer) {
+	if s := o.jobs; s != nil && s.Topic != "" && s.Empty() && len(s.Deleted) == 0 {
+		fmt.Fprintf(stderr, "kjobctl: warning: the schedules topic %s has no jobs (it is empty or does not exist): a producer older than schedules as a log "+
+			"does not write it; for such a deployment pass the producer's schedules file with --schedules FILE\n", s.Topic)
+	}
 }
 
 func (o *opts) ctx(parent context.Context) (context.Context, context.CancelFunc) {

@@ -25,7 +25,10 @@ import (
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/signing"
+	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/internal/testkit/testenv"
+	"github.com/kjob/kjob/schedule"
 )
 
 const opsSchedules = `jobs:
@@ -38,8 +41,11 @@ const opsSchedules = `jobs:
     retries: {max_attempts: 1}
 `
 
-// opsEnv is a broker, a Redis and a schedules file, and the flags that
-// point kjobctl at them.
+// opsEnv is a broker, a Redis, a schedules topic holding the jobs of
+// opsSchedules as a producer's import of that file writes them, the file
+// itself (sched: a producer started on it finds its jobs imported), and
+// the flags that point kjobctl at them (the topic is kjobctl's job list:
+// no --schedules).
 type opsEnv struct {
 	t       *testing.T
 	brokers []string
@@ -63,6 +69,18 @@ func newOpsEnvCluster(t *testing.T) (*opsEnv, *kfake.Cluster) {
 }
 
 func newOpsEnvOn(t *testing.T, brokers []string) *opsEnv {
+	t.Helper()
+	return newOpsEnvSeeded(t, brokers, true)
+}
+
+// newOpsEnvForProducer is newOpsEnv with an empty schedules topic, for a
+// test whose producer, started on sched, imports the jobs itself.
+func newOpsEnvForProducer(t *testing.T) *opsEnv {
+	t.Helper()
+	return newOpsEnvSeeded(t, testenv.Brokers(t, kfake.GroupMinSessionTimeout(100*time.Millisecond)), false)
+}
+
+func newOpsEnvSeeded(t *testing.T, brokers []string, seed bool) *opsEnv {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	store, err := dedupe.New(r.Client(), dedupe.Config{Namespace: "ops"})
@@ -89,9 +107,51 @@ func newOpsEnvOn(t *testing.T, brokers []string) *opsEnv {
 	// kjob-workers-ops; a command's own --topic or --group still wins.
 	t.Setenv("KJOB_TOPIC", "kjob.windows")
 	t.Setenv("KJOB_GROUP", "kjob-workers")
+	if seed {
+		f, err := schedule.Load(sched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seedSpecs(t, brokers, opsDeployment, f)
+	}
 	return &opsEnv{t: t, brokers: brokers, redis: r, store: store, adm: adm, sched: sched, flags: []string{
-		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--schedules", sched, "--timeout", "20s",
+		"--brokers", strings.Join(brokers, ","), "--redis-url", r.URL(), "--namespace", "ops", "--timeout", "20s",
 	}}
+}
+
+// opsDeployment is the deployment of the ops tests.
+var opsDeployment = names.Deployment{Namespace: "ops", Topic: "kjob.windows"}
+
+// seedSpecs creates d's schedules topic (compacted, as the producer
+// creates it) and writes f's jobs into it as version 1, as a producer's
+// import of f writes them (source file, the entry's hash), so a producer
+// started on f later finds them imported and leaves them as they are.
+func seedSpecs(t *testing.T, brokers []string, d names.Deployment, f *schedule.File) {
+	t.Helper()
+	d = d.WithDefaults()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := topic.Ensure(ctx, kadm.NewClient(cl), topic.Spec{Name: d.SchedulesTopic(), Partitions: 1, ReplicationFactor: 1, Compacted: true}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for _, j := range f.Jobs {
+		s := j.ToSpec()
+		r, err := specs.SpecRecord(d.SchedulesTopic(), &specs.Record{Namespace: d.Namespace, Job: j.Name, Version: 1, Spec: s, SetBy: "producer test",
+			Source: specs.Source{Kind: specs.SourceFile, File: f.Path}, SetAt: time.Now().UTC(), ChangeID: "seed/" + j.Name, FileHash: specs.Hash(s)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // endOffsets sums the end offsets of the windows topic.
@@ -181,18 +241,22 @@ func expect(t *testing.T, code int, stderr string, wantCode int, wantErr string)
 	}
 }
 
+// unknownInTopic ends the error of a job the ops tests' schedules topic
+// does not have.
+const unknownInTopic = "the schedules topic kjob.windows.schedules has flaky, report; create it with kjobctl schedule apply -f FILE " +
+	"(kjobctl schedule get JOB shows a job's spec): not found"
+
 // TestOpsRefusals checks every refusal path's exit code and exact text.
 func TestOpsRefusals(t *testing.T) {
 	e := newOpsEnv(t)
-	sched := e.sched
 	other := (inspectJobPartition("report", 2) + 1) % 2
 	cases := []struct {
 		args []string
 		code int
 		err  string
 	}{
-		{[]string{"trigger", "nope"}, exitNotFound, `kjobctl: trigger: unknown job "nope": ` + sched + ` has flaky, report: not found`},
-		{[]string{"backfill", "nope", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"}, exitNotFound, `kjobctl: backfill: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"trigger", "nope"}, exitNotFound, `kjobctl: trigger: unknown job "nope": ` + unknownInTopic},
+		{[]string{"backfill", "nope", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"}, exitNotFound, `kjobctl: backfill: unknown job "nope": ` + unknownInTopic},
 		{[]string{"backfill", "report", "--from", "yesterday", "--to", "2026-01-02T00:00:00Z"}, exitUsage, `kjobctl: backfill: --from "yesterday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
 		{[]string{"backfill", "report", "--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, exitUsage, `kjobctl: backfill: --to 2026-01-01T00:00:00Z is not after --from 2026-01-02T00:00:00Z: usage`},
 		{[]string{"replay", "--to-datetime", "last tuesday"}, exitUsage, `kjobctl: replay: --to-datetime "last tuesday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
@@ -207,7 +271,7 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
 		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
 		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
-		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + sched + ` has flaky, report: not found`},
+		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + unknownInTopic},
 		{[]string{"replay", "--to-earliest", "--job", "report", "--partition", fmt.Sprint(other)}, exitUsage,
 			fmt.Sprintf("kjobctl: replay: --job report: its windows are on partition %d, not on --partition [%d]: invalid replay: usage", 1-other, other)},
 		// An empty --group is the namespace's group, as an empty --topic is its topic.

@@ -100,7 +100,6 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f := cli.NewFlags("kjobctl trigger", triggerUsage)
 	f.SetOutput(stdout)
 	o.register(f)
-	o.needSchedules = true
 	f.String(&payload, "payload", "", "", "JSON object replacing the job's payload for this window")
 	pos, err := f.ParseInterspersed(args)
 	if err != nil {
@@ -124,7 +123,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer o.close()
-	j, err := o.job("trigger", pos[0])
+	j, err := o.job(ctx, "trigger", pos[0], stderr)
 	if err != nil {
 		return err
 	}
@@ -137,7 +136,7 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// A manual window runs whatever the job's state; say so when the
 	// schedule would not run it.
 	if !j.Enabled {
-		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.file.Path)
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.jobs.Where())
 	}
 	switch p, err := op.Paused(cctx, j.Name); {
 	case err != nil:
@@ -206,7 +205,6 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f.SetOutput(stdout)
 	o.register(f)
 	o.registerRetention(f)
-	o.needSchedules = true
 	f.String(&from, "from", "", "", "first window start to include (RFC 3339)")
 	f.String(&to, "to", "", "", "window starts before this time are included (RFC 3339)")
 	f.Bool(&rerun, "rerun", "", false, "publish and run again windows that were published or run before")
@@ -246,7 +244,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer o.close()
-	j, err := o.job("backfill", pos[0])
+	j, err := o.job(ctx, "backfill", pos[0], stderr)
 	if err != nil {
 		return err
 	}

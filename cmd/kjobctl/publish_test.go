@@ -109,10 +109,12 @@ func TestTriggerWarns(t *testing.T) {
 	if err := os.WriteFile(sched, []byte("jobs:\n  - name: off\n    schedule: \"@every 1h\"\n    handler: ok\n    enabled: false\n    overlap: skip\n    timeout: 2h\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	flags := append([]string{"trigger", "off"}, e.flags...)
-	flags[len(flags)-3] = sched // --schedules
-	code, out, stderr = runCmd(t, flags...)
-	want := "kjobctl: warning: job off is disabled in " + sched + "; this manual window runs anyway\n"
+	// A job of a --schedules file (the offline override) is not in the
+	// topic: the file is the job list, and a notice says so.
+	code, out, stderr = e.kjobctl("trigger", "off", "--schedules", sched)
+	want := "kjobctl: using the jobs of the schedules file " + sched + " (--schedules/KJOB_SCHEDULES), not the schedules topic kjob.windows.schedules: " +
+		"jobs created through the API are not seen; unset it to read the topic\n" +
+		"kjobctl: warning: job off is disabled in the schedules file " + sched + "; this manual window runs anyway\n"
 	if code != exitOK || !strings.HasPrefix(out, "off@") || stderr != want {
 		t.Fatalf("trigger of a disabled job: exit %d\n%s%q\nwant %q", code, out, stderr, want)
 	}

@@ -146,7 +146,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	spec.Group = o.group // setup derives it from the namespace when --group is not set
 	defer o.close()
 	if job != "" {
-		if _, err := o.job("replay", job); err != nil {
+		if _, err := o.job(ctx, "replay", job, stderr); err != nil {
 			return err
 		}
 	}

@@ -55,7 +55,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer o.close()
-	in, err := o.inspector()
+	in, err := o.inspector(jobsOf{&o, stderr})
 	if err != nil {
 		return err
 	}
@@ -66,6 +66,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	o.warnNoJobs(stderr)
 	if o.output == "json" {
 		err = writeJSON(stdout, snap)
 	} else {
@@ -146,8 +147,10 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	for _, j := range s.Jobs {
 		state := "enabled"
 		switch {
+		case j.SpecUnknown:
+			state = "unknown"
 		case !j.InFile:
-			state = "not in file"
+			state = "no spec"
 		case j.Paused:
 			state = "paused"
 		case !j.Enabled:
@@ -330,7 +333,7 @@ func lagCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer o.close()
-	in, err := o.inspector()
+	in, err := o.inspector(nil)
 	if err != nil {
 		return err
 	}

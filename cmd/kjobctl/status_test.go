@@ -24,9 +24,19 @@ func TestStatusDown(t *testing.T) {
 	e, cluster := newOpsEnvCluster(t)
 	cluster.Close()
 	e.redis.Kill()
+	const partial = "kjobctl: status: could not read the producer leader, the group, the jobs, the dead letters, the stalled partitions (the errors are in the output): inspect: parts of the snapshot could not be read"
+	// The job list is the schedules topic: with Kafka down no job is
+	// known, and the jobs' line says why.
 	code, out, stderr := e.kjobctl("status", "--timeout", "5s")
-	expect(t, code, stderr, exitError,
-		"kjobctl: status: could not read the producer leader, the group, the jobs, the dead letters, the stalled partitions (the errors are in the output): inspect: parts of the snapshot could not be read")
+	expect(t, code, stderr, exitError, partial)
+	if !strings.Contains(out, "Jobs: partly unknown (job list: read the schedules topic kjob.windows.schedules: ") || strings.Contains(out, "report") {
+		t.Errorf("status with Kafka down lists jobs, or does not say the job list is unknown:\n%s", out)
+	}
+	// With a schedules file (the offline override) the jobs are known,
+	// and what Kafka and Redis would tell of them is unknown.
+	code, out, stderr = e.kjobctl("status", "--timeout", "5s", "--schedules", e.sched)
+	expect(t, code, stderr, exitError, "kjobctl: using the jobs of the schedules file "+e.sched+" (--schedules/KJOB_SCHEDULES), not the schedules topic "+
+		"kjob.windows.schedules: jobs created through the API are not seen; unset it to read the topic\n"+partial)
 	for _, want := range []string{"Producer leader: unknown (", "Group kjob-workers: unknown (", "Dead letters: unknown (", "Jobs: partly unknown (", "Stalled partitions: unknown ("} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
@@ -53,7 +63,7 @@ func TestStatusDown(t *testing.T) {
 	}
 
 	// -o json prints what it could read, with the errors, and exits 1 too.
-	code, out, _ = e.kjobctl("status", "--timeout", "5s", "-o", "json")
+	code, out, _ = e.kjobctl("status", "--timeout", "5s", "-o", "json", "--schedules", e.sched)
 	var s inspect.Snapshot
 	if code != exitError || json.Unmarshal([]byte(out), &s) != nil || s.LeaderError == "" || s.GroupError == "" || s.DeadLettersError == "" ||
 		!s.Jobs[0].PartitionUnknown || !s.Jobs[0].PausedUnknown || !s.Jobs[0].LastUnknown {

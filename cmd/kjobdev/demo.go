@@ -263,14 +263,15 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	env := []string{
 		"KJOB_BROKERS=" + broker,
 		"KJOB_REDIS_URL=redis://" + redisAddr,
-		"KJOB_SCHEDULES=" + schedules,
 		"KJOB_PARTITIONS=" + strconv.Itoa(d.cfg.partitions),
 		"KJOB_NAMESPACE=demo",
 		"KJOB_SESSION_TIMEOUT=6s",
 		"KJOB_SIGNING_KEYS_DIR=" + keysDir,
 	}
 	roleEnv := map[string][]string{
-		"producer": {"KJOB_SIGNING_KEY_ID=" + keyID},
+		// Only the producers read the file (they import it into the
+		// schedules topic); kjobctl and the dashboard read the topic.
+		"producer": {"KJOB_SIGNING_KEY_ID=" + keyID, "KJOB_SCHEDULES=" + schedules},
 		"worker":   {"KJOB_SIGNATURES_REQUIRED=true", "KJOB_HTTP_ALLOW_HOSTS=127.0.0.1"},
 	}
 	// Each process serves /healthz, /readyz and /metrics on a loopback
@@ -307,8 +308,8 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SCHEDULES=%s KJOB_SIGNING_KEYS_DIR=%s KJOB_SIGNING_KEY_ID=%s; then kjobctl status, lag, replay, trigger, pause, dlq list",
-		broker, redisAddr, schedules, keysDir, keyID)
+	d.say("demo: operate it from another shell: export KJOB_BROKERS=%s KJOB_REDIS_URL=redis://%s KJOB_NAMESPACE=demo KJOB_SIGNING_KEYS_DIR=%s KJOB_SIGNING_KEY_ID=%s; then kjobctl status, lag, replay, trigger, pause, dlq list, schedule list",
+		broker, redisAddr, keysDir, keyID)
 
 	var handover <-chan time.Time
 	if d.cfg.handoverAfter > 0 {

@@ -63,7 +63,10 @@
 // # Schedules as a log
 //
 // The jobs are the schedules topic's (internal/store/specs), not a file's.
-// A new leader reads the topic to its end after fencing, then imports the
+// Every replica follows the topic while it stands by, into one view (each
+// job's current record and validated spec); a new leader takes that view
+// over and, after fencing, reads only the records committed since the
+// view's offsets, so it has read the topic to its end, then imports the
 // schedules file (Config.Jobs), if any, under the ownership rule of
 // docs/schedules.md (an entry is written when the topic lacks the job or
 // the entry changed since it was last imported; a job deleted at runtime

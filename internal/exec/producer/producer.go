@@ -54,14 +54,14 @@ type Config struct {
 	Brokers []string
 	// ClientOpts are appended to every Kafka client's options (TLS, SASL,
 	// logging, hooks). The clients have distinct client ids (kjob-producer
-	// for the transactional one, kjob-producer-state, kjob-producer-admin, and kjob-producer-schedules, -schedule-log, -requests and -requests-admin for the schedules readers),
+	// for the transactional one, kjob-producer-state, kjob-producer-admin, and kjob-producer-schedules, -schedules-follow, -schedule-log, -requests and -requests-admin for the schedules readers),
 	// so per-client hooks such as kprom with WithClientLabel can tell the
 	// ones alive at the same time apart.
 	ClientOpts []kgo.Opt
 	// ReaderOpts, if not nil, replace ClientOpts for the schedules'
-	// readers (the schedules topic, the change log, the requests on the
-	// control topic), which start and stop while the term's client
-	// produces: pass the connection options (TLS, SASL) without metrics
+	// readers (the schedules topic, followed while standing by and read
+	// at a takeover, the change log, the requests on the control topic),
+	// which start and stop while the term's client produces: pass the connection options (TLS, SASL) without metrics
 	// hooks. kprom's Metrics is not safe for a client created while
 	// another client sharing it runs (OnNewClient replaces the vectors the
 	// running client's hooks use), so a kprom hook must not be in
@@ -213,6 +213,10 @@ type Producer struct {
 	// termState is the state topic as the current term read it (job ->
 	// last window); only the term's goroutine uses it.
 	termState map[string]time.Time
+
+	// follower holds the replica's one view of the schedules topic: kept
+	// up to date while standing by, taken over by a tenure.
+	follower *specFollower
 }
 
 // Status is a snapshot of what the producer is doing, for status pages.
@@ -340,7 +344,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Producer{cfg: cfg, log: cfg.Logger, stateReadStall: StateReadStall}, nil
+	p := &Producer{cfg: cfg, log: cfg.Logger, stateReadStall: StateReadStall}
+	p.follower = newSpecFollower(p)
+	return p, nil
 }
 
 // Status returns a snapshot of the producer's state.
@@ -375,7 +381,17 @@ func (p *Producer) Run(ctx context.Context) error {
 	p.mu.Lock()
 	p.stop = stop
 	p.mu.Unlock()
+	// While this replica stands by, it follows the schedules topic, so
+	// that a takeover reads only what was committed since (catchUp).
+	fctx, stopFollowing := context.WithCancel(ctx)
+	following := make(chan struct{})
+	go func() {
+		defer close(following)
+		p.follower.run(fctx)
+	}()
 	err := p.cfg.Elector.Run(ctx, p.lead)
+	stopFollowing()
+	<-following
 	p.mu.Lock()
 	refused := p.refused
 	p.mu.Unlock()
@@ -441,6 +457,10 @@ type tenure struct {
 	// replica could lead, so windows due since are treated like those of
 	// the tenure itself.
 	storeDown time.Time
+	// specs is the replica's view of the schedules topic, held for the
+	// tenure (specFollower.acquire): each term reads the topic's tail into
+	// it, then changes it as it commits.
+	specs *specView
 }
 
 // retryHorizon is how long a leader keeps retrying the publication of
@@ -479,6 +499,12 @@ func (t *tenure) cutoff(j *schedule.Job, grace time.Duration, now time.Time) tim
 func (p *Producer) lead(ctx context.Context) error {
 	defer p.setLeading(false, 0)
 	t := &tenure{start: p.cfg.Clock.Now(), reported: map[string]time.Time{}}
+	v, err := p.follower.acquire(ctx) // the standby's view: its terms read only the tail
+	if err != nil {
+		return nil // leadership ended before the follower stopped
+	}
+	defer p.follower.release()
+	t.specs = v
 	if d := lease.UnreachableBefore(ctx); d > 0 {
 		t.storeDown = t.start.Add(-d)
 		p.log.Info("leading after the lease store was unreachable: windows due since then are caught up",
@@ -546,10 +572,15 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		return err
 	}
 	p.termState = state
-	snap, live, err := p.readSpecs(ctx)
+	// After fencing, so every change committed before this term is read:
+	// the tail since the standby's last fetch (or since the previous
+	// term's), or the whole topic if the view has read nothing yet.
+	readStart := time.Now()
+	tail, err := p.catchUp(ctx, t.specs)
 	if err != nil {
 		return err
 	}
+	snap, live := t.specs.snap, t.specs.live
 	// Pauses of the Redis pause list of older versions become spec pauses
 	// before anything is published, so none of their windows goes out.
 	legacy, err := p.migratePauses(ctx, cl, snap, live)
@@ -557,7 +588,8 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		return err
 	}
 	p.setLeading(true, epoch)
-	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(live), "file_jobs", len(p.cfg.Jobs), "known_jobs", len(state))
+	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(live), "file_jobs", len(p.cfg.Jobs), "known_jobs", len(state),
+		"schedules_read", tail, "schedules_read_took", time.Since(readStart).Round(time.Microsecond))
 
 	q := newQueue()
 	// An entry of a job that changed since it was pushed is dropped when

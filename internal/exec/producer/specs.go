@@ -45,29 +45,6 @@ func (p *Producer) malformed(topic string, err error) {
 	}
 }
 
-// readSpecs reads the schedules topic to its end and validates each job.
-// A record that does not decode, or whose spec does not validate, is
-// logged, counted and skipped.
-func (p *Producer) readSpecs(ctx context.Context) (*specs.Snapshot, map[string]*liveJob, error) {
-	snap, err := specs.ReadAll(ctx, p.kafkaOpts("kjob-producer-schedules"), p.cfg.SchedulesTopic, p.cfg.Namespace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read schedules: %w", err)
-	}
-	for _, m := range snap.Malformed {
-		p.malformed(p.cfg.SchedulesTopic, m)
-	}
-	live := make(map[string]*liveJob, len(snap.Jobs))
-	for name, rec := range snap.Jobs {
-		j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
-		if err != nil {
-			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
-			continue
-		}
-		live[name] = &liveJob{rec: rec, job: j}
-	}
-	return snap, live, nil
-}
-
 // fileRequest is the import of the schedules file (Config.Jobs) as a
 // request, or nil if the topic already holds every entry as the file
 // has it. See the ownership rule in docs/schedules.md: an entry is put
@@ -140,10 +117,21 @@ func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 
 // plan validates q against the leader's view (all edits or none) and
 // returns the records to commit with the windows due at f, the changes
-// to the view, and the Result; a refused request has only the Result.
-// own says q is the leader's own (the file import, the migration of the
-// Redis pause list): only those may carry migrated pauses.
+// to the view, and the Result; a refused request has only the Result,
+// which lists nothing as applied. own says q is the leader's own (the file
+// import, the migration of the Redis pause list): only those may carry
+// migrated pauses.
 func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
+	recs, changes, res := p.planEdits(ctx, q, snap, live, f, own)
+	if res.Refused != nil {
+		// The edits before the refused one were planned, not committed.
+		res.Applied = nil
+		return nil, nil, res
+	}
+	return recs, changes, res
+}
+
+func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
 	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
 	if !own {
 		if q.Source.Kind == specs.SourceMigration {
@@ -441,7 +429,11 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 	})
 	cons, err := kgo.NewClient(append(p.kafkaOpts("kjob-producer-requests"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.ControlTopic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		// Without fetch sessions: closing a client whose session fetch
+		// was in flight raced with the embedded broker (kfake), and a
+		// reader of one partition saves little with them.
+		kgo.DisableFetchSessions())...)
 	if err != nil {
 		return err
 	}

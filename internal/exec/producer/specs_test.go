@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -292,5 +293,54 @@ func TestFileOwnership(t *testing.T) {
 	}
 	if rec, err := c.Get(ctx, "a"); err != nil || rec.Spec.Schedule != "@every 1m" {
 		t.Fatalf("after the revert to version 2: %+v %v", rec, err)
+	}
+}
+
+// gateElector leads once open is closed, until ctx ends.
+type gateElector struct{ open chan struct{} }
+
+func (g gateElector) Run(ctx context.Context, lead func(context.Context) error) error {
+	select {
+	case <-g.open:
+		return lead(ctx)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// A standby follows the schedules topic while another replica leads: when
+// it takes over it reads only what was committed since its last fetch
+// (here nothing), and publishes the latest spec's windows with its
+// version.
+func TestStandbyTakesOverFromItsFollowedView(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	js := jobs(t, "jobs:\n  - {name: a, schedule: \"@every 10s\", handler: log}\n")
+	r1 := startProducer(t, brokers, clk, js, alwaysLeader{})
+	waitLeading(t, r1)
+	c := specsClient(t, brokers, "alice", 15*time.Second)
+	waitImported(t, c, "a")
+	submit(t, c, specs.Edit{Op: specs.OpUpdate, Job: "a", Spec: every("a", "4s")})
+
+	gate := gateElector{open: make(chan struct{})}
+	logs := testenv.NewLogBuffer(t)
+	r2 := startProducer(t, brokers, clk, js, gate, func(c *producer.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		return strings.Contains(logs.String(), "following the schedules topic: read up to its end") && strings.Contains(logs.String(), "jobs=1")
+	}, "the standby did not follow the schedules topic")
+	r1.stop(t)
+	close(gate.open)
+	waitLeading(t, r2)
+	out := logs.String()
+	if !strings.Contains(out, "msg=\"publishing as leader\"") || !strings.Contains(out, "schedules_read=0 ") {
+		t.Fatalf("the new leader read more than the tail its standby view lacked (nothing):\n%s", out)
+	}
+	clk.Set(t0.Add(7 * time.Second)) // :08: the v2 spec's :04 and :08
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(r2.published()) == 2 }, "r2's first windows")
+	if got := strings.Join(versions(t, brokers, "a"), " "); got != "04/v2 08/v2" {
+		t.Fatalf("windows %s, want the update's (version 2) at :04 and :08", got)
 	}
 }

@@ -3,6 +3,8 @@ package producer
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/store/jobmsg"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/store/topic"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 )
@@ -141,5 +144,116 @@ func BenchmarkStateTakeover(b *testing.B) {
 			b.Logf("embedded broker (kfake): %d state records (%d jobs), %d bytes, takeover (fence + state read) %v",
 				records, tc.jobs, size, perOp.Round(100*time.Microsecond))
 		})
+	}
+}
+
+// fillSpecs writes n jobs' spec records to the schedules topic as a
+// leader writes an import: MaxEdits records per transaction.
+func fillSpecs(tb testing.TB, w *specWriter, ns string, n int) {
+	tb.Helper()
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < n; i += specs.MaxEdits {
+		recs := make([]*kgo.Record, 0, specs.MaxEdits)
+		for j := i; j < min(n, i+specs.MaxEdits); j++ {
+			recs = append(recs, w.rec(ns, fmt.Sprintf("job-%06d", j), 1, "1m", "", t0))
+		}
+		w.txnOf(true, recs...)
+	}
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkSchedulesTakeover measures, on the embedded broker (kfake), the
+// read of the schedules topic a new leader does after fencing, with
+// 10,000 and 100,000 jobs in the topic (one spec record each, written
+// 1,000 to a transaction as an import writes them):
+//
+//   - cold: a replica that read nothing before (catchUp of an empty view:
+//     the whole topic, each spec validated), as every takeover did before
+//     standbys followed the topic;
+//   - warm-tail=N: a standby whose view is up to date but for N changes
+//     committed after its last fetch (catchUp of the tail).
+//
+// It reports ms per read, the records read, the topic's bytes and the
+// live heap of one view (the memory a replica keeps for the topic).
+//
+//	go test -run '^$' -bench SchedulesTakeover -benchtime 3x ./internal/exec/producer/
+func BenchmarkSchedulesTakeover(b *testing.B) {
+	for _, jobs := range []int{10_000, 100_000} {
+		brokers := testenv.Brokers(b)
+		p, err := New(Config{Brokers: brokers, Elector: noElector{}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := newSpecWriter(b, brokers, p.cfg.SchedulesTopic)
+		fillSpecs(b, w, p.cfg.Namespace, jobs)
+		size := logBytes(b, brokers, p.cfg.SchedulesTopic)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		b.Cleanup(cancel)
+
+		b.Run(fmt.Sprintf("cold/jobs=%d", jobs), func(b *testing.B) {
+			var read int
+			for range b.N {
+				b.StopTimer()
+				base := heapInUse()
+				b.StartTimer()
+				v := newSpecView()
+				n, err := p.catchUp(ctx, v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if len(v.live) != jobs {
+					b.Fatalf("read %d jobs, want %d", len(v.live), jobs)
+				}
+				read = n
+				b.ReportMetric(float64(heapInUse()-base)/(1<<20), "view-MiB")
+				runtime.KeepAlive(v)
+				b.StartTimer()
+			}
+			perOp := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(read), "records")
+			b.ReportMetric(float64(size), "topic-bytes")
+			b.ReportMetric(float64(perOp.Microseconds())/1000, "ms/read")
+			b.Logf("embedded broker (kfake): cold takeover read of %d jobs (%d records, %d bytes): %v", jobs, read, size, perOp.Round(100*time.Microsecond))
+		})
+		for _, tail := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("warm-tail=%d/jobs=%d", tail, jobs), func(b *testing.B) {
+				b.StopTimer()
+				v := newSpecView()
+				if _, err := p.catchUp(ctx, v); err != nil { // the standby's view
+					b.Fatal(err)
+				}
+				var read int
+				for i := range b.N {
+					recs := make([]*kgo.Record, 0, tail)
+					for j := range tail {
+						job := fmt.Sprintf("job-%06d", (i*tail+j)%jobs)
+						recs = append(recs, w.rec(p.cfg.Namespace, job, v.snap.Jobs[job].Version+1, "2m", "", time.Now()))
+					}
+					w.txnOf(true, recs...)
+					b.StartTimer()
+					n, err := p.catchUp(ctx, v)
+					b.StopTimer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					read = n
+				}
+				if read != tail {
+					b.Fatalf("read %d records, want the %d committed since", read, tail)
+				}
+				perOp := b.Elapsed() / time.Duration(b.N)
+				b.ReportMetric(float64(read), "records")
+				b.ReportMetric(float64(perOp.Microseconds())/1000, "ms/read")
+				b.Logf("embedded broker (kfake): warm takeover read, %d jobs, %d changes since the standby's last fetch: %v", jobs, tail, perOp.Round(100*time.Microsecond))
+			})
+		}
 	}
 }

@@ -256,10 +256,12 @@ type actionRequest struct {
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
 	// Schedule actions (schedules.go): the spec as JSON with the file's
-	// keys, the version the page showed, and the note.
+	// keys, the version the page showed, the note, and for a revert the
+	// version to go back to.
 	Spec          json.RawMessage `json:"spec,omitempty"`
 	ExpectVersion *int64          `json:"expect_version,omitempty"`
 	Note          string          `json:"note,omitempty"`
+	ToVersion     int64           `json:"to_version,omitempty"`
 }
 
 // serveAction handles POST /api/actions/<name>: checks origin, CSRF token
@@ -291,7 +293,7 @@ func (d *Dashboard) serveAction(w http.ResponseWriter, r *http.Request, s sessio
 	}
 	act, ok := actionsByName[name]
 	if !ok {
-		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, backfill-plan, backfill, replay-plan, replay-execute, schedule-create, schedule-update, schedule-pause, schedule-resume, schedule-delete", name))
+		d.refuse(w, r, s.user, http.StatusNotFound, fmt.Sprintf("no action %q; the actions are trigger, pause, resume, redrive, backfill-plan, backfill, replay-plan, replay-execute, schedule-create, schedule-update, schedule-pause, schedule-resume, schedule-delete, schedule-revert", name))
 		return
 	}
 	target, params, err := act.check(&req)

@@ -652,11 +652,12 @@ func usersFile(t *testing.T) (*dashboard.Users, string) {
 }
 
 // TestSchedulesInBrowser drives the schedules page in headless Chromium
-// against a fake producer leader (see fakeLeader): the list shows the jobs
+// against the real producer leader (specleader): the list shows the jobs
 // with version, pause note and who set them; a job's view shows its spec
 // and history with diffs; saving an edit after bob changed the job shows
-// the conflict naming bob and the version. It saves schedules.png and
-// schedule-conflict.png.
+// the conflict naming bob and the version; reverting to version 2 from the
+// history sets its spec as version 4. It saves schedules.png,
+// schedule-conflict.png and schedule-revert.png.
 func TestSchedulesInBrowser(t *testing.T) {
 	b := newBrowser(t, context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -694,4 +695,12 @@ func TestSchedulesInBrowser(t *testing.T) {
 	b.click(b.ctx, "#update")
 	b.wait(b.ctx, "the conflict naming bob", text("#action-result")+`.includes("Conflict") && `+text("#action-result")+`.includes("version 3, set by bob")`)
 	b.screenshot(b.ctx, "schedule-conflict.png")
+
+	// alice reverts bob's change from the history: version 4 with
+	// version 2's spec.
+	b.navigate(b.ctx, srv.URL+"/schedules.html?job=report")
+	b.wait(b.ctx, "bob's version 3 and a revert button for versions 1 and 2", text("#job-meta")+`.includes("version 3") && document.querySelectorAll("#history button[data-version]").length === 2`)
+	b.click(b.ctx, `#history button[data-version="2"]`)
+	b.wait(b.ctx, "the revert applied", text("#action-result")+`.includes("revert report: version 3 -> 4") && `+text("#fields")+`.includes("30 3 * * *") && `+text("#history")+`.includes("revert")`)
+	b.screenshot(b.ctx, "schedule-revert.png")
 }

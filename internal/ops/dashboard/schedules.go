@@ -31,22 +31,40 @@ type Schedules interface {
 // Deployment, Wait); each Submit uses a client whose Actor is the
 // dashboard's user and whose Source is {Kind: "dashboard"}.
 func NewSchedules(cfg specs.ClientConfig) (Schedules, error) {
+	return NewSchedulesFrom(cfg, nil)
+}
+
+// SnapshotReader reads the schedules topic to its end;
+// *jobsource.Cache implements it.
+type SnapshotReader interface {
+	Snapshot(ctx context.Context) (*specs.Snapshot, error)
+}
+
+// NewSchedulesFrom is NewSchedules whose schedules page reads the topic
+// through snaps (nil: its own client): kjobctl dashboard passes the
+// *jobsource.Cache its job list comes from, so the topic is read once for
+// both and a page's fresh read refreshes the job list too.
+func NewSchedulesFrom(cfg specs.ClientConfig, snaps SnapshotReader) (Schedules, error) {
 	cfg.Source = specs.Source{Kind: specs.SourceDashboard}
 	cfg.Actor = "dashboard"
 	c, err := specs.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &specsSchedules{cfg: cfg, read: c}, nil
+	if snaps == nil {
+		snaps = c
+	}
+	return &specsSchedules{cfg: cfg, read: c, snaps: snaps}, nil
 }
 
 type specsSchedules struct {
-	cfg  specs.ClientConfig
-	read *specs.Client
+	cfg   specs.ClientConfig
+	read  *specs.Client
+	snaps SnapshotReader
 }
 
 func (s *specsSchedules) Snapshot(ctx context.Context) (*specs.Snapshot, error) {
-	return s.read.Snapshot(ctx)
+	return s.snaps.Snapshot(ctx)
 }
 
 func (s *specsSchedules) History(ctx context.Context, job string) ([]*specs.Change, error) {
@@ -173,6 +191,7 @@ var scheduleOps = map[string]specs.Op{
 	"schedule-pause":  specs.OpPause,
 	"schedule-resume": specs.OpResume,
 	"schedule-delete": specs.OpDelete,
+	"schedule-revert": specs.OpRevert,
 }
 
 func init() {
@@ -214,6 +233,11 @@ func checkScheduleEdit(op specs.Op) func(*actionRequest) (string, map[string]str
 			if strings.TrimSpace(req.Note) == "" {
 				return "", nil, errors.New("note: empty; a pause needs a note saying why, e.g. \"upstream down, INC-123\"")
 			}
+		case specs.OpRevert:
+			if req.ToVersion < 1 {
+				return "", nil, fmt.Errorf("to_version: %d; name the version to go back to (1 or more), as the history shows it", req.ToVersion)
+			}
+			params["to_version"] = strconv.FormatInt(req.ToVersion, 10)
 		}
 		if op != specs.OpCreate {
 			if req.ExpectVersion == nil {
@@ -247,6 +271,8 @@ func runScheduleEdit(op specs.Op) func(ctx context.Context, d *Dashboard, s sess
 			e.Spec = &sp
 		case specs.OpPause:
 			e.Note = req.Note
+		case specs.OpRevert:
+			e.ToVersion = req.ToVersion
 		}
 		res, err := d.cfg.Schedules.Submit(ctx, s.user, []specs.Edit{e}, req.Note)
 		if err != nil {

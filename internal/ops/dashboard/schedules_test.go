@@ -9,146 +9,25 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/ops/dashboard"
 	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/internal/testkit/specleader"
 )
 
-// fakeLeader stands in for the producer leader (built elsewhere for issue
-// 23): it answers the schedule requests of the control topic, keeping each
-// job's version in memory, and writes the schedules topic, the change log
-// and the Result as the leader does (without the transaction). It checks
-// ExpectVersion and refuses a spec without a handler as invalid.
-type fakeLeader struct {
-	d    names.Deployment
-	mu   sync.Mutex
-	jobs map[string]*specs.Record
-	vers map[string]int64
-	n    int
-}
-
-func startFakeLeader(t *testing.T, brokers []string, d names.Deployment) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(d.ControlTopic()), kgo.ProducerLinger(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tp := range []string{d.ControlTopic(), d.SchedulesTopic(), d.ScheduleLogTopic()} {
-		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, tp); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l := &fakeLeader{d: d, jobs: map[string]*specs.Record{}, vers: map[string]int64{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				if specs.Kind(r) != specs.KindRequest {
-					return
-				}
-				q, err := specs.ParseRequest(r)
-				if err != nil {
-					return
-				}
-				recs := l.apply(q)
-				_ = cl.ProduceSync(ctx, recs...).FirstErr()
-			})
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done; cl.Close() })
-}
-
-// apply answers q: the records to write, the Result last.
-func (l *fakeLeader) apply(q *specs.Request) []*kgo.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now().UTC()
-	res := &specs.Result{Namespace: q.Namespace, RequestID: q.ID, Leader: "fake", At: now}
-	var out []*kgo.Record
-	for i, e := range q.Edits {
-		cur := l.jobs[e.Job]
-		var curV int64
-		if cur != nil {
-			curV = cur.Version
-		}
-		refuse := func(f specs.Refusal) []*kgo.Record {
-			f.Edit, f.Job = i, e.Job
-			res.Applied, res.Refused = nil, &f
-			rec, _ := res.Record(l.d.ControlTopic())
-			return []*kgo.Record{rec}
-		}
-		if e.ExpectVersion != nil && *e.ExpectVersion != curV {
-			f := specs.Refusal{Kind: specs.RefusedConflict, Current: curV, Reason: "changed meanwhile"}
-			if cur != nil {
-				f.SetBy, f.SetAt, f.Source = cur.SetBy, cur.SetAt, cur.Source
-			}
-			return refuse(f)
-		}
-		if e.Op != specs.OpCreate && cur == nil {
-			return refuse(specs.Refusal{Kind: specs.RefusedNotFound, Reason: "no such schedule"})
-		}
-		if (e.Op == specs.OpCreate || e.Op == specs.OpUpdate) && e.Spec.Handler == "" {
-			return refuse(specs.Refusal{Kind: specs.RefusedInvalid, Field: "handler", Value: "", Reason: `is required; name the worker handler, e.g. "http"`})
-		}
-		next := &specs.Record{Namespace: q.Namespace, Job: e.Job, Version: l.vers[e.Job] + 1, SetBy: q.Actor, Source: q.Source, Note: q.Note, SetAt: now, EffectiveFrom: now}
-		if cur != nil {
-			next.Spec, next.Paused = cur.Spec, cur.Paused
-		}
-		switch e.Op {
-		case specs.OpCreate, specs.OpUpdate:
-			next.Spec = *e.Spec
-			next.Spec.Name = e.Job
-		case specs.OpPause:
-			next.Paused = &specs.Pause{Note: e.Note, By: q.Actor, At: now}
-		case specs.OpResume:
-			next.Paused = nil
-		}
-		l.n++
-		c := &specs.Change{Namespace: q.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op, VersionBefore: curV,
-			VersionAfter: next.Version, Actor: q.Actor, Source: q.Source, Note: q.Note, At: now}
-		next.ChangeID = c.ID
-		l.vers[e.Job] = next.Version
-		if e.Op == specs.OpDelete {
-			c.Diff = specs.Diff(&cur.Spec, cur.Paused, nil, nil)
-			delete(l.jobs, e.Job)
-			out = append(out, specs.Tombstone(l.d.SchedulesTopic(), e.Job, next.Version))
-		} else {
-			if cur != nil {
-				c.Diff = specs.Diff(&cur.Spec, cur.Paused, &next.Spec, next.Paused)
-			} else {
-				c.Diff = specs.Diff(nil, nil, &next.Spec, next.Paused)
-			}
-			sp := next.Spec
-			c.Spec, c.Paused = &sp, next.Paused
-			l.jobs[e.Job] = next
-			rec, _ := specs.SpecRecord(l.d.SchedulesTopic(), next)
-			out = append(out, rec)
-		}
-		cr, _ := specs.ChangeRecord(l.d.ScheduleLogTopic(), c)
-		out = append(out, cr)
-		res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: curV, VersionAfter: next.Version})
-	}
-	rec, _ := res.Record(l.d.ControlTopic())
-	return append(out, rec)
-}
-
-// newSchedulesEnv serves a dashboard with actions and schedules, over a
-// fake leader.
+// newSchedulesEnv serves a dashboard with actions and schedules, over the
+// real producer leader.
 func newSchedulesEnv(t *testing.T) (*actionsEnv, dashboard.Schedules, *httptest.Server) {
 	t.Helper()
 	const topic = "kjob.windows"
 	e := newActionsEnv(t, "sch", topic, "jobs:\n  - name: report\n    schedule: \"0 * * * *\"\n    handler: noop\n")
 	dep := names.Deployment{Namespace: "sch", Topic: topic}.WithDefaults()
-	startFakeLeader(t, e.brokers, dep)
+	specleader.Start(t, e.brokers, dep)
 	sch, err := dashboard.NewSchedules(specs.ClientConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Deployment: dep, Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -171,9 +50,6 @@ func newSchedulesEnv(t *testing.T) (*actionsEnv, dashboard.Schedules, *httptest.
 // without a note and an invalid spec are refused with field and fix; a
 // request without credentials or from another origin changes nothing; and
 // the audit log records each schedule action with alice as its user.
-//
-// The producer leader is a fake (fakeLeader above): the real one is built
-// in another branch of issue 23.
 func TestSchedulesPage(t *testing.T) {
 	e, _, srv := newSchedulesEnv(t)
 	cl := client(t)
@@ -233,7 +109,7 @@ func TestSchedulesPage(t *testing.T) {
 		!strings.Contains(fmt.Sprint(m["detail"]), "version 0 -> 1") {
 		t.Fatalf("create: %d %v", code, m)
 	}
-	if code, m := post("schedule-update", `{"job":"report","spec":{"schedule":"30 * * * *","handler":"noop","timeout":"1m"},"expect_version":1,"note":"half past"}`); code != http.StatusOK {
+	if code, m := post("schedule-update", `{"job":"report","spec":{"schedule":"30 * * * *","handler":"noop","timeout":"2m"},"expect_version":1,"note":"half past"}`); code != http.StatusOK {
 		t.Fatalf("update: %d %v", code, m)
 	}
 	if code, m := post("schedule-pause", `{"job":"report","expect_version":2}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m["error"]), "note: empty") {
@@ -266,7 +142,7 @@ func TestSchedulesPage(t *testing.T) {
 	// An invalid spec: the field, the value and the fix.
 	code, m = post("schedule-update", `{"job":"report","spec":{"schedule":"45 * * * *"},"expect_version":3}`)
 	ref, _ = m["refusal"].(map[string]any)
-	if code != http.StatusUnprocessableEntity || ref["field"] != "handler" || !strings.Contains(fmt.Sprint(ref["reason"]), "name the worker handler") {
+	if code != http.StatusUnprocessableEntity || ref["field"] != "handler" || !strings.Contains(fmt.Sprint(ref["reason"]), "the name of a handler registered in the worker") {
 		t.Fatalf("invalid spec: %d %v", code, m)
 	}
 	if code, m := post("schedule-resume", `{"job":"report","expect_version":3}`); code != http.StatusOK {
@@ -278,7 +154,7 @@ func TestSchedulesPage(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /api/schedule: %d %v", code, m)
 	}
-	if f := m["fields"].(map[string]any); f["schedule"] != "30 * * * *" || f["timeout"] != "1m" || f["paused"] != nil {
+	if f := m["fields"].(map[string]any); f["schedule"] != "30 * * * *" || f["timeout"] != "2m0s" || f["paused"] != nil {
 		t.Fatalf("fields: %v", f)
 	}
 	hist := m["history"].([]any)
@@ -308,11 +184,32 @@ func TestSchedulesPage(t *testing.T) {
 		}
 	}
 
+	// Revert to version 1: a new version 5 with version 1's spec, from
+	// the version the page showed; a revert without a version is refused
+	// with the field and the fix, and one from a stale page is a conflict.
+	if code, m := post("schedule-revert", `{"job":"report","expect_version":4}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(m["error"]), "to_version: 0") {
+		t.Fatalf("revert without a version: %d %v, want 400 naming to_version", code, m)
+	}
+	if code, m := post("schedule-revert", `{"job":"report","to_version":1,"expect_version":3,"note":"back"}`); code != http.StatusConflict {
+		t.Fatalf("revert from a stale page: %d %v, want 409", code, m)
+	}
+	if code, m := post("schedule-revert", `{"job":"report","to_version":1,"expect_version":4,"note":"back to the hour"}`); code != http.StatusOK ||
+		!strings.Contains(fmt.Sprint(m["detail"]), "revert report: version 4 -> 5") {
+		t.Fatalf("revert: %d %v", code, m)
+	}
+	_, m = do("GET", "/api/schedule?name=report", hdr{"Authorization": alice}, "")
+	if f := m["fields"].(map[string]any); f["schedule"] != "0 * * * *" || f["timeout"] != nil {
+		t.Fatalf("fields after the revert: %v, want version 1's", f)
+	}
+	if h := m["history"].([]any); len(h) != 5 || h[4].(map[string]any)["op"] != "revert" || h[4].(map[string]any)["note"] != "back to the hour" {
+		t.Fatalf("history after the revert: %v", h)
+	}
+
 	// Delete.
-	if code, m := post("schedule-delete", `{"job":"report","expect_version":4}`); code != http.StatusOK {
+	if code, m := post("schedule-delete", `{"job":"report","expect_version":5}`); code != http.StatusOK {
 		t.Fatalf("delete: %d %v", code, m)
 	}
-	if _, m := do("GET", "/api/schedules", hdr{"Authorization": alice}, ""); len(m["jobs"].([]any)) != 0 || m["deleted"].(map[string]any)["report"] != float64(5) {
+	if _, m := do("GET", "/api/schedules", hdr{"Authorization": alice}, ""); len(m["jobs"].([]any)) != 0 || m["deleted"].(map[string]any)["report"] != float64(6) {
 		t.Fatalf("after delete: %v", m)
 	}
 
@@ -334,7 +231,7 @@ func TestSchedulesPage(t *testing.T) {
 		got[r.Action+" "+r.Outcome]++
 	}
 	for k, n := range map[string]int{"schedule-create started": 1, "schedule-create ok": 1, "schedule-update started": 3, "schedule-update ok": 1,
-		"schedule-update refused": 2, "schedule-pause ok": 1, "schedule-resume ok": 1, "schedule-delete ok": 1} {
+		"schedule-update refused": 2, "schedule-pause ok": 1, "schedule-resume ok": 1, "schedule-revert ok": 1, "schedule-revert refused": 1, "schedule-delete ok": 1} {
 		if got[k] != n {
 			t.Errorf("audit %q: %d records, want %d (all: %v)", k, got[k], n, got)
 		}

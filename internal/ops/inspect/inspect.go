@@ -6,7 +6,7 @@
 // the time lag: per partition and per job the age of the oldest window
 // that is published and due but not settled (TimeLag). It only reads.
 //
-//	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Jobs: file.Jobs})
+//	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, JobSource: cache}) // or Jobs: set.Jobs
 //	defer in.Close()
 //	snap, err := in.Snapshot(ctx)
 //	lag, err := in.TimeLag(ctx)
@@ -75,16 +75,24 @@ type Config struct {
 	// Group is the workers' consumer group. Default the namespace's
 	// (names.Deployment.Group: "kjob-workers" for the default namespace).
 	Group string
-	// Jobs are the jobs of the schedules file. Optional: without them a
-	// job is known only from the state topic, with no schedule.
+	// Jobs are the deployment's jobs, as read once (jobsource.Set.Jobs:
+	// the schedules topic's, or a schedules file's). Optional: without
+	// them and without JobSource a job is known only from the state
+	// topic, with no schedule.
 	Jobs []*schedule.Job
-	// Schedules reads the schedules topic and its change log
-	// (*specs.Client). Optional: without it no job shows as paused. A
-	// job's pause (who, since when, the note) is its spec's; a window
-	// with no record that fell due during a pause that has ended is told
-	// from the change log's pause and resume records (read only for
-	// such a window).
-	Schedules Schedules
+	// JobSource supplies the jobs at every read instead, for a
+	// long-running reader (the dashboard: a *jobsource.Cache of the
+	// schedules topic), so jobs created or changed meanwhile show. Set
+	// Jobs or JobSource, not both.
+	JobSource JobSource
+	// Pauses supplies the jobs' pauses from their specs in the schedules
+	// topic: who paused a job, since when, the note (*jobsource.Cache,
+	// *jobsource.Set). Optional: without it no job shows as paused.
+	Pauses Pauses
+	// ChangeLog reads the schedule change log (*specs.Client), so that a
+	// window with no record that fell due during a pause that has ended
+	// is told from a lost one (read only for such a window). Optional.
+	ChangeLog ChangeLog
 	// LeaderSource reads the producer leader. Optional: by default the
 	// Redis lease at names.Deployment.LeaseKey, where cmd/producer keeps
 	// it with --lease-backend redis; a producer using a Kubernetes Lease
@@ -97,10 +105,20 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Schedules reads the schedules topic and the change log; *specs.Client
-// implements it.
-type Schedules interface {
-	Snapshot(ctx context.Context) (*specs.Snapshot, error)
+// JobSource supplies the deployment's jobs; *jobsource.Cache implements
+// it.
+type JobSource interface {
+	Jobs(ctx context.Context) ([]*schedule.Job, error)
+}
+
+// Pauses supplies the paused jobs' pauses, by job, from their specs;
+// *jobsource.Cache implements it.
+type Pauses interface {
+	Pauses(ctx context.Context) (map[string]*specs.Pause, error)
+}
+
+// ChangeLog reads the schedule change log; *specs.Client implements it.
+type ChangeLog interface {
 	History(ctx context.Context, job string) ([]*specs.Change, error)
 }
 
@@ -143,6 +161,9 @@ type Inspector struct {
 func New(cfg Config) (*Inspector, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, &configerr.Error{Op: "inspect", Field: "Config.Brokers", Reason: `is empty; set at least one seed broker, e.g. "127.0.0.1:9092"`}
+	}
+	if cfg.JobSource != nil && len(cfg.Jobs) > 0 {
+		return nil, &configerr.Error{Op: "inspect", Field: "Config.JobSource", Reason: "is set with Config.Jobs; set one: Jobs for a list read once, JobSource for one read at every Snapshot"}
 	}
 	if cfg.NextN < 0 {
 		return nil, &configerr.Error{Op: "inspect", Field: "Config.NextN", Value: cfg.NextN, Reason: "is negative; set it to the number of fire times to show, or 0 for 3"}
@@ -329,8 +350,8 @@ type JobStatus struct {
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
 	Handler  string `json:"handler,omitempty"`
-	// Overlap is the job's overlap policy from the schedules file (queue,
-	// skip, latest, replace or allow); "" for a job not in the file.
+	// Overlap is the job's overlap policy from its spec (queue, skip,
+	// latest, replace or allow); "" for a job without a spec.
 	Overlap string `json:"overlap,omitempty"`
 	Enabled bool   `json:"enabled"`
 	Paused  bool   `json:"paused"`
@@ -342,8 +363,15 @@ type JobStatus struct {
 	Partition int32 `json:"partition"`
 	// Last is the last window the producer published; nil if none.
 	Last *WindowStatus `json:"last"`
-	// InFile is false for a job known only from the state topic.
+	// InFile is true for a job of the job list (Config.Jobs or
+	// JobSource: the schedules topic, or a schedules file), false for a
+	// job known only from the state topic (deleted, or from another job
+	// list). The JSON name predates the schedules topic.
 	InFile bool `json:"in_file"`
+	// SpecUnknown is true when the job list could not be read: the job is
+	// then known only from the state topic, and InFile false is not a
+	// fact.
+	SpecUnknown bool `json:"spec_unknown,omitempty"`
 	// PartitionUnknown is true when the windows topic's partition count
 	// could not be read: Partition is then 0, which is not a fact.
 	PartitionUnknown bool `json:"partition_unknown,omitempty"`
@@ -603,8 +631,8 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]jobmsg.State, 
 	return out, rerr
 }
 
-// Jobs returns the status of every job of the schedules file and of every
-// job the state topic knows. When a source fails, the jobs are still
+// Jobs returns the status of every job of the job list (Config.Jobs or
+// JobSource) and of every job the state topic knows. When a source fails, the jobs are still
 // returned with the affected fields marked unknown (PartitionUnknown,
 // PausedUnknown, LastUnknown, WindowStatus.OutcomeError) and the error
 // lists every failure.
@@ -613,26 +641,27 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		errs              []string
 		last              map[string]jobmsg.State
 		nparts            int
-		paused            = map[string]*specs.Pause{}
+		paused            map[string]*specs.Pause
 		lastErr, partsErr error
 		pausedErr         error
+		jobs              = in.cfg.Jobs
+		jobsErr           error
 		wg                sync.WaitGroup
 	)
 	wg.Add(2)
 	go func() { defer wg.Done(); last, lastErr = in.LastWindows(ctx) }()
 	go func() { defer wg.Done(); nparts, partsErr = in.Partitions(ctx) }()
-	if in.cfg.Schedules != nil {
-		snap, err := in.cfg.Schedules.Snapshot(ctx)
-		pausedErr = err
-		if err == nil {
-			for name, r := range snap.Jobs {
-				if r.Paused != nil {
-					paused[name] = r.Paused
-				}
-			}
-		}
+	if in.cfg.JobSource != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); jobs, jobsErr = in.cfg.JobSource.Jobs(ctx) }()
 	}
 	wg.Wait()
+	if in.cfg.Pauses != nil { // after the job list: a source may read both at once
+		paused, pausedErr = in.cfg.Pauses.Pauses(ctx)
+	}
+	if jobsErr != nil {
+		errs = append(errs, "job list: "+jobsErr.Error())
+	}
 	if lastErr != nil {
 		errs = append(errs, "state topic: "+lastErr.Error())
 	}
@@ -645,7 +674,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	now := in.cfg.Now()
 	seen := map[string]bool{}
 	var out []JobStatus
-	for _, j := range in.cfg.Jobs {
+	for _, j := range jobs {
 		seen[j.Name] = true
 		tz := j.Timezone
 		if tz == "" {
@@ -666,7 +695,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	}
 	for name := range last {
 		if !seen[name] {
-			out = append(out, JobStatus{Name: name, Next: []time.Time{}})
+			out = append(out, JobStatus{Name: name, Next: []time.Time{}, SpecUnknown: jobsErr != nil})
 		}
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
@@ -725,10 +754,10 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 			unexplained = append(unexplained, js)
 		}
 	}
-	if len(unexplained) > 0 && in.cfg.Schedules != nil {
+	if len(unexplained) > 0 && in.cfg.ChangeLog != nil {
 		// Rare (a window skipped by an older producer during a pause that
 		// has ended since): read the change log only then.
-		changes, err := in.cfg.Schedules.History(ctx, "")
+		changes, err := in.cfg.ChangeLog.History(ctx, "")
 		if err != nil {
 			errs = append(errs, "finished pauses (change log): "+err.Error())
 		}

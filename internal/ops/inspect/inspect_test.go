@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/producer"
 	"github.com/kjob/kjob/internal/ops/inspect"
+	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/internal/store/pause"
@@ -93,7 +96,7 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Schedules: sc, NextN: 2,
+	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Pauses: pauses(t, brokers), ChangeLog: sc, NextN: 2,
 		Now: func() time.Time { return t0.Add(5 * time.Second) }})
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +203,67 @@ func TestSnapshot(t *testing.T) {
 		s2.Jobs[0].Last.Outcome != "unknown" || !errors.Is(s2.Err(), inspect.ErrPartial) {
 		t.Fatalf("snapshot without Redis: leader %+v errors %v", s2.Leader, s2.Errors)
 	}
+	// A JobSource is read at every Snapshot: a job it adds shows; when it
+	// fails, the jobs known from the state topic are marked SpecUnknown.
+	src := &jobList{jobs: f.Jobs[:1]}
+	in4, err := inspect.New(inspect.Config{Brokers: brokers, Namespace: "ns", JobSource: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in4.Close()
+	inFile := func(s *inspect.Snapshot) (n int) {
+		for _, j := range s.Jobs {
+			if j.InFile {
+				n++
+			}
+		}
+		return n
+	}
+	if s4, _ := in4.Snapshot(ctx); inFile(s4) != 1 {
+		t.Fatalf("JobSource of 1 job: %+v", s4.Jobs)
+	}
+	src.set(f.Jobs, nil)
+	if s4, _ := in4.Snapshot(ctx); inFile(s4) != len(f.Jobs) {
+		t.Fatalf("JobSource of %d jobs: %+v", len(f.Jobs), s4.Jobs)
+	}
+	src.set(nil, errors.New("schedules topic down"))
+	s4, _ := in4.Snapshot(ctx)
+	if inFile(s4) != 0 || len(s4.Jobs) == 0 || !s4.Jobs[0].SpecUnknown || !strings.Contains(s4.JobsError, "job list: schedules topic down") {
+		t.Fatalf("failing JobSource: %+v, %q", s4.Jobs, s4.JobsError)
+	}
+	if _, err := inspect.New(inspect.Config{Brokers: brokers, Jobs: f.Jobs, JobSource: src}); err == nil || !strings.Contains(err.Error(), "Config.JobSource") {
+		t.Errorf("Jobs and JobSource both set: %v", err)
+	}
+}
+
+// jobList is a JobSource whose answer the test sets.
+type jobList struct {
+	mu   sync.Mutex
+	jobs []*schedule.Job
+	err  error
+}
+
+func (l *jobList) set(jobs []*schedule.Job, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobs, l.err = jobs, err
+}
+
+func (l *jobList) Jobs(context.Context) ([]*schedule.Job, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.jobs, l.err
+}
+
+// pauses reads the jobs' pauses from the schedules topic at every call.
+func pauses(t *testing.T, brokers []string) *jobsource.Cache {
+	t.Helper()
+	c, err := jobsource.NewCache(jobsource.CacheConfig{Opts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Deployment: names.Deployment{Namespace: "ns"},
+		MaxAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // PausePeriods: a pause runs from its At to the change that leaves the
@@ -239,7 +303,7 @@ func TestSnapshotDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Schedules: sc})
+	in, err := inspect.New(inspect.Config{Brokers: brokers, Redis: rdb, Namespace: "ns", Jobs: f.Jobs, Pauses: pauses(t, brokers), ChangeLog: sc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -328,7 +328,7 @@ func (o *Operator) backfill(ctx context.Context, spec BackfillSpec, execute bool
 	if err := need("backfill", part("Store", o.cfg.Store == nil), part("Published", o.cfg.Published == nil), part("Publisher", execute && o.cfg.Publisher == nil)); err != nil {
 		return nil, err
 	}
-	j, err := o.Job(spec.Job)
+	j, err := o.Job(ctx, spec.Job)
 	if err != nil {
 		return nil, err
 	}

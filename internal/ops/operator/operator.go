@@ -12,14 +12,16 @@ import (
 
 	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
+	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/schedule"
 )
 
 // Errors of Operator that callers branch on.
 var (
-	// ErrUnknownJob: the job is not in the schedules file.
-	ErrUnknownJob = errors.New("operator: unknown job")
+	// ErrUnknownJob: the job is not in the job list (Config.Jobs or
+	// JobSource). It is jobsource.ErrUnknownJob.
+	ErrUnknownJob = jobsource.ErrUnknownJob
 	// ErrUnknownLetter: no dead letter has the id.
 	ErrUnknownLetter = errors.New("operator: no such dead letter")
 	// ErrLeftOut: a redrive left the chosen letter out (its window is done
@@ -30,8 +32,13 @@ var (
 // Config configures an Operator: the same clients and stores
 // kjobctl builds from the deployment's KJOB_* settings.
 type Config struct {
-	// Jobs are the jobs of the schedules file.
+	// Jobs are the deployment's jobs as read once (jobsource.Set.Jobs:
+	// the schedules topic's, or a schedules file's).
 	Jobs []*schedule.Job
+	// JobSource looks the jobs up at every action instead, for a
+	// long-running caller (the dashboard: a *jobsource.Cache of the
+	// schedules topic). Set Jobs or JobSource, not both.
+	JobSource JobSource
 	// Topic is the windows topic, DLQTopic the dead-letter topic.
 	Topic, DLQTopic string
 	// Namespace is the deployment's namespace: it labels the windows the
@@ -66,6 +73,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// JobSource looks up one of the deployment's jobs; *jobsource.Cache
+// implements it. An unknown job is an error matching ErrUnknownJob.
+type JobSource interface {
+	Job(ctx context.Context, name string) (*schedule.Job, error)
+}
+
 // Operator performs the operators' actions: trigger, backfill (plan and
 // execute), pause and resume (with a catch-up), dead letters (list, inspect)
 // and their redrive, and replay (plan and execute). kjobctl and the
@@ -79,6 +92,9 @@ type Operator struct{ cfg Config }
 func New(cfg Config) (*Operator, error) {
 	if cfg.Topic == "" {
 		return nil, &configerr.Error{Op: "operator", Field: "Config.Topic", Reason: "is required; set the windows topic"}
+	}
+	if cfg.JobSource != nil && len(cfg.Jobs) > 0 {
+		return nil, &configerr.Error{Op: "operator", Field: "Config.JobSource", Reason: "is set with Config.Jobs; set one: Jobs for a list read once, JobSource for a lookup at every action"}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -107,8 +123,12 @@ func need(op string, parts ...requirement) error {
 	return nil
 }
 
-// Job returns the named job of the schedules file, or ErrUnknownJob.
-func (o *Operator) Job(name string) (*schedule.Job, error) {
+// Job returns the named job of the job list, or an error matching
+// ErrUnknownJob.
+func (o *Operator) Job(ctx context.Context, name string) (*schedule.Job, error) {
+	if o.cfg.JobSource != nil {
+		return o.cfg.JobSource.Job(ctx, name)
+	}
 	i := slices.IndexFunc(o.cfg.Jobs, func(j *schedule.Job) bool { return j.Name == name })
 	if i < 0 {
 		return nil, fmt.Errorf("%w %q", ErrUnknownJob, name)
@@ -123,7 +143,7 @@ func (o *Operator) Trigger(ctx context.Context, job string, payload json.RawMess
 	if err := need("trigger", part("Publisher", o.cfg.Publisher == nil)); err != nil {
 		return nil, nil, err
 	}
-	j, err := o.Job(job)
+	j, err := o.Job(ctx, job)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -85,7 +85,8 @@ func Producer(topic, stateTopic, txnID string) []Permission {
 
 // ProducerSchedules returns the producer's grants for schedules as a log
 // (internal/store/specs): it creates, reads and writes the schedules topic
-// (and checks its compaction), the change log and the control topic
+// (and checks its compaction), the change log (and checks that it is kept
+// whole) and the control topic
 // (requests in, results out) of topic (names.Deployment). Only the
 // producer's principal may write the schedules topic and the change log.
 func ProducerSchedules(topic string) []Permission {
@@ -99,6 +100,7 @@ func ProducerSchedules(topic string) []Permission {
 		{Topic, log, Create},
 		{Topic, log, Read},
 		{Topic, log, Write},
+		{Topic, log, DescribeConfigs},
 		{Topic, control, Create},
 		{Topic, control, Read},
 		{Topic, control, Write},

@@ -8,13 +8,17 @@
 // settings and refuses to run against an existing topic whose settings
 // differ, with an error that says what differs and how to fix it.
 //
-// Two kinds of setting only make kjob slower or less durable, not wrong, so
-// an existing topic that lacks them is reported as Advice (EnsureWithAdvice)
-// rather than refused: a compacted topic's segment settings (a broker never
-// compacts the active segment, so a new leader reads everything written
-// since the segment rolled: by default up to 7 days or 1 GiB), and, with a
-// replication factor of 3 or more, min.insync.replicas of at least 2
-// (otherwise an acknowledged write may live on one broker only).
+// Three kinds of setting only make kjob slower, less durable or forgetful,
+// not wrong, so an existing topic that lacks them is reported as Advice
+// (EnsureWithAdvice) rather than refused: a compacted topic's segment
+// settings (a broker never compacts the active segment, so a new leader
+// reads everything written since the segment rolled: by default up to 7
+// days or 1 GiB); with a replication factor of 3 or more,
+// min.insync.replicas of at least 2 (otherwise an acknowledged write may
+// live on one broker only); and, for a log kept whole (the schedule change
+// log), retention.ms and retention.bytes of -1 (otherwise the broker
+// deletes its oldest records: the audit trail and the versions a revert
+// goes back to).
 package topic
 
 import (
@@ -71,8 +75,9 @@ type Spec struct {
 	ReplicationFactor int16
 	// Compacted requests cleanup.policy=compact (the producer's state topic).
 	Compacted bool
-	// RetainForever requests retention.ms=-1: an append-only log kept
-	// whole (the schedule change log, an audit trail).
+	// RetainForever requests retention.ms=-1 and retention.bytes=-1: an
+	// append-only log kept whole (the schedule change log, an audit
+	// trail). An existing topic with a finite retention is advice.
 	RetainForever bool
 }
 
@@ -118,8 +123,9 @@ const (
 
 // Configs returns the topic configs Ensure creates s with: cleanup.policy,
 // segment.ms, segment.bytes and min.cleanable.dirty.ratio for a compacted
-// topic, min.insync.replicas for a replication factor of 3 or more. Every
-// other setting is the broker's default.
+// topic, retention.ms and retention.bytes (-1) for one retained forever,
+// min.insync.replicas for a replication factor of 3 or more. Every other
+// setting is the broker's default.
 func (s Spec) Configs() map[string]string {
 	c := map[string]string{}
 	if s.Compacted {
@@ -130,6 +136,7 @@ func (s Spec) Configs() map[string]string {
 	}
 	if s.RetainForever {
 		c["retention.ms"] = "-1"
+		c["retention.bytes"] = "-1"
 	}
 	if s.ReplicationFactor >= DurableReplicationFactor {
 		c["min.insync.replicas"] = strconv.Itoa(MinInsyncReplicas)
@@ -138,8 +145,9 @@ func (s Spec) Configs() map[string]string {
 }
 
 // Advice is a setting of an existing topic that kjob works with but would
-// not have created it with (Spec.Configs): it makes a takeover slower or a
-// write less durable, not a window wrong. A program logs it as a warning.
+// not have created it with (Spec.Configs): it makes a takeover slower, a
+// write less durable or a log forget its oldest records, not a window
+// wrong. A program logs it as a warning.
 type Advice struct {
 	// Topic is the topic's name.
 	Topic string
@@ -168,7 +176,7 @@ func (a Advice) String() string {
 // has, want, why, fix).
 func LogAdvice(log *slog.Logger, advice []Advice) {
 	for _, a := range advice {
-		log.Warn("topic setting slows a takeover or weakens durability; kjob would have created it otherwise",
+		log.Warn("topic setting is weaker than the one kjob creates the topic with; the warning says what it costs and how to fix it",
 			"topic", a.Topic, "config", a.Config, "has", a.Has, "want", a.Want, "why", a.Why, "fix", a.Fix)
 	}
 }
@@ -183,9 +191,9 @@ func Ensure(ctx context.Context, adm *kadm.Client, specs ...Spec) error {
 }
 
 // EnsureWithAdvice is Ensure, and also returns Advice for the existing
-// topics whose compaction or durability settings are weaker than what
-// Ensure would create (Spec.Configs); a program logs each as a warning.
-// A created topic gets no advice.
+// topics whose compaction, durability or retention settings are weaker
+// than what Ensure would create (Spec.Configs); a program logs each as a
+// warning. A created topic gets no advice.
 func EnsureWithAdvice(ctx context.Context, adm *kadm.Client, specs ...Spec) ([]Advice, error) {
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
@@ -250,14 +258,14 @@ func check(ctx context.Context, adm *kadm.Client, s Spec, d kadm.TopicDetail) ([
 		diffs = append(diffs, fmt.Sprintf("has replication factor %d, configured %d (set the replication factor setting to %d, or reassign the partitions)", rf, s.ReplicationFactor, rf))
 	}
 	var advice []Advice
-	if s.Compacted || s.ReplicationFactor >= DurableReplicationFactor {
+	if s.Compacted || s.RetainForever || s.ReplicationFactor >= DurableReplicationFactor {
 		configs, err := describe(ctx, adm, s.Name)
 		switch {
 		case err != nil && s.Compacted:
 			return nil, err // compaction is needed for correctness: no guessing
 		case err != nil:
-			// Durability advice only: a principal without DescribeConfigs
-			// on this topic (the least-privilege grants) gets none.
+			// Durability or retention advice only: a principal without
+			// DescribeConfigs on this topic gets none.
 		default:
 			if s.Compacted {
 				policy := "delete"
@@ -307,11 +315,13 @@ var kafkaDefaults = map[string]string{
 	"segment.bytes":             "1073741824",
 	"min.cleanable.dirty.ratio": "0.5",
 	"min.insync.replicas":       "1",
+	"retention.ms":              "604800000",
+	"retention.bytes":           "-1",
 }
 
 // advise compares an existing topic's effective configs with Spec.Configs:
-// a compaction setting above kjob's, or min.insync.replicas below it,
-// is advice.
+// a compaction setting above kjob's, min.insync.replicas below it, or a
+// finite retention where kjob keeps the log whole, is advice.
 func advise(s Spec, configs map[string]string) []Advice {
 	want := s.Configs()
 	var out []Advice
@@ -327,6 +337,10 @@ func advise(s Spec, configs map[string]string) []Advice {
 		w, _ := strconv.ParseFloat(want[k], 64)
 		var why string
 		switch k {
+		case "retention.ms", "retention.bytes":
+			if herr != nil || h >= 0 {
+				why = "the broker deletes the oldest records past this limit, and this log is meant to be kept whole (the schedule change log: the history kjobctl schedule history shows and the versions revert --to-version goes back to)"
+			}
 		case "min.insync.replicas":
 			if herr != nil || h < w {
 				why = fmt.Sprintf("with %d replicas an acknowledged write may live on fewer than %s of them", s.ReplicationFactor, want[k])

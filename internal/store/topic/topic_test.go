@@ -207,3 +207,42 @@ func TestEnsureMinInsyncReplicasWithThreeReplicas(t *testing.T) {
 		t.Errorf("topic with one replica has min.insync.replicas=%q, want the default 1", v)
 	}
 }
+
+// A log kept whole is created with retention.ms=-1 and retention.bytes=-1;
+// an existing one with a finite retention (the broker's default 7 days,
+// or a size limit) is advice naming the value and the fix.
+func TestEnsureRetainForever(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	adm := admin(t, brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := topic.Ensure(ctx, adm, topic.Spec{Name: "log", Partitions: 1, ReplicationFactor: 1, RetainForever: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := configsOf(t, admin(t, brokers), "log")
+	if got["retention.ms"] != "-1" || got["retention.bytes"] != "-1" {
+		t.Errorf("created with retention.ms=%q retention.bytes=%q, want -1 and -1", got["retention.ms"], got["retention.bytes"])
+	}
+	if advice, err := topic.EnsureWithAdvice(ctx, adm, topic.Spec{Name: "log", Partitions: 1, ReplicationFactor: 1, RetainForever: true}); err != nil || len(advice) != 0 {
+		t.Fatalf("created by Ensure: advice %v, err %v", advice, err)
+	}
+	size := "1073741824"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.bytes": &size}, "old-log"); err != nil {
+		t.Fatal(err)
+	}
+	advice, err := topic.EnsureWithAdvice(ctx, adm, topic.Spec{Name: "old-log", Partitions: 1, ReplicationFactor: 1, RetainForever: true})
+	if err != nil {
+		t.Fatalf("an existing log with a finite retention must still be accepted: %v", err)
+	}
+	want := map[string]string{"retention.ms": "604800000", "retention.bytes": size}
+	for _, a := range advice {
+		if has, ok := want[a.Config]; !ok || a.Has != has || a.Want != "-1" || a.Topic != "old-log" ||
+			!strings.Contains(a.String(), "--entity-name old-log --add-config "+a.Config+"=-1") {
+			t.Errorf("advice %q: want the topic, its value and the kafka-configs fix", a)
+		}
+		delete(want, a.Config)
+	}
+	if len(want) != 0 {
+		t.Errorf("no advice about %v in %v", want, advice)
+	}
+}

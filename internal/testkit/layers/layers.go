@@ -48,7 +48,7 @@ var Layers = []Layer{
 	// internal/ so that a user's main may opt in to tracing as the
 	// binaries do, and apart from the root (see Apart and Outside).
 	{"observability", []string{"internal/obs/...", "kjobotel"}},
-	{"test infrastructure", []string{"internal/testkit/testenv", "internal/testkit/devredis", "internal/testkit/chaos"}},
+	{"test infrastructure", []string{"internal/testkit/testenv", "internal/testkit/devredis", "internal/testkit/chaos", "internal/testkit/specleader"}},
 	{"the public API: whole worker and producer processes, and the test kit", []string{".", "kjobtest"}},
 	{"binaries, their shared flags, and the suites", []string{
 		"cmd/...", "test/...", "bench/...", "deploy", "deploy/...", "internal/testkit/layers",

@@ -87,8 +87,23 @@ async function loadJob() {
   fillTable("fields", (v.field_order || Object.keys(v.fields)).filter((k) => k in v.fields).map((k) => [k, { text: v.fields[k], cls: "id" }]));
   fillTable("history", v.history.slice().reverse().map((c) => [
     { text: utc(c.at), title: ago(c.at) }, c.op, "v" + c.version_before + " → v" + c.version_after, c.actor, c.source_text,
-    c.note || "-", diffList(c.diff || []),
+    c.note || "-", diffList(c.diff || []), revertButton(c),
   ]));
+}
+
+// revertButton sets the job back to the spec a change left (signed in
+// only): a new version, with the version the page showed expected, so a
+// change made meanwhile is a conflict, not overwritten. (A deleted job is
+// created again, from its spec in the history, not reverted.)
+function revertButton(c) {
+  if (!session || !current || c.op === "delete" || c.version_after === current.version) return "";
+  const b = el("button", "revert to v" + c.version_after);
+  b.dataset.version = String(c.version_after);
+  b.addEventListener("click", () => {
+    if (!confirm("Set " + job + " back to its spec of version " + c.version_after + "?")) return;
+    submit("schedule-revert", { job, to_version: c.version_after, expect_version: current.version, note: $("note").value });
+  });
+  return b;
 }
 
 function diffList(diff) {
