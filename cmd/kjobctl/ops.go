@@ -318,13 +318,25 @@ func (j jobsOf) Jobs(ctx context.Context) ([]*schedule.Job, error) {
 }
 
 // Pauses implements inspect.Pauses with jobSet: the paused jobs' pauses
-// from the schedules topic's records (none with a --schedules file).
+// from the schedules topic's records. A --schedules file has none (they
+// are in the topic), so then the topic is read for them.
 func (j jobsOf) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
 	s, err := j.o.jobSet(ctx, j.stderr)
 	if err != nil {
 		return nil, err
 	}
-	return s.Pauses(), nil
+	if s.Topic != "" {
+		return s.Pauses(), nil
+	}
+	c, err := j.o.specsClient()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jobsource.FromSnapshot(j.o.deployment().WithDefaults().SchedulesTopic(), snap, nowFunc()).Pauses(), nil
 }
 
 // job returns the named job of the job list (jobSet). A job it does not

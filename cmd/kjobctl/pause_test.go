@@ -153,7 +153,7 @@ Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would p
 	}
 
 	// Both changes are in the change log, by kjobctl's principal, with
-	// their notes.
+	// their notes (version 1 is the environment's import of the jobs).
 	c, err := specs.NewClient(specs.ClientConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Deployment: names.Deployment{Namespace: "ops", Topic: "kjob.windows"}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +166,12 @@ Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would p
 	}
 	var log []string
 	for _, h := range hist {
+		if h.Op != specs.OpPause && h.Op != specs.OpResume {
+			continue // the environment's own import of the jobs
+		}
 		log = append(log, itoa(h.VersionAfter)+" "+string(h.Op)+" "+h.Actor+" "+h.Source.Kind+" "+h.Note+" "+h.At.Format("15:04"))
 	}
-	if w := []string{"1 put producer producer file imported from the schedules file 05:30", "2 pause " + actor + " cli upstream down, INC-7 05:30",
+	if w := []string{"2 pause " + actor + " cli upstream down, INC-7 05:30",
 		"3 resume " + actor + " cli upstream back 10:30"}; strings.Join(log, "\n") != strings.Join(w, "\n") {
 		t.Fatalf("change log:\n%s\nwant\n%s", strings.Join(log, "\n"), strings.Join(w, "\n"))
 	}
