@@ -257,7 +257,8 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	return p, nil
 }
 
-// assemble builds the elector, the pause list and the producer below.
+// assemble builds the elector, the legacy pause list (migrated into the
+// spec by the leader) and the producer below.
 func (p *Producer) assemble() (*producer.Producer, error) {
 	c, m := p.cfg, p.obs.Metrics
 	var elector producer.Elector
@@ -270,7 +271,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pauses, err := pause.New(c.Redis, c.Namespace)
+	legacy, err := pause.New(c.Redis, c.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +297,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 		Replica:            c.ID,
 		OnMalformed:        m.Malformed,
 		Elector:            elector,
-		Pauses:             pauses,
+		LegacyPauses:       legacy,
 		Logger:             c.Logger,
 		OnPublished:        m.Published,
 		OnSkipped:          m.Skipped,

@@ -196,10 +196,6 @@ func (o *opts) dashboardActions(jobs operator.JobSource, usersFile, tokensFile, 
 	if err != nil {
 		return nil, nil, err
 	}
-	pauses, err := o.pauses()
-	if err != nil {
-		return nil, nil, err
-	}
 	rd, err := o.redrives()
 	if err != nil {
 		return nil, nil, err
@@ -237,7 +233,7 @@ func (o *opts) dashboardActions(jobs operator.JobSource, usersFile, tokensFile, 
 		return nil, nil, err
 	}
 	op, err := operator.New(operator.Config{JobSource: jobs, Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: pub, Redriver: red,
-		ReadOpts: o.kgoOpts(), Store: store, Published: published, Pauses: pauses, Redrives: rd, Replayer: rp, Now: nowFunc})
+		ReadOpts: o.kgoOpts(), Store: store, Published: published, Redrives: rd, Replayer: rp, Now: nowFunc})
 	if err != nil {
 		closeAll()
 		return nil, nil, err

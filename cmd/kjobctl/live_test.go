@@ -29,6 +29,7 @@ var (
 	liveTime  = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	liveSpace = regexp.MustCompile(` {2,}`)
 	liveEpoch = regexp.MustCompile(`lease epoch \d+`)
+	liveActor = regexp.MustCompile(`unauthenticated:[^\s@]+@[^\s:]+`)
 )
 
 // normalise makes the output of a live deployment comparable: ports and
@@ -44,6 +45,7 @@ func normalise(out string) []byte {
 		return "TIME"
 	})
 	out = liveEpoch.ReplaceAllString(out, "lease epoch N")
+	out = liveActor.ReplaceAllString(out, "ACTOR") // kjobctl's principal without SASL: the OS user and host
 	var b strings.Builder
 	for _, l := range strings.Split(out, "\n") {
 		b.WriteString(strings.TrimRight(liveSpace.ReplaceAllString(l, "  "), " ") + "\n")
@@ -107,7 +109,7 @@ func TestGoldenLive(t *testing.T) {
 	}, "lag 0")
 	defer func(f func() time.Time) { nowFunc = f }(nowFunc)
 	nowFunc = func() time.Time { return time.Date(2026, 1, 1, 10, 0, 30, 0, time.UTC) }
-	if code, _, stderr := e.kjobctl("pause", "report"); code != exitOK {
+	if code, _, stderr := e.kjobctl("pause", "report", "--note", "upstream down"); code != exitOK {
 		t.Fatalf("pause: %s", stderr)
 	}
 

@@ -41,7 +41,7 @@ Usage:
   kjobctl replay --group G MODE     reset the workers' offsets while they run (dry run unless --execute)
   kjobctl backfill JOB --from T1 --to T2   publish past windows (trigger=backfill; dry run unless --execute)
   kjobctl trigger JOB [--payload J] publish one manual window now and print its id
-  kjobctl pause JOB                 stop publishing JOB's windows
+  kjobctl pause JOB --note N        stop publishing JOB's windows (a spec change, in the change log)
   kjobctl resume JOB [--catchup]    publish them again (--catchup: also the ones skipped while paused; dry run unless --execute)
   kjobctl dlq list|show ID|redrive  inspect and republish dead letters (redrive: dry run unless --execute)
   kjobctl schedule check FILE       validate a schedules file and print each job's next fire times

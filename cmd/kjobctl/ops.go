@@ -21,7 +21,7 @@ import (
 	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -163,7 +163,25 @@ func (o *opts) store() (*dedupe.Store, error) {
 	return dedupe.New(o.rdb, dedupe.Config{Namespace: o.namespace})
 }
 
-func (o *opts) pauses() (*pause.Store, error) { return pause.New(o.rdb, o.namespace) }
+// actor is who kjobctl's schedule changes (pause and resume included) are
+// recorded under: the SASL user it authenticates with, else
+// specs.DefaultActor().
+func (o *opts) actor() string {
+	if o.kafkaSec.SASLMechanism != "" && o.kafkaSec.SASLUser != "" {
+		return o.kafkaSec.SASLUser
+	}
+	return specs.DefaultActor()
+}
+
+// specsClient reads the schedules topic and change log, and asks the
+// producer leader for changes under kjobctl's actor (source kjobctl).
+func (o *opts) specsClient() (*specs.Client, error) {
+	c, err := specs.NewClient(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment(), Actor: o.actor(), Source: specs.Source{Kind: specs.SourceCLI}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, errUsage)
+	}
+	return c, nil
+}
 
 func (o *opts) redrives() (*operator.Redrives, error) {
 	return operator.NewRedrives(o.rdb, o.namespace)
@@ -174,15 +192,19 @@ func (o *opts) published() (*operator.Published, error) {
 }
 
 // inspector is the deployment's inspector; its jobs come from jobs (nil:
-// the inspector knows the jobs only from the state topic).
+// the inspector knows the jobs only from the state topic), and so do the
+// jobs' pauses when jobs has them (the schedules topic's records).
 func (o *opts) inspector(jobs inspect.JobSource) (*inspect.Inspector, error) {
-	p, err := o.pauses()
+	sc, err := o.specsClient()
 	if err != nil {
 		return nil, err
 	}
 	cfg := inspect.Config{
 		Brokers: o.brokerList(), ClientOpts: o.kafka, Redis: o.rdb, Namespace: o.namespace, Topic: o.topic, StateTopic: o.stateTopic,
-		DLQTopic: o.dlqTopic, Group: o.group, JobSource: jobs, Pauses: p, PauseHistory: p, Now: nowFunc,
+		DLQTopic: o.dlqTopic, Group: o.group, JobSource: jobs, ChangeLog: sc, Now: nowFunc,
+	}
+	if p, ok := jobs.(inspect.Pauses); ok {
+		cfg.Pauses = p
 	}
 	if o.leaseBackend != "" {
 		if cfg.LeaderSource, err = o.leaderSource(); err != nil {
@@ -223,7 +245,7 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 	if err != nil {
 		return nil, err
 	}
-	pauses, err := o.pauses()
+	sc, err := o.specsClient()
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +254,7 @@ func (o *opts) operatorWith(publisher, redriver *kgo.Client, replayer *operator.
 		return nil, err
 	}
 	cfg := operator.Config{Topic: o.topic, DLQTopic: o.dlqTopic, Namespace: o.namespace, Publisher: publisher, Redriver: redriver,
-		ReadOpts: o.kgoOpts(), Store: store, Pauses: pauses, Redrives: redrives, Replayer: replayer, Now: nowFunc}
+		ReadOpts: o.kgoOpts(), Store: store, Schedules: sc, Redrives: redrives, Replayer: replayer, Now: nowFunc}
 	if o.jobs != nil {
 		cfg.Jobs = o.jobs.Jobs
 	}
@@ -293,6 +315,28 @@ func (j jobsOf) Jobs(ctx context.Context) ([]*schedule.Job, error) {
 		return nil, err
 	}
 	return s.Jobs, nil
+}
+
+// Pauses implements inspect.Pauses with jobSet: the paused jobs' pauses
+// from the schedules topic's records. A --schedules file has none (they
+// are in the topic), so then the topic is read for them.
+func (j jobsOf) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
+	s, err := j.o.jobSet(ctx, j.stderr)
+	if err != nil {
+		return nil, err
+	}
+	if s.Topic != "" {
+		return s.Pauses(), nil
+	}
+	c, err := j.o.specsClient()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jobsource.FromSnapshot(j.o.deployment().WithDefaults().SchedulesTopic(), snap, nowFunc()).Pauses(), nil
 }
 
 // job returns the named job of the job list (jobSet). A job it does not

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/base/clock"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/control"
 	"github.com/kjob/kjob/internal/exec/handler"
@@ -256,7 +257,6 @@ func TestOpsRefusals(t *testing.T) {
 	}{
 		{[]string{"trigger", "nope"}, exitNotFound, `kjobctl: trigger: unknown job "nope": ` + unknownInTopic},
 		{[]string{"backfill", "nope", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z"}, exitNotFound, `kjobctl: backfill: unknown job "nope": ` + unknownInTopic},
-		{[]string{"pause", "nope"}, exitNotFound, `kjobctl: pause: unknown job "nope": ` + unknownInTopic},
 		{[]string{"backfill", "report", "--from", "yesterday", "--to", "2026-01-02T00:00:00Z"}, exitUsage, `kjobctl: backfill: --from "yesterday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
 		{[]string{"backfill", "report", "--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, exitUsage, `kjobctl: backfill: --to 2026-01-01T00:00:00Z is not after --from 2026-01-02T00:00:00Z: usage`},
 		{[]string{"replay", "--to-datetime", "last tuesday"}, exitUsage, `kjobctl: replay: --to-datetime "last tuesday": want an RFC 3339 time such as 2026-11-22T10:00:00Z (or a date, 2026-11-22, for midnight UTC): usage`},
@@ -265,13 +265,11 @@ func TestOpsRefusals(t *testing.T) {
 		{[]string{"replay", "--to-earliest", "--partition", "9"}, exitNotFound, `kjobctl: replay: --partition 9: no such partition: topic kjob.windows has partitions 0-1: not found`},
 		{[]string{"lag", "--group", "ghosts"}, exitNotFound, `kjobctl: lag: group "ghosts" does not exist (no members, no committed offsets on kjob.windows); check --group: not found`},
 		{[]string{"trigger", "report", "--payload", "[1]"}, exitUsage, `kjobctl: trigger: --payload "[1]": want a JSON object such as {"url":"http://127.0.0.1:8080/hook"}: usage`},
-		{[]string{"resume", "report"}, exitConflict, `kjobctl: resume: job report is not paused: refused`},
 		{[]string{"dlq", "show", "12"}, exitNotFound, `kjobctl: dlq: dead-letter topic kjob.windows.dlq: topic does not exist (a worker creates it when it starts); check --dlq-topic and --topic`},
 		{[]string{"dlq", "show", "x"}, exitUsage, `kjobctl: dlq show: ID "x": want a dead-letter id as "kjobctl dlq list" prints it (an offset such as 12): usage`},
 		{[]string{"dlq", "redrive"}, exitUsage, `kjobctl: dlq redrive: want dead-letter IDs or --all (not both): usage`},
 		{[]string{"status", "-o", "yaml"}, exitUsage, `kjobctl: --output "yaml": want table or json: usage`},
 		{[]string{"status", "--lease-backend", "etcd"}, exitUsage, `kjobctl: --lease-backend "etcd": want redis or kubernetes, as the producer's: usage`},
-		{[]string{"resume", "nope"}, exitNotFound, `kjobctl: resume: unknown job "nope": ` + unknownInTopic},
 		{[]string{"resume", "report", "--execute"}, exitUsage, `kjobctl: resume: --execute goes with --catchup (a plain resume changes nothing else and needs no --execute): usage`},
 		{[]string{"replay", "--to-earliest", "--job", "nope"}, exitNotFound, `kjobctl: replay: unknown job "nope": ` + unknownInTopic},
 		{[]string{"replay", "--to-earliest", "--job", "report", "--partition", fmt.Sprint(other)}, exitUsage,
@@ -404,11 +402,14 @@ func TestTriggerBackfillPause(t *testing.T) {
 		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 3 }, "%s not re-run by the replay", id)
 	}
 
-	code, out, stderr = e.kjobctl("pause", "report")
+	// Pause and resume go through the producer leader (on a clock that
+	// stands still: it publishes nothing here).
+	e.startLeader(clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)))
+	code, out, stderr = e.kjobctl("pause", "report", "--note", "maintenance")
 	if code != exitOK || !strings.HasPrefix(out, "paused report at ") {
 		t.Fatalf("pause: %d %s %s", code, out, stderr)
 	}
-	code, _, stderr = e.kjobctl("pause", "report")
+	code, _, stderr = e.kjobctl("pause", "report", "--note", "again")
 	if code != exitConflict || !strings.HasPrefix(stderr, "kjobctl: pause: job report is already paused (since ") {
 		t.Fatalf("pause twice: %d %s", code, stderr)
 	}
@@ -436,7 +437,7 @@ func TestTriggerBackfillPause(t *testing.T) {
 		t.Fatalf("status -o json: exit %d\n%s", code, out)
 	}
 	code, out, stderr = e.kjobctl("resume", "report")
-	if code != exitOK || !strings.HasPrefix(out, "resumed report (paused since ") {
+	if code != exitOK || !strings.HasPrefix(out, "resumed report at 2026-01-01T12:00:00Z (version 2 -> 3; paused since ") {
 		t.Fatalf("resume: %d %s %s", code, out, stderr)
 	}
 }

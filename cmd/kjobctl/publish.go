@@ -138,11 +138,11 @@ func triggerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !j.Enabled {
 		fmt.Fprintf(stderr, "kjobctl: warning: job %s is disabled in %s; this manual window runs anyway\n", j.Name, o.jobs.Where())
 	}
-	switch p, paused, err := op.Paused(cctx, j.Name); {
+	switch p, err := op.Paused(cctx, j.Name); {
 	case err != nil:
 		fmt.Fprintf(stderr, "kjobctl: warning: cannot tell whether job %s is paused: %s\n", j.Name, safe(err.Error()))
-	case paused:
-		fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s); this manual window runs anyway\n", j.Name, fmtTime(p.Since), safe(p.By))
+	case p != nil:
+		fmt.Fprintf(stderr, "kjobctl: warning: job %s is paused (since %s by %s: %s); this manual window runs anyway\n", j.Name, fmtTime(p.At), safe(p.By), safe(p.Note))
 	}
 	cl, err := o.publisher()
 	if err != nil {

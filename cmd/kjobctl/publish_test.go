@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kjob/kjob/internal/base/clock"
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/window"
@@ -90,90 +91,18 @@ func TestBackfillFutureAndProgress(t *testing.T) {
 	}
 }
 
-// resume --catchup publishes the windows skipped while paused under their
-// scheduled ids (trigger=catchup), as a dry run first, refuses more than
-// --max-windows, and runs each once.
-func TestResumeCatchup(t *testing.T) {
-	e := newOpsEnv(t)
-	defer func(f func() time.Time) { nowFunc = f }(nowFunc)
-	now := time.Date(2026, 1, 1, 5, 30, 0, 0, time.UTC)
-	nowFunc = func() time.Time { return now }
-	if code, out, stderr := e.kjobctl("pause", "report"); code != exitOK {
-		t.Fatalf("pause: %d %s%s", code, out, stderr)
-	}
-	now = time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC) // 06:00 ... 10:00 were skipped
-
-	code, out, stderr := e.kjobctl("resume", "report", "--catchup")
-	expect(t, code, stderr, exitDryRun, "kjobctl: resume: dry run: nothing was changed; add --execute to apply it")
-	want := `would resume report (paused since 2026-01-01T05:30:00Z); 5 windows fell due while paused
-Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; would publish 5; left out: 0 already run or running, 0 published before but not yet run (--rerun publishes them again)
-  report@2026-01-01T06:00:00Z
-  report@2026-01-01T07:00:00Z
-  report@2026-01-01T08:00:00Z
-  report@2026-01-01T09:00:00Z
-  report@2026-01-01T10:00:00Z
-`
-	if out != want {
-		t.Fatalf("resume --catchup dry run:\n%s\nwant\n%s", out, want)
-	}
-	code, _, stderr = e.kjobctl("resume", "report", "--catchup", "--execute", "--max-windows", "3")
-	expect(t, code, stderr, exitUsage, `kjobctl: resume: report has more than 3 windows skipped since 2026-01-01T05:30:00Z; nothing was changed. `+
-		`Publish them all with --max-windows 4 or more, or resume without --catchup and publish chosen ranges under their scheduled ids with "kjobctl backfill report --catchup --from T1 --to T2": usage`)
-	// Still paused after the dry run and the refusal.
-	code, _, stderr = e.kjobctl("pause", "report")
-	if code != exitConflict {
-		t.Fatalf("report not paused any more: %d %s", code, stderr)
-	}
-
-	var mu sync.Mutex
-	failing := false
-	l := e.startWorker(&failing, &mu)
-	code, out, stderr = e.kjobctl("resume", "report", "--catchup", "--execute")
-	if code != exitOK || !strings.HasPrefix(out, "resumed report (paused since 2026-01-01T05:30:00Z); 5 windows fell due while paused\nCatch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; published 5;") {
-		t.Fatalf("resume --catchup --execute: exit %d\n%s%s", code, out, stderr)
-	}
-	var ids []string
-	for h := 6; h <= 10; h++ {
-		id := jobmsg.WindowID("report", time.Date(2026, 1, 1, h, 0, 0, 0, time.UTC))
-		ids = append(ids, id)
-		testenv.Eventually(t, 30*time.Second, func() bool { return l.count(id, worker.OutcomeDone) == 1 }, "caught-up %s not run", id)
-	}
-	n := 0
-	for _, r := range testenv.ReadCommitted(t, e.brokers, "kjob.windows") {
-		m, err := jobmsg.FromRecord(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Trigger != jobmsg.TriggerCatchup || m.ID != ids[n] {
-			t.Fatalf("record %d: %s trigger %s, want %s trigger catchup", n, m.ID, m.Trigger, ids[n])
-		}
-		n++
-	}
-	if n != 5 {
-		t.Fatalf("%d records published, want 5", n)
-	}
-	code, _, stderr = e.kjobctl("resume", "report", "--catchup", "--execute")
-	expect(t, code, stderr, exitConflict, "kjobctl: resume: job report is not paused: refused")
-
-	// A catch-up that stopped partway is finished with backfill --catchup:
-	// same ids, so windows already caught up are left out.
-	code, out, stderr = e.kjobctl("backfill", "report", "--catchup", "--from", "2026-01-01T05:30:00Z", "--to", "2026-01-01T10:30:00Z", "--execute")
-	if code != exitOK || !strings.HasPrefix(out, "Catch-up report [2026-01-01T05:30:00Z, 2026-01-01T10:30:00Z): 5 windows; published 0; left out: 5 already run") {
-		t.Fatalf("backfill --catchup: exit %d\n%s%s", code, out, stderr)
-	}
-}
-
 // trigger publishes a manual window of a paused or disabled job, and
 // warns that it runs anyway.
 func TestTriggerWarns(t *testing.T) {
 	e := newOpsEnv(t)
-	code, _, _ := e.kjobctl("pause", "report")
+	e.startLeader(clock.NewFake(time.Date(2026, 1, 1, 5, 30, 0, 0, time.UTC)))
+	code, _, stderr := e.kjobctl("pause", "report", "--note", "upstream down")
 	if code != exitOK {
-		t.Fatal("pause failed")
+		t.Fatalf("pause failed: %s", stderr)
 	}
 	code, out, stderr := e.kjobctl("trigger", "report")
-	if code != exitOK || !strings.HasPrefix(out, "report@") || !strings.HasPrefix(stderr, "kjobctl: warning: job report is paused (since ") ||
-		!strings.HasSuffix(stderr, "); this manual window runs anyway\n") {
+	if code != exitOK || !strings.HasPrefix(out, "report@") || !strings.HasPrefix(stderr, "kjobctl: warning: job report is paused (since 2026-01-01T05:30:00Z by ") ||
+		!strings.HasSuffix(stderr, ": upstream down); this manual window runs anyway\n") {
 		t.Fatalf("trigger of a paused job: exit %d\n%s%s", code, out, stderr)
 	}
 	sched := filepath.Join(t.TempDir(), "off.yaml")

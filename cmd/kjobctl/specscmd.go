@@ -40,15 +40,6 @@ func (s *specOpts) register(f *cli.Flags, withExecute bool) {
 	}
 }
 
-// actor is who the changes are recorded under: the SASL user kjobctl
-// authenticates with, else specs.DefaultActor().
-func (s *specOpts) actor() string {
-	if s.kafkaSec.SASLMechanism != "" && s.kafkaSec.SASLUser != "" {
-		return s.kafkaSec.SASLUser
-	}
-	return specs.DefaultActor()
-}
-
 // connect returns a client whose changes come from src (kjobctl's own when
 // src.Kind is empty) and the context of the command's Kafka calls.
 func (s *specOpts) connect(ctx context.Context, src specs.Source) (*specs.Client, context.Context, context.CancelFunc, error) {

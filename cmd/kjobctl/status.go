@@ -199,6 +199,11 @@ func renderStatus(w io.Writer, s *inspect.Snapshot, info statusInfo) error {
 	if s.JobsError != "" {
 		fmt.Fprintf(w, "Jobs: partly unknown (%s)\n", safe(s.JobsError))
 	}
+	for _, j := range s.Jobs { // who paused what, since when and why: from the spec
+		if p := j.Pause; p != nil {
+			fmt.Fprintf(w, "Paused: %s since %s by %s: %s\n", safe(j.Name), fmtTime(p.At), safe(p.By), safe(p.Note))
+		}
+	}
 	if s.DeadLettersError != "" {
 		fmt.Fprintf(w, "\nDead letters: unknown (%s)\n", safe(s.DeadLettersError))
 	} else {

@@ -38,7 +38,8 @@
 // slot:
 //
 //	kjob:{<ns>}:producer-lease      the producer lease (and its ":epoch" counter)
-//	kjob:{<ns>}:paused, :resumed    paused jobs and their last finished pauses (internal/store/pause)
+//	kjob:{<ns>}:paused              the pause list of older versions, migrated into the
+//	                                spec by the producer leader (internal/store/pause)
 //	kjob:{<ns>}:dlq-redriven        redriven dead letters (internal/ops/operator)
 //	kjob:{<ns>}:published:<id>      windows operators published (internal/ops/operator)
 //	kjob:{<ns>}:audit               the operators' audit stream (internal/ops/operator)
@@ -181,12 +182,9 @@ func (d Deployment) Key(name string) string { return d.Tag() + ":" + name }
 // "kjob:{<ns>}:producer-lease".
 func (d Deployment) LeaseKey() string { return d.Key("producer-lease") }
 
-// PausedKey returns the hash of paused jobs, "kjob:{<ns>}:paused".
+// PausedKey returns the hash of the pause list of kjob before pauses moved
+// into the spec, "kjob:{<ns>}:paused" (internal/store/pause).
 func (d Deployment) PausedKey() string { return d.Key("paused") }
-
-// ResumedKey returns the hash of the jobs' last finished pauses,
-// "kjob:{<ns>}:resumed".
-func (d Deployment) ResumedKey() string { return d.Key("resumed") }
 
 // RedrivenKey returns the hash of redriven dead letters,
 // "kjob:{<ns>}:dlq-redriven".

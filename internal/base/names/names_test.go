@@ -15,14 +15,14 @@ func TestDerivedNames(t *testing.T) {
 		{names.Deployment{}, []string{
 			"kjob.windows", "kjob.windows.state", "kjob.windows.dlq", "kjob.windows.control", "kjob-workers",
 			"kjob-producer-kjob", "kjob-producer-kjob", "kjob:{kjob}:producer-lease",
-			"kjob:{kjob}:paused", "kjob:{kjob}:resumed", "kjob:{kjob}:dlq-redriven", "kjob:{kjob}:published:", "kjob:{kjob}:audit",
+			"kjob:{kjob}:paused", "kjob:{kjob}:dlq-redriven", "kjob:{kjob}:published:", "kjob:{kjob}:audit",
 			"kjob:{kjob:report}", "kjob:{kjob:report}:runs", "kjob:{kjob:_stalls}",
 			"~kjob:{kjob}:*", "~kjob:{kjob:*", "~kjob:{kjob}:* ~kjob:{kjob:*",
 		}},
 		{names.Deployment{Namespace: "kjob"}, []string{
 			"kjob.windows", "kjob.windows.state", "kjob.windows.dlq", "kjob.windows.control", "kjob-workers",
 			"kjob-producer-kjob", "kjob-producer-kjob", "kjob:{kjob}:producer-lease",
-			"kjob:{kjob}:paused", "kjob:{kjob}:resumed", "kjob:{kjob}:dlq-redriven", "kjob:{kjob}:published:", "kjob:{kjob}:audit",
+			"kjob:{kjob}:paused", "kjob:{kjob}:dlq-redriven", "kjob:{kjob}:published:", "kjob:{kjob}:audit",
 			"kjob:{kjob:report}", "kjob:{kjob:report}:runs", "kjob:{kjob:_stalls}",
 			"~kjob:{kjob}:*", "~kjob:{kjob:*", "~kjob:{kjob}:* ~kjob:{kjob:*",
 		}},
@@ -30,7 +30,7 @@ func TestDerivedNames(t *testing.T) {
 		{names.Deployment{Namespace: "prod"}, []string{
 			"kjob.prod.windows", "kjob.prod.windows.state", "kjob.prod.windows.dlq", "kjob.prod.windows.control", "kjob-workers-prod",
 			"kjob-producer-prod", "kjob-producer-prod", "kjob:{prod}:producer-lease",
-			"kjob:{prod}:paused", "kjob:{prod}:resumed", "kjob:{prod}:dlq-redriven", "kjob:{prod}:published:", "kjob:{prod}:audit",
+			"kjob:{prod}:paused", "kjob:{prod}:dlq-redriven", "kjob:{prod}:published:", "kjob:{prod}:audit",
 			"kjob:{prod:report}", "kjob:{prod:report}:runs", "kjob:{prod:_stalls}",
 			"~kjob:{prod}:*", "~kjob:{prod:*", "~kjob:{prod}:* ~kjob:{prod:*",
 		}},
@@ -38,7 +38,7 @@ func TestDerivedNames(t *testing.T) {
 		{names.Deployment{Namespace: "prod", Topic: "t"}, []string{
 			"t", "t.state", "t.dlq", "t.control", "kjob-workers-prod",
 			"kjob-producer-prod", "kjob-producer-prod", "kjob:{prod}:producer-lease",
-			"kjob:{prod}:paused", "kjob:{prod}:resumed", "kjob:{prod}:dlq-redriven", "kjob:{prod}:published:", "kjob:{prod}:audit",
+			"kjob:{prod}:paused", "kjob:{prod}:dlq-redriven", "kjob:{prod}:published:", "kjob:{prod}:audit",
 			"kjob:{prod:report}", "kjob:{prod:report}:runs", "kjob:{prod:_stalls}",
 			"~kjob:{prod}:*", "~kjob:{prod:*", "~kjob:{prod}:* ~kjob:{prod:*",
 		}},
@@ -47,7 +47,7 @@ func TestDerivedNames(t *testing.T) {
 		got := []string{
 			d.WindowsTopic(), d.StateTopic(), d.DeadLetterTopic(), d.ControlTopic(), d.Group(),
 			d.TransactionalID(), d.LeaseName(), d.LeaseKey(),
-			d.PausedKey(), d.ResumedKey(), d.RedrivenKey(), d.PublishedPrefix(), d.AuditKey(),
+			d.PausedKey(), d.RedrivenKey(), d.PublishedPrefix(), d.AuditKey(),
 			d.JobTag("report"), d.JobKey("report", "runs"), d.StallsKey(),
 			d.ProducerACLKeys(), d.WorkerACLKeys(), d.OperatorACLKeys(),
 		}

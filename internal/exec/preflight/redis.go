@@ -29,12 +29,12 @@ import (
 //
 // The worker's ZADD, ZREMRANGEBYRANK and ZREMRANGEBYSCORE record the run
 // history (dedupe.Store.AppendRuns). The operator is kjobctl and the
-// dashboard (kjob-operator): pauses, redrive records, backfill markers,
+// dashboard (kjob-operator): redrive records, backfill markers,
 // the audit stream, window states, the run history and the producer lease.
 var (
-	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hkeys"}
+	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hgetall", "hdel"}
 	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore", "hkeys", "hdel", "info"}
-	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "hkeys", "multi", "exec", "zrevrangebyscore", "xadd", "xrevrange"}
+	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "zrevrangebyscore", "xadd", "xrevrange"}
 )
 
 // ErrRedisPermission is wrapped by CheckRedisAccess's error when the Redis
@@ -197,8 +197,10 @@ func (w *workerRound) batch(ctx context.Context, f func(context.Context, []strin
 	return errors.Join(errs...)
 }
 
-// ProducerRedisRole returns the producer's Redis role: the pause list
-// (HKEYS, read-only) and, when leaseKey is set (the Redis lease backend),
+// ProducerRedisRole returns the producer's Redis role: the pause list of
+// older versions, which the leader migrates into the spec (HGETALL, and
+// HDEL of the throwaway job's entry, which is absent: nothing changes)
+// and, when leaseKey is set (the Redis lease backend),
 // the lease scripts on a throwaway lease next to it (leaseKey +
 // ":access-check", which stays with its epoch counter: two keys) and the
 // release announcements on the real lease's channel (a message that is
@@ -213,9 +215,11 @@ func ProducerRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 	role := RedisRole{
 		Name: "producer", User: user, Commands: RedisProducerCommands, KeyPattern: d.ProducerACLKeys(),
 		rdb: rdb, probe: probeKeys{key: d.Key("access-check:probe"), channel: d.Key("access-check")},
-		Uses: append(commonUses(rdb), RedisUse{What: "the pause list (HKEYS)", Run: func(ctx context.Context) error {
-			_, err := pauses.Paused(ctx)
-			return err
+		Uses: append(commonUses(rdb), RedisUse{What: "the migration of the pause list of older versions (HGETALL, HDEL)", Run: func(ctx context.Context) error {
+			if _, err := pauses.List(ctx); err != nil {
+				return err
+			}
+			return pauses.Delete(ctx, AccessCheckJob)
 		}}),
 	}
 	if leaseKey == "" {

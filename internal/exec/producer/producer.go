@@ -165,20 +165,19 @@ type Config struct {
 	// OnSkipped, if set, is called when windows older than a job's catch-up
 	// limit are skipped.
 	OnSkipped func(job string, count int)
-	// Pauses, if set, is asked before each transaction which jobs an
-	// operator paused (*pause.Store implements it). A paused job's windows
-	// are not published, but its state advances past them, so no later
-	// leader catches them up.
-	Pauses Pauses
+	// LegacyPauses, if set, is the Redis pause list of kjob before pauses
+	// moved into the spec (*pause.Store implements it). At the start of
+	// each term, before it publishes, the leader commits each entry as a
+	// spec pause (source specs.SourceMigration, with the entry's by and
+	// since; a job the file import creates is created paused), then
+	// deletes the entry; an entry for a job that neither the schedules
+	// topic nor the file has is logged and deleted. If the list cannot be
+	// read the term fails and is retried: a pause from before the upgrade
+	// is never silently lifted. See docs/schedules.md, "Upgrading".
+	LegacyPauses LegacyPauses
 	// Sign, if set, signs each window record before it is produced, e.g.
 	// (*signing.Signer).Sign. A window it fails on is logged and skipped.
 	Sign func(*kgo.Record) error
-}
-
-// Pauses reports the jobs an operator paused. If it fails, the producer
-// keeps the last answer it got and logs the error.
-type Pauses interface {
-	Paused(ctx context.Context) (map[string]bool, error)
 }
 
 // Published describes one window a committed transaction made visible.
@@ -203,9 +202,8 @@ type Producer struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
-	status Status          // Next is unused: Status reads q
-	q      *queue          // the current (or last) term's timer heap; written under mu
-	paused map[string]bool // last answer of cfg.Pauses
+	status Status // Next is unused: Status reads q
+	q      *queue // the current (or last) term's timer heap; written under mu
 
 	stop    context.CancelFunc // ends Run's campaign: set by Run, called by refuse; under mu
 	refused error              // why this producer refused to lead (ErrForeignState); under mu
@@ -590,6 +588,12 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		return err
 	}
 	snap, live := t.specs.snap, t.specs.live
+	// Pauses of the Redis pause list of older versions become spec pauses
+	// before anything is published, so none of their windows goes out.
+	legacy, err := p.migratePauses(ctx, cl, snap, live)
+	if err != nil {
+		return err
+	}
 	p.setLeading(true, epoch)
 	p.log.Info("publishing as leader", "producer_id", id, "epoch", epoch, "jobs", len(live), "file_jobs", len(p.cfg.Jobs), "known_jobs", len(state),
 		"schedules_read", tail, "schedules_read_took", time.Since(readStart).Round(time.Microsecond))
@@ -662,7 +666,6 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	p.mu.Lock()
 	p.q = q
 	p.mu.Unlock()
-	p.skipPaused(ctx, overdue)
 	for len(overdue) > 0 {
 		n := min(len(overdue), p.cfg.MaxBatch)
 		if err := p.publish(ctx, cl, overdue[:n], nil); err != nil {
@@ -693,17 +696,20 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	// apply commits a schedule request (or refuses it) together with the
 	// windows due up to its instant f, so that the old spec's windows up
 	// to f and the new spec's after f are published, none twice.
-	apply := func(req *specs.Request) error {
+	// own says the request is the leader's own (the file import), not one
+	// read from the control topic. It returns the Result it committed (nil
+	// for a dropped request).
+	apply := func(req *specs.Request, own bool) (*specs.Result, error) {
 		f := p.cfg.Clock.Now()
 		if age := f.Sub(req.IssuedAt); age > specs.RequestTTL {
 			p.log.Warn("dropping a schedule request older than its time to live; its writer has given up on it",
 				"request", req.ID, "actor", req.Actor, "age", age.Round(time.Millisecond), "ttl", specs.RequestTTL)
-			return nil
+			return nil, nil
 		}
-		recs, changes, res := p.plan(ctx, req, snap, live, f)
+		recs, changes, res := p.plan(ctx, req, snap, live, f, own)
 		rr, err := res.Record(p.cfg.ControlTopic)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		recs = append(recs, rr)
 		var batch []window
@@ -711,47 +717,38 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			batch = due(f)
 			for len(batch) == p.cfg.MaxBatch { // more than one batch due: publish the older ones first
 				if err := p.publish(ctx, cl, batch, nil); err != nil {
-					return err
+					return nil, err
 				}
 				batch = due(f)
 			}
-			p.skipPaused(ctx, batch)
 		}
 		if err := p.publish(ctx, cl, batch, recs); err != nil {
-			return err
+			return nil, err
 		}
 		if res.Refused != nil {
 			p.log.Info("schedule request refused", "request", req.ID, "actor", req.Actor, "kind", res.Refused.Kind,
 				"job", res.Refused.Job, "reason", res.Refused.Reason)
-			return nil
+			return res, nil
 		}
-		p.mu.Lock()
-		for _, c := range changes {
-			if c.next == nil {
-				delete(live, c.job)
-				delete(snap.Jobs, c.job)
-				snap.Deleted[c.job] = c.deleted
-				p.log.Info("schedule deleted", "job", c.job, "version", c.deleted, "actor", req.Actor, "request", req.ID)
-				continue
-			}
-			live[c.job] = c.next
-			snap.Jobs[c.job] = c.next.rec
-			delete(snap.Deleted, c.job)
-			if c.next.active() {
-				q.push(c.next.job, c.next.job.Next(f))
-			}
-			p.log.Info("schedule changed", "job", c.job, "version", c.next.rec.Version, "actor", req.Actor,
-				"source", specs.DescribeSource(req.Source), "request", req.ID, "effective_from", f, "paused", c.next.rec.Paused != nil)
-		}
-		p.mu.Unlock()
-		return nil
+		p.adopt(req, changes, snap, live, q, f)
+		return res, nil
 	}
-	for _, req := range p.fileRequests(snap, live, now) {
+	for _, req := range p.fileRequests(snap, live, now, legacy) {
 		req.IssuedAt = p.cfg.Clock.Now() // a large file's last requests are not older than RequestTTL
-		if err := apply(req); err != nil {
+		res, err := apply(req, true)
+		if err != nil {
 			p.fileJobs = nil
 			return fmt.Errorf("import the schedules file: %w", err)
 		}
+		if res != nil && res.Refused == nil {
+			if err := p.forgetMigrated(ctx, req); err != nil {
+				p.fileJobs = nil
+				return err
+			}
+		}
+	}
+	if err := p.dropUnknownPauses(ctx, legacy, snap, live); err != nil {
+		return err
 	}
 	p.fileJobs = nil // the import's edits are garbage now
 
@@ -776,7 +773,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			readErr <- err // for the deferred wait
 			return fmt.Errorf("read schedule requests: %w", err)
 		case req := <-reqs:
-			if err := apply(req); err != nil {
+			if _, err := apply(req, false); err != nil {
 				return err
 			}
 			continue
@@ -786,7 +783,6 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		if len(batch) == 0 {
 			continue
 		}
-		p.skipPaused(ctx, batch)
 		if err := p.publish(ctx, cl, batch, nil); err != nil {
 			return err
 		}
@@ -856,7 +852,6 @@ type window struct {
 	start    time.Time
 	trigger  jobmsg.Trigger
 	version  int64 // the job's spec version (0: unknown)
-	skip     bool  // paused: advance the state, publish no record
 	baseline bool  // not a window: the state of a job no leader had seen (start = tenure start)
 }
 
@@ -868,12 +863,9 @@ func (p *Producer) publish(ctx context.Context, cl *kgo.Client, ws []window, ext
 	last := map[string]window{}
 	out := make([]Published, 0, len(ws))
 	for _, w := range ws {
-		if w.skip || w.baseline {
+		if w.baseline {
 			if l, ok := last[w.job.Name]; !ok || w.start.After(l.start) {
 				last[w.job.Name] = w
-			}
-			if !w.baseline {
-				p.log.Info("job paused; not publishing its window", "job", w.job.Name, "window", jobmsg.WindowID(w.job.Name, w.start))
 			}
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
@@ -52,7 +53,12 @@ func (p *Producer) malformed(topic string, err error) {
 // imported (its hash differs from Record.FileHash); a job changed since by
 // another actor keeps that change until the file's entry changes; a job
 // deleted through the API stays deleted; the file never deletes.
-func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, now time.Time) []*specs.Request {
+//
+// A job the import creates that the Redis pause list of older versions
+// has paused (legacy) is paused by an edit right after its put, in the
+// same request, so it is created paused (the migration of
+// docs/schedules.md, "Upgrading").
+func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, now time.Time, legacy map[string]pause.Pause) []*specs.Request {
 	src := p.cfg.FileSource
 	if src.Kind == "" {
 		src.Kind = specs.SourceFile
@@ -80,6 +86,9 @@ func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, 
 			p.fileJobs = map[*schedule.Spec]*schedule.Job{}
 		}
 		p.fileJobs[&spec] = j
+		if lp, ok := legacy[j.Name]; ok && live[j.Name] == nil {
+			edits = append(edits, migrationEdit(lp, now))
+		}
 	}
 	// A file of 100,000 jobs in one request would be refused (MaxEdits),
 	// and its Result alone would exceed Kafka's record size limit.
@@ -87,6 +96,9 @@ func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, 
 	id := "file-" + strconv.FormatInt(now.UnixNano(), 36)
 	for k := 0; len(edits) > 0; k++ {
 		n := min(len(edits), specs.MaxEdits)
+		if n < len(edits) && edits[n].Op == specs.OpPause {
+			n-- // a put and the pause that migrates its job stay in one transaction
+		}
 		q := &specs.Request{ID: id, Namespace: p.cfg.Namespace, Actor: p.actor(),
 			Source: src, Note: "imported from the schedules file", IssuedAt: now, Edits: edits[:n:n]}
 		if k > 0 || n < len(edits) {
@@ -126,9 +138,11 @@ func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 // plan validates q against the leader's view (all edits or none) and
 // returns the records to commit with the windows due at f, the changes
 // to the view, and the Result; a refused request has only the Result,
-// which lists nothing as applied.
-func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
-	recs, changes, res := p.planEdits(ctx, q, snap, live, f)
+// which lists nothing as applied. own says q is the leader's own (the file
+// import, the migration of the Redis pause list): only those may carry
+// migrated pauses.
+func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
+	recs, changes, res := p.planEdits(ctx, q, snap, live, f, own)
 	if res.Refused != nil {
 		// The edits before the refused one were planned, not committed.
 		res.Applied = nil
@@ -137,8 +151,20 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 	return recs, changes, res
 }
 
-func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time) ([]*kgo.Record, []change, *specs.Result) {
+func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
 	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
+	if !own {
+		if q.Source.Kind == specs.SourceMigration {
+			res.Refused = refusal(specs.RefusedInvalid, 0, "", `source "migration" is the producer leader's own migration of the Redis pause list; use the source of the writer (cli, dashboard, api, file)`)
+			return nil, nil, res
+		}
+		for i, e := range q.Edits {
+			if e.Migrated != nil {
+				res.Refused = refusal(specs.RefusedInvalid, i, e.Job, "a migrated pause is written only by the producer leader's migration of the Redis pause list; pause the job with a plain pause edit and a note")
+				return nil, nil, res
+			}
+		}
+	}
 	if len(q.Edits) > specs.MaxEdits {
 		res.Refused = refusal(specs.RefusedTooLarge, 0, "", fmt.Sprintf("%d edits in one request, at most %d", len(q.Edits), specs.MaxEdits))
 		return nil, nil, res
@@ -242,6 +268,10 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 					continue
 				}
 				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: f}
+				if e.Migrated != nil {
+					m := *e.Migrated
+					pause = &m
+				}
 			case specs.OpResume:
 				if pause == nil {
 					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
@@ -272,8 +302,12 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 		}
 		before := lastVersion(e.Job)
 		v := before + 1
+		src := q.Source
+		if e.Migrated != nil {
+			src = specs.Source{Kind: specs.SourceMigration}
+		}
 		ch := &specs.Change{Namespace: p.cfg.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op,
-			VersionAfter: v, Actor: q.Actor, Source: q.Source, Note: q.Note, At: f}
+			VersionAfter: v, Actor: q.Actor, Source: src, Note: q.Note, At: f}
 		if exists {
 			ch.VersionBefore = l.rec.Version
 		}
@@ -294,7 +328,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			changes = append(changes, change{job: e.Job, deleted: v})
 		} else {
 			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
-				Source: q.Source, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
+				Source: src, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
 			if exists {
 				rec.FileHash = l.rec.FileHash
 			}

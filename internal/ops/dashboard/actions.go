@@ -22,7 +22,7 @@ import (
 
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/jobmsg"
-	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 )
 
 // Operator performs the dashboard's actions; *operator.Operator implements
@@ -30,8 +30,6 @@ import (
 // kjobctl command does.
 type Operator interface {
 	Trigger(ctx context.Context, job string, payload json.RawMessage) (*jobmsg.Message, *kgo.Record, error)
-	Pause(ctx context.Context, job, by string) (pause.Pause, error)
-	Resume(ctx context.Context, job string) (pause.Pause, error)
 	DeadLetters(ctx context.Context) ([]operator.DeadLetter, error)
 	Redrive(ctx context.Context, id, by string) (operator.RedriveItem, []operator.Redriven, error)
 	PlanBackfill(ctx context.Context, spec operator.BackfillSpec) (*operator.BackfillResult, error)
@@ -363,19 +361,11 @@ var actionsByName = map[string]action{
 		}
 		return map[string]any{"detail": "published " + m.ID, "window": m.ID, "partition": rec.Partition, "offset": rec.Offset}, 0, nil
 	}},
-	"pause": {check: needJob, run: func(ctx context.Context, d *Dashboard, s session, req *actionRequest) (map[string]any, int, error) {
-		p, err := d.actions.a.Operator.Pause(ctx, req.Job, "dashboard:"+s.user)
-		if err != nil {
-			return nil, statusOf(err), err
-		}
-		return map[string]any{"detail": "paused " + p.Job, "pause": p}, 0, nil
+	"pause": {check: checkPause, run: func(ctx context.Context, d *Dashboard, s session, req *actionRequest) (map[string]any, int, error) {
+		return pauseResume(ctx, d, s, req, specs.OpPause)
 	}},
-	"resume": {check: needJob, run: func(ctx context.Context, d *Dashboard, _ session, req *actionRequest) (map[string]any, int, error) {
-		p, err := d.actions.a.Operator.Resume(ctx, req.Job)
-		if err != nil {
-			return nil, statusOf(err), err
-		}
-		return map[string]any{"detail": "resumed " + p.Job + " (paused since " + p.Since.UTC().Format(time.RFC3339) + "; windows skipped meanwhile are not caught up)", "pause": p}, 0, nil
+	"resume": {check: needJob, run: func(ctx context.Context, d *Dashboard, s session, req *actionRequest) (map[string]any, int, error) {
+		return pauseResume(ctx, d, s, req, specs.OpResume)
 	}},
 	"redrive": {check: func(req *actionRequest) (string, map[string]string, error) {
 		if _, _, err := operator.ParseDeadLetterID(req.Letter); err != nil {
@@ -445,6 +435,61 @@ var actionsByName = map[string]action{
 		}
 		return map[string]any{"detail": fmt.Sprintf("replayed %d partition(s) of %s", len(p.plan.Partitions), p.plan.Group), "plan": p.plan}, 0, nil
 	}},
+}
+
+// checkPause validates a job page's pause: a job and a note saying why.
+func checkPause(req *actionRequest) (string, map[string]string, error) {
+	target, _, err := needJob(req)
+	if err != nil {
+		return "", nil, err
+	}
+	if strings.TrimSpace(req.Note) == "" {
+		return "", nil, errors.New(`note: empty; a pause needs a note saying why, e.g. "upstream down, INC-123"`)
+	}
+	return target, map[string]string{"note": req.Note}, nil
+}
+
+// pauseResume pauses or resumes req.Job from its page, as kjobctl pause
+// and resume do: a spec change through the producer leader under the
+// signed-in user, expecting the version it read, so it is versioned and in
+// the change log. Pausing a paused job, or resuming one that is not, is a
+// conflict that says since when and by whom.
+func pauseResume(ctx context.Context, d *Dashboard, s session, req *actionRequest, op specs.Op) (map[string]any, int, error) {
+	if d.cfg.Schedules == nil {
+		return nil, http.StatusNotFound, errors.New("this dashboard has no schedules client (Config.Schedules): pause and resume are spec changes, so they are off")
+	}
+	snap, err := d.cfg.Schedules.Snapshot(ctx)
+	if err != nil {
+		return nil, http.StatusBadGateway, fmt.Errorf("reading the schedules topic: %w", err)
+	}
+	rec, ok := snap.Jobs[req.Job]
+	if !ok {
+		return nil, http.StatusNotFound, fmt.Errorf("%w: %q is not in the schedules topic", specs.ErrNotFound, req.Job)
+	}
+	switch {
+	case op == specs.OpPause && rec.Paused != nil:
+		return map[string]any{"paused": rec.Paused}, http.StatusConflict, fmt.Errorf("%s is already paused (since %s by %s: %s)",
+			req.Job, rec.Paused.At.UTC().Format(time.RFC3339), rec.Paused.By, rec.Paused.Note)
+	case op == specs.OpResume && rec.Paused == nil:
+		return nil, http.StatusConflict, fmt.Errorf("%s is not paused (version %d)", req.Job, rec.Version)
+	}
+	v := rec.Version
+	res, err := d.cfg.Schedules.Submit(ctx, s.user, []specs.Edit{{Op: op, Job: req.Job, Note: req.Note, ExpectVersion: &v}}, req.Note)
+	if err != nil {
+		return scheduleRefusal(err), scheduleStatus(err), err
+	}
+	after := v
+	if len(res.Applied) > 0 {
+		after = res.Applied[0].VersionAfter
+	}
+	out := map[string]any{"result": res, "version": after}
+	if op == specs.OpPause {
+		out["detail"] = fmt.Sprintf("paused %s: version %d -> %d", req.Job, v, after)
+	} else {
+		out["detail"] = fmt.Sprintf("resumed %s (paused since %s by %s): version %d -> %d; windows skipped meanwhile are not caught up (kjobctl resume --catchup does)",
+			req.Job, rec.Paused.At.UTC().Format(time.RFC3339), rec.Paused.By, v, after)
+	}
+	return out, 0, nil
 }
 
 func needJob(req *actionRequest) (string, map[string]string, error) {
@@ -550,7 +595,7 @@ func statusOf(err error) int {
 	case errors.Is(err, operator.ErrUnknownJob), errors.Is(err, operator.ErrUnknownLetter),
 		errors.Is(err, operator.ErrNoGroup), errors.Is(err, operator.ErrNoPartition):
 		return http.StatusNotFound
-	case errors.Is(err, pause.ErrAlreadyPaused), errors.Is(err, pause.ErrNotPaused), errors.Is(err, operator.ErrLeftOut),
+	case errors.Is(err, operator.ErrLeftOut),
 		errors.Is(err, operator.ErrRebalancing), errors.Is(err, operator.ErrUnsettled):
 		// ErrUnsettled: a replay forward past unsettled windows; the
 		// dashboard offers no skip-unsettled, kjobctl replay does.

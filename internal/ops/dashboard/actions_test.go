@@ -26,7 +26,6 @@ import (
 	"github.com/kjob/kjob/internal/ops/dashboard"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
@@ -40,7 +39,6 @@ type actionsEnv struct {
 	redis   *testenv.Redis
 	adm     *kadm.Client
 	audit   *operator.AuditLog
-	pauses  *pause.Store
 	actions *dashboard.Actions
 	users   string // the users file
 	token   string
@@ -73,7 +71,6 @@ func newActionsEnv(t *testing.T, ns, topic string, jobsYAML string) *actionsEnv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pauses, _ = pause.New(e.rdb, ns)
 	rd, _ := operator.NewRedrives(e.rdb, ns)
 	e.audit, err = operator.NewAuditLog(e.rdb, ns, 0)
 	if err != nil {
@@ -89,7 +86,7 @@ func newActionsEnv(t *testing.T, ns, topic string, jobsYAML string) *actionsEnv 
 		t.Fatal(err)
 	}
 	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
-		ReadOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Store: store, Published: published, Pauses: e.pauses, Redrives: rd, Replayer: rp})
+		ReadOpts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Store: store, Published: published, Redrives: rd, Replayer: rp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +260,9 @@ func TestActionRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d saying %q", tc.name, code, body, tc.want, tc.says)
 		}
 	}
-	// Nothing happened: no window, no pause, no audit record.
+	// Nothing happened: no window, no audit record.
 	if after := e.endOffset(t, topic); after != before {
 		t.Fatalf("refused requests published: end offset %d -> %d", before, after)
-	}
-	if _, paused, _ := e.pauses.Get(context.Background(), "report"); paused {
-		t.Fatal("a refused request paused the job")
 	}
 	if recs, err := e.audit.Recent(context.Background(), 10); err != nil || len(recs) != 0 {
 		t.Fatalf("audit records after refused requests only: %+v, %v", recs, err)
@@ -282,11 +276,10 @@ func TestActionRefusals(t *testing.T) {
 	if after := e.endOffset(t, topic); after <= before {
 		t.Fatal("trigger published nothing")
 	}
-	if code, _, body = do("POST", "/api/actions/pause", good, `{"job":"report"}`); code != http.StatusOK {
-		t.Fatalf("pause: %d %s", code, body)
-	}
-	if code, _, body = do("POST", "/api/actions/pause", good, `{"job":"report"}`); code != http.StatusConflict || !strings.Contains(body, "already paused") {
-		t.Fatalf("pause twice: %d %s, want 409", code, body)
+	// Pause and resume are spec changes (TestPauseResumeActions): without
+	// a schedules client they are off.
+	if code, _, body = do("POST", "/api/actions/pause", good, `{"job":"report","note":"why"}`); code != http.StatusNotFound || !strings.Contains(body, "no schedules client") {
+		t.Fatalf("pause without schedules: %d %s", code, body)
 	}
 	if code, _, body = do("POST", "/api/actions/trigger", good, `{"job":"nope"}`); code != http.StatusNotFound || !strings.Contains(body, `unknown job "nope"`) {
 		t.Fatalf("trigger of an unknown job: %d %s, want 404", code, body)
@@ -305,7 +298,7 @@ func TestActionRefusals(t *testing.T) {
 	for i := len(recs) - 1; i >= 0; i-- {
 		got = append(got, recs[i].Who+" "+recs[i].Action+" "+recs[i].Target+" "+recs[i].Outcome)
 	}
-	want := []string{"alice trigger job report started", "alice trigger job report ok", "alice pause job report started", "alice pause job report ok",
+	want := []string{"alice trigger job report started", "alice trigger job report ok",
 		"alice pause job report started", "alice pause job report refused", "alice trigger job nope started", "alice trigger job nope refused",
 		"alice redrive dead letter 7 started", "alice redrive dead letter 7 refused", "alice replay-execute replay plan 0123 started", "alice replay-execute replay plan 0123 refused"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -33,7 +33,6 @@ import (
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
-	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/schedule"
@@ -136,11 +135,7 @@ func (d *deployment) startWorker(handlers map[string]handler.HandlerFunc) {
 // and returns its URL.
 func (d *deployment) serve(a *dashboard.Actions) string {
 	d.t.Helper()
-	pauses, err := pause.New(d.rdb, ns)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	in, err := inspect.New(inspect.Config{Brokers: d.brokers, Redis: d.rdb, Namespace: ns, Topic: topic, Group: group, Jobs: d.jobs, Pauses: pauses})
+	in, err := inspect.New(inspect.Config{Brokers: d.brokers, Redis: d.rdb, Namespace: ns, Topic: topic, Group: group, Jobs: d.jobs})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -497,7 +492,6 @@ func TestActionsInBrowser(t *testing.T) {
 	}
 	d.startWorker(map[string]handler.HandlerFunc{"noop": func(context.Context, *handler.Job) error { return nil }})
 	users, _ := usersFile(t)
-	pauses, _ := pause.New(d.rdb, ns)
 	rd, _ := operator.NewRedrives(d.rdb, ns)
 	audit, _ := operator.NewAuditLog(d.rdb, ns, 0)
 	rp, err := operator.NewReplayer(operator.ReplayerConfig{Brokers: d.brokers, Topic: topic, Store: d.store, IssuedBy: "test"})
@@ -506,7 +500,7 @@ func TestActionsInBrowser(t *testing.T) {
 	}
 	defer rp.Close()
 	op, err := operator.New(operator.Config{Jobs: d.jobs, Topic: topic, DLQTopic: topic + ".dlq", Publisher: cl, Redriver: cl,
-		ReadOpts: []kgo.Opt{kgo.SeedBrokers(d.brokers...)}, Store: d.store, Pauses: pauses, Redrives: rd, Replayer: rp})
+		ReadOpts: []kgo.Opt{kgo.SeedBrokers(d.brokers...)}, Store: d.store, Redrives: rd, Replayer: rp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/kjob/kjob/internal/ops/inspect"
 	"github.com/kjob/kjob/internal/ops/operator"
 	"github.com/kjob/kjob/internal/store/dedupe"
-	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -30,13 +29,12 @@ func ExampleActions() {
 		log.Fatal(err)
 	}
 	store, _ := dedupe.New(rdb, dedupe.Config{Namespace: "kjob"})
-	pauses, _ := pause.New(rdb, "kjob")
 	redrives, _ := operator.NewRedrives(rdb, "kjob")
 	audit, _ := operator.NewAuditLog(rdb, "kjob", 0)
 	cl, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(names.Partitioner()))
 	replayer, _ := operator.NewReplayer(operator.ReplayerConfig{Brokers: brokers, Store: store, IssuedBy: "dashboard"})
 	op, err := operator.New(operator.Config{Jobs: f.Jobs, Topic: "kjob.windows", DLQTopic: "kjob.windows.dlq",
-		Publisher: cl, Redriver: cl, ReadOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: store, Pauses: pauses,
+		Publisher: cl, Redriver: cl, ReadOpts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Store: store,
 		Redrives: redrives, Replayer: replayer})
 	if err != nil {
 		log.Fatal(err)

@@ -34,7 +34,7 @@ import (
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/lease"
-	"github.com/kjob/kjob/internal/store/pause"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/store/window"
 	"github.com/kjob/kjob/schedule"
 )
@@ -85,14 +85,14 @@ type Config struct {
 	// schedules topic), so jobs created or changed meanwhile show. Set
 	// Jobs or JobSource, not both.
 	JobSource JobSource
-	// Pauses reports paused jobs (*pause.Store). Optional.
-	Pauses interface {
-		Paused(ctx context.Context) (map[string]bool, error)
-	}
-	// PauseHistory reports each job's last finished pause
-	// (*pause.Store), so a window skipped while the job was paused is
-	// shown as skipped after the job is resumed too. Optional.
-	PauseHistory PauseHistory
+	// Pauses supplies the jobs' pauses from their specs in the schedules
+	// topic: who paused a job, since when, the note (*jobsource.Cache,
+	// *jobsource.Set). Optional: without it no job shows as paused.
+	Pauses Pauses
+	// ChangeLog reads the schedule change log (*specs.Client), so that a
+	// window with no record that fell due during a pause that has ended
+	// is told from a lost one (read only for such a window). Optional.
+	ChangeLog ChangeLog
 	// LeaderSource reads the producer leader. Optional: by default the
 	// Redis lease at names.Deployment.LeaseKey, where cmd/producer keeps
 	// it with --lease-backend redis; a producer using a Kubernetes Lease
@@ -111,14 +111,42 @@ type JobSource interface {
 	Jobs(ctx context.Context) ([]*schedule.Job, error)
 }
 
-// PauseHistory reports each job's last finished pause.
-type PauseHistory interface {
-	PausePeriods(ctx context.Context) (map[string]PausePeriod, error)
+// Pauses supplies the paused jobs' pauses, by job, from their specs;
+// *jobsource.Cache implements it.
+type Pauses interface {
+	Pauses(ctx context.Context) (map[string]*specs.Pause, error)
 }
 
-// PausePeriod is a finished pause: the job's windows starting in [Since,
-// Until) were skipped by the producer.
-type PausePeriod = pause.Period
+// ChangeLog reads the schedule change log; *specs.Client implements it.
+type ChangeLog interface {
+	History(ctx context.Context, job string) ([]*specs.Change, error)
+}
+
+// PausePeriod is a finished pause: the producer published none of the
+// job's windows that start in (Since, Until].
+type PausePeriod struct {
+	Since, Until time.Time
+}
+
+// PausePeriods returns each job's finished pauses from its changes in
+// the change log, oldest first (as specs.Client.History returns them): a
+// pause runs from its Pause.At to the next change that leaves the job
+// unpaused (a resume, a delete).
+func PausePeriods(changes []*specs.Change) map[string][]PausePeriod {
+	out := map[string][]PausePeriod{}
+	open := map[string]time.Time{}
+	for _, c := range changes {
+		since, paused := open[c.Job]
+		switch {
+		case !paused && c.Paused != nil:
+			open[c.Job] = c.Paused.At
+		case paused && c.Paused == nil:
+			out[c.Job] = append(out[c.Job], PausePeriod{Since: since, Until: c.At})
+			delete(open, c.Job)
+		}
+	}
+	return out
+}
 
 // Inspector reads a deployment's state. Create it with New; Close it.
 type Inspector struct {
@@ -324,10 +352,13 @@ type JobStatus struct {
 	Handler  string `json:"handler,omitempty"`
 	// Overlap is the job's overlap policy from its spec (queue, skip,
 	// latest, replace or allow); "" for a job without a spec.
-	Overlap string      `json:"overlap,omitempty"`
-	Enabled bool        `json:"enabled"`
-	Paused  bool        `json:"paused"`
-	Next    []time.Time `json:"next"`
+	Overlap string `json:"overlap,omitempty"`
+	Enabled bool   `json:"enabled"`
+	Paused  bool   `json:"paused"`
+	// Pause is the job's pause from its spec: who paused it, since when,
+	// and the note; nil if it is not paused.
+	Pause *specs.Pause `json:"pause,omitempty"`
+	Next  []time.Time  `json:"next"`
 	// Partition is the windows-topic partition of the job's records.
 	Partition int32 `json:"partition"`
 	// Last is the last window the producer published; nil if none.
@@ -344,8 +375,8 @@ type JobStatus struct {
 	// PartitionUnknown is true when the windows topic's partition count
 	// could not be read: Partition is then 0, which is not a fact.
 	PartitionUnknown bool `json:"partition_unknown,omitempty"`
-	// PausedUnknown is true when the paused jobs could not be read: Paused
-	// is then false, which is not a fact.
+	// PausedUnknown is true when the schedules topic could not be read:
+	// Paused is then false, which is not a fact.
 	PausedUnknown bool `json:"paused_unknown,omitempty"`
 	// LastUnknown is true when the producer's state topic could not be
 	// read: Last is then nil, which does not mean "no window yet".
@@ -362,8 +393,10 @@ type WindowStatus struct {
 	// reason is in LastError), superseded (cancelled or dropped for a
 	// newer window under overlap policy replace; the reason is in
 	// LastError), pending (published, not claimed yet, or its record
-	// expired), "skipped (paused)" (the window has no record and the job
-	// is paused, or was paused when it fell due: the producer skipped it)
+	// expired), "skipped (paused)" (the window has no record and started
+	// after the job was paused, in a pause that lasts or, from the change
+	// log, one that has ended: the producer did not publish it; a producer
+	// older than the spec pauses advanced its state past such windows)
 	// or unknown (no Redis, or Redis could not be read: see OutcomeError).
 	Outcome   string `json:"outcome"`
 	Token     int64  `json:"token,omitempty"`
@@ -605,16 +638,15 @@ func (in *Inspector) LastWindows(ctx context.Context) (map[string]jobmsg.State, 
 // lists every failure.
 func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	var (
-		errs                  []string
-		last                  map[string]jobmsg.State
-		nparts                int
-		paused                map[string]bool
-		periods               map[string]PausePeriod
-		lastErr, partsErr     error
-		pausedErr, periodsErr error
-		jobs                  = in.cfg.Jobs
-		jobsErr               error
-		wg                    sync.WaitGroup
+		errs              []string
+		last              map[string]jobmsg.State
+		nparts            int
+		paused            map[string]*specs.Pause
+		lastErr, partsErr error
+		pausedErr         error
+		jobs              = in.cfg.Jobs
+		jobsErr           error
+		wg                sync.WaitGroup
 	)
 	wg.Add(2)
 	go func() { defer wg.Done(); last, lastErr = in.LastWindows(ctx) }()
@@ -623,13 +655,10 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); jobs, jobsErr = in.cfg.JobSource.Jobs(ctx) }()
 	}
-	if in.cfg.Pauses != nil {
-		paused, pausedErr = in.cfg.Pauses.Paused(ctx)
-	}
-	if in.cfg.PauseHistory != nil && pausedErr == nil {
-		periods, periodsErr = in.cfg.PauseHistory.PausePeriods(ctx)
-	}
 	wg.Wait()
+	if in.cfg.Pauses != nil { // after the job list: a source may read both at once
+		paused, pausedErr = in.cfg.Pauses.Pauses(ctx)
+	}
 	if jobsErr != nil {
 		errs = append(errs, "job list: "+jobsErr.Error())
 	}
@@ -640,10 +669,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		errs = append(errs, "partitions: "+partsErr.Error())
 	}
 	if pausedErr != nil {
-		errs = append(errs, "pauses: "+pausedErr.Error())
-	}
-	if periodsErr != nil {
-		errs = append(errs, "finished pauses: "+periodsErr.Error())
+		errs = append(errs, "pauses (schedules topic): "+pausedErr.Error())
 	}
 	now := in.cfg.Now()
 	seen := map[string]bool{}
@@ -656,7 +682,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 		}
 		js := JobStatus{Name: j.Name, Schedule: j.Spec, Timezone: tz, Handler: j.Handler, Overlap: string(window.Policy(j).Overlap), Enabled: j.Enabled, InFile: true, Next: []time.Time{}}
 		// A paused job fires nothing until it is resumed.
-		if j.Enabled && !paused[j.Name] {
+		if j.Enabled && paused[j.Name] == nil {
 			t := now
 			for range in.cfg.NextN {
 				if t = j.Next(t); t.IsZero() {
@@ -676,7 +702,8 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	var ids []string
 	for i := range out {
 		js := &out[i]
-		js.Paused = paused[js.Name]
+		js.Pause = paused[js.Name]
+		js.Paused = js.Pause != nil
 		js.PausedUnknown = pausedErr != nil
 		js.PartitionUnknown = partsErr != nil
 		js.LastUnknown = lastErr != nil
@@ -697,6 +724,7 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 	if stErr != nil {
 		errs = append(errs, "window outcomes: "+stErr.Error())
 	}
+	var unexplained []*JobStatus // last window without a record, not in a lasting pause
 	for i := range out {
 		js := &out[i]
 		ws := js.Last
@@ -715,15 +743,31 @@ func (in *Inspector) Jobs(ctx context.Context) ([]JobStatus, error) {
 			}
 			continue
 		}
-		p, had := periods[js.Name]
 		switch {
-		case js.Paused, had && !ws.Start.Before(p.Since) && ws.Start.Before(p.Until):
+		case js.Pause != nil && ws.Start.After(js.Pause.At):
 			ws.Outcome = "skipped (paused)" // the state advanced past it unpublished
 		case js.PausedUnknown:
 			// Pending or skipped: cannot tell without the pauses.
 			ws.OutcomeError = "no record of the window, and the pauses could not be read"
 		default:
 			ws.Outcome = "pending"
+			unexplained = append(unexplained, js)
+		}
+	}
+	if len(unexplained) > 0 && in.cfg.ChangeLog != nil {
+		// Rare (a window skipped by an older producer during a pause that
+		// has ended since): read the change log only then.
+		changes, err := in.cfg.ChangeLog.History(ctx, "")
+		if err != nil {
+			errs = append(errs, "finished pauses (change log): "+err.Error())
+		}
+		periods := PausePeriods(changes)
+		for _, js := range unexplained {
+			for _, p := range periods[js.Name] {
+				if js.Last.Start.After(p.Since) && !js.Last.Start.After(p.Until) {
+					js.Last.Outcome = "skipped (paused)"
+				}
+			}
 		}
 	}
 	return out, joinErrs(errs)

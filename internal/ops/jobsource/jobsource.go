@@ -130,6 +130,18 @@ func (s *Set) Where() string {
 // write it yet (or one whose every job was deleted: see Deleted).
 func (s *Set) Empty() bool { return len(s.Jobs) == 0 && len(s.Invalid) == 0 }
 
+// Pauses returns the paused jobs' pauses (who, since when, the note)
+// from their records, by job; none for a file, which has no pauses.
+func (s *Set) Pauses() map[string]*specs.Pause {
+	out := map[string]*specs.Pause{}
+	for name, r := range s.Records {
+		if r.Paused != nil {
+			out[name] = r.Paused
+		}
+	}
+	return out
+}
+
 // Names are the jobs' names, sorted.
 func (s *Set) Names() []string {
 	out := make([]string, len(s.Jobs))
@@ -312,6 +324,15 @@ func (c *Cache) Jobs(ctx context.Context) ([]*schedule.Job, error) {
 		return nil, err
 	}
 	return s.Jobs, nil
+}
+
+// Pauses returns the pauses of Set (inspect.Pauses).
+func (c *Cache) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
+	s, err := c.Set(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Pauses(), nil
 }
 
 // Job returns the named job of Set (see Set.Job).

@@ -81,6 +81,9 @@ type Windows struct {
 	// NewProgress, if set, is called with the number of records to
 	// produce before producing; it may return nil.
 	NewProgress func(total int) Progress
+	// Version is the schedule version the windows carry (0: unknown): for
+	// a resume's catch-up, the paused version, in force when they fell due.
+	Version int64
 }
 
 // ID is the window id of start: jobmsg.BackfillID for a backfill, the
@@ -221,7 +224,8 @@ func PublishWindows(ctx context.Context, c PublishConfig, w Windows, res *Backfi
 	produced = true // from here on the callbacks account for every window
 	for k, i := range todo {
 		id := ids[i]
-		_, rec, err := window.Record(w.Job, c.Topic, window.Publication{Start: w.Starts[i], Trigger: w.Trigger, ID: id, PublishedAt: now, Namespace: c.Namespace})
+		_, rec, err := window.Record(w.Job, c.Topic, window.Publication{Start: w.Starts[i], Trigger: w.Trigger, ID: id, PublishedAt: now, Namespace: c.Namespace,
+			ScheduleVersion: w.Version})
 		if err != nil {
 			return err
 		}

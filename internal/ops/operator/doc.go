@@ -2,8 +2,9 @@
 // without stopping it: replays, dead-letter redrives, manual and backfilled
 // windows, and the audit log. kjobctl and the dashboard both call it, so an
 // action does the same whichever tool starts it. Worker and producer
-// processes do not link it: the worker's side of a replay is internal/exec/control,
-// and the paused jobs the producer reads are internal/store/pause.
+// processes do not link it: the worker's side of a replay is internal/exec/control.
+// Pauses are not operators' records: they are spec changes through the
+// producer leader (internal/store/specs), versioned and in the change log.
 //
 // # Replays and done markers
 //
@@ -35,7 +36,8 @@
 // # Operators' actions
 //
 // Operator is the one entry point: Trigger, PlanBackfill and Backfill,
-// Pause, Resume and ResumeCatchup, DeadLetters and DeadLetter, PlanRedrive,
+// Paused and ResumeCatchup (a resume through the producer leader, then the
+// catch-up of the paused windows), DeadLetters and DeadLetter, PlanRedrive,
 // ExecuteRedrive and Redrive, PlanReplay and ExecuteReplay. kjobctl and the
 // dashboard build an Operator and only parse their input and render its
 // results. The functions under it (Trigger, PublishWindows, ReadDeadLetters,

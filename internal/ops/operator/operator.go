@@ -14,7 +14,6 @@ import (
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/ops/jobsource"
 	"github.com/kjob/kjob/internal/store/jobmsg"
-	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/schedule"
 )
 
@@ -63,8 +62,11 @@ type Config struct {
 	// Published are the deployment's published-window markers
 	// (NewPublished); optional: Backfill and PlanBackfill need them.
 	Published *Published
-	// Pauses, Redrives and Replayer are the deployment's.
-	Pauses   *pause.Store
+	// Schedules reads the schedules topic and submits pause and resume
+	// changes to the producer leader (a *specs.Client with the caller's
+	// actor): Paused and ResumeCatchup need it.
+	Schedules Schedules
+	// Redrives and Replayer are the deployment's.
 	Redrives *Redrives
 	Replayer *Replayer
 	// Now is the clock. Default time.Now.
@@ -146,37 +148,6 @@ func (o *Operator) Trigger(ctx context.Context, job string, payload json.RawMess
 		return nil, nil, err
 	}
 	return Trigger(ctx, o.cfg.Publisher, names.Deployment{Namespace: o.cfg.Namespace, Topic: o.cfg.Topic}, j, payload, o.cfg.Now())
-}
-
-// Paused reports whether job is paused, and since when and by whom.
-func (o *Operator) Paused(ctx context.Context, job string) (pause.Pause, bool, error) {
-	if err := need("paused", part("Pauses", o.cfg.Pauses == nil)); err != nil {
-		return pause.Pause{}, false, err
-	}
-	return o.cfg.Pauses.Get(ctx, job)
-}
-
-// Pause pauses job (Pauses.Pause); pause.ErrAlreadyPaused if it is.
-func (o *Operator) Pause(ctx context.Context, job, by string) (pause.Pause, error) {
-	if err := need("pause", part("Pauses", o.cfg.Pauses == nil)); err != nil {
-		return pause.Pause{}, err
-	}
-	if _, err := o.Job(ctx, job); err != nil {
-		return pause.Pause{}, err
-	}
-	return o.cfg.Pauses.Pause(ctx, pause.Pause{Job: job, Since: o.cfg.Now().UTC(), By: by})
-}
-
-// Resume resumes job without catching up (Pauses.ResumeAt); pause.ErrNotPaused
-// if it is not paused. ResumeCatchup also publishes the skipped windows.
-func (o *Operator) Resume(ctx context.Context, job string) (pause.Pause, error) {
-	if err := need("resume", part("Pauses", o.cfg.Pauses == nil)); err != nil {
-		return pause.Pause{}, err
-	}
-	if _, err := o.Job(ctx, job); err != nil {
-		return pause.Pause{}, err
-	}
-	return o.cfg.Pauses.ResumeAt(ctx, job, o.cfg.Now().UTC())
 }
 
 // DeadLetters reads the dead letters with their window states and redrive

@@ -17,27 +17,22 @@ import (
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/dlq"
 	"github.com/kjob/kjob/internal/store/lease"
-	"github.com/kjob/kjob/internal/store/pause"
 )
 
 // RedisRole returns the Redis role of kjobctl and the dashboard
-// (the kjob-operator user of deploy/SECURITY.md): the pause list (pause,
-// read, resume in a MULTI/EXEC), the dead-letter redrive records, the
+// (the kjob-operator user of deploy/SECURITY.md): the dead-letter redrive records, the
 // backfill markers, the audit stream (XADD, XREVRANGE), window states (the
 // state script) and Forget, the run history (ZREVRANGEBYSCORE) and the
 // producer lease at leaseKey (GET, read-only), plus EVAL (scripts are
-// loaded with it when the server does not have them). Pauses, redrive
-// records and markers are of the job _kjob_access_check, which no schedule
-// can name, and are removed again (its last resume stays, one field); the
-// audit stream gets one record saying it was a check. kjobctl has no
+// loaded with it when the server does not have them). Redrive records and
+// markers are of the job _kjob_access_check, which no schedule can name,
+// and are removed again; the audit stream gets one record saying it was a
+// check. Pauses are not in Redis: they are spec changes through the
+// producer leader (Kafka ACLs). kjobctl has no
 // start-up check: the tests run this role against the documented user.
 func RedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) (preflight.RedisRole, error) {
 	d := names.Deployment{Namespace: namespace}
 	st, err := dedupe.New(rdb, dedupe.Config{Namespace: namespace})
-	if err != nil {
-		return preflight.RedisRole{}, err
-	}
-	pauses, err := pause.New(rdb, namespace)
 	if err != nil {
 		return preflight.RedisRole{}, err
 	}
@@ -74,26 +69,6 @@ func RedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey string) 
 					return err
 				}
 				return nil
-			}},
-			{What: "the pause list (HSETNX, HGET, HKEYS, HGETALL; resume: MULTI, HDEL, HSET, EXEC)", Run: func(ctx context.Context) error {
-				now := time.Now().UTC()
-				if _, err := pauses.Pause(ctx, pause.Pause{Job: preflight.AccessCheckJob, Since: now, By: "kjob access check " + id}); err != nil && !errors.Is(err, pause.ErrAlreadyPaused) {
-					return err
-				}
-				if _, _, err := pauses.Get(ctx, preflight.AccessCheckJob); err != nil {
-					return err
-				}
-				if _, err := pauses.Paused(ctx); err != nil {
-					return err
-				}
-				if _, err := pauses.List(ctx); err != nil {
-					return err
-				}
-				if _, err := pauses.PausePeriods(ctx); err != nil {
-					return err
-				}
-				_, err := pauses.ResumeAt(ctx, preflight.AccessCheckJob, now)
-				return err
 			}},
 			{What: "the redrive records (HSETNX, HSET, HGET, HGETALL, HDEL)", Run: func(ctx context.Context) error {
 				rec := operator.Redrive{Letter: letter, At: time.Now().UTC(), By: "kjob access check " + id}

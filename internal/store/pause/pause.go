@@ -1,26 +1,25 @@
-// Package pause keeps the jobs an operator paused, in Redis, where the
-// producer reads them and operators' tools (kjobctl pause and resume, the
-// dashboard) write them.
+// Package pause reads the Redis pause list of kjob before pauses moved
+// into the spec (issue 23), so that the producer leader can migrate it.
 //
-// A paused job's windows are not published: the producer asks the Store
-// before each transaction (producer.Config.Pauses) and advances a paused
-// job's state without publishing its windows, so neither it nor a later
-// leader publishes them, and the pause survives leader changes. The Store
-// also keeps each job's last finished pause, so a resume with catch-up
-// (kjobctl resume --catchup) can republish the skipped windows under their
-// scheduled ids, and status pages can tell a skipped window from a lost one.
+// Pauses are now a state of a job's spec (specs.Record.Paused): versioned,
+// in the change log, written only by the producer leader. Older versions
+// of kjobctl and the dashboard kept paused jobs in a Redis hash
+// "kjob:{<namespace>}:paused" (field = job, value = {"job", "since", "by"})
+// that the producer read before each transaction. Nothing reads it for
+// that any more: at the start of each term the leader lists it, commits
+// each entry as a spec pause (source "migration", with the entry's by and
+// since), and then deletes the entry (producer.Config.LegacyPauses). See
+// docs/schedules.md, "Upgrading an existing deployment".
 //
-// Keys (see names.Deployment): one hash of paused jobs per deployment,
-// "kjob:{<namespace>}:paused", field = job, and one of finished pauses,
-// "kjob:{<namespace>}:resumed".
+// The hash of finished pauses, "kjob:{<namespace>}:resumed", is no longer
+// read or written: finished pauses are pause and resume records of the
+// change log.
 package pause
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kjob/kjob/internal/base/configerr"
@@ -28,13 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotPaused is returned by Resume for a job that is not paused.
-var ErrNotPaused = errors.New("pause: job is not paused")
-
-// ErrAlreadyPaused is returned by Pause for a job that is paused already.
-var ErrAlreadyPaused = errors.New("pause: job is already paused")
-
-// Pause describes one paused job.
+// Pause is one entry of the Redis pause list.
 type Pause struct {
 	// Job is the job name.
 	Job string `json:"job"`
@@ -44,25 +37,15 @@ type Pause struct {
 	By string `json:"by,omitempty"`
 }
 
-// Store is the set of paused jobs of one deployment, in Redis (hash
-// "kjob:{<namespace>}:paused", field = job), and the last finished pause
-// of each job (hash "kjob:{<namespace>}:resumed"). It implements
-// producer.Pauses and inspect.PauseHistory.
+// Store is the Redis pause list of one deployment (hash
+// "kjob:{<namespace>}:paused", field = job). It implements
+// producer.LegacyPauses.
 type Store struct {
-	rdb     redis.UniversalClient
-	key     string
-	resumed string
+	rdb redis.UniversalClient
+	key string
 }
 
-// Resumed is a finished pause: the job's windows that fell due in [Since,
-// ResumedAt) were skipped by the producer (unless caught up).
-type Resumed struct {
-	Pause
-	// ResumedAt is when the job was resumed (the operator's clock).
-	ResumedAt time.Time `json:"resumed_at"`
-}
-
-// New returns the pause set of namespace. A refused argument is a
+// New returns the pause list of namespace. A refused argument is a
 // *configerr.Error.
 func New(rdb redis.UniversalClient, namespace string) (*Store, error) {
 	if rdb == nil {
@@ -71,148 +54,50 @@ func New(rdb redis.UniversalClient, namespace string) (*Store, error) {
 	if namespace == "" {
 		return nil, &configerr.Error{Op: "pause: New", Field: "namespace", Reason: `is empty; use the deployment's namespace, e.g. "kjob"`}
 	}
-	d := names.Deployment{Namespace: namespace}
-	return &Store{rdb: rdb, key: d.PausedKey(), resumed: d.ResumedKey()}, nil
+	return &Store{rdb: rdb, key: names.Deployment{Namespace: namespace}.PausedKey()}, nil
 }
 
-// Pause pauses job. It returns ErrAlreadyPaused (with the existing pause)
-// if it is paused already.
-func (s *Store) Pause(ctx context.Context, p Pause) (Pause, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return Pause{}, err
-	}
-	ok, err := s.rdb.HSetNX(ctx, s.key, p.Job, b).Result()
-	if err != nil {
-		return Pause{}, fmt.Errorf("pause: pause %s: %w", p.Job, err)
-	}
-	if !ok {
-		cur, _, err := s.Get(ctx, p.Job)
-		if err != nil {
-			return Pause{}, err
-		}
-		return cur, fmt.Errorf("%w: %s since %s", ErrAlreadyPaused, p.Job, cur.Since.UTC().Format(time.RFC3339))
-	}
-	return p, nil
-}
+// Key is the hash the list lives in.
+func (s *Store) Key() string { return s.key }
 
-// Get returns job's pause, and false if it is not paused.
-func (s *Store) Get(ctx context.Context, job string) (Pause, bool, error) {
-	v, err := s.rdb.HGet(ctx, s.key, job).Result()
-	if errors.Is(err, redis.Nil) {
-		return Pause{}, false, nil
-	}
-	if err != nil {
-		return Pause{}, false, fmt.Errorf("pause: get pause of %s: %w", job, err)
-	}
-	var p Pause
-	if err := json.Unmarshal([]byte(v), &p); err != nil {
-		return Pause{}, false, fmt.Errorf("pause: pause of %s in %s is not valid: %w", job, s.key, err)
-	}
-	return p, true, nil
-}
-
-// Resume removes job's pause and returns it; ErrNotPaused if there was none.
-// It records the finished pause, ending now, for LastResumed.
-func (s *Store) Resume(ctx context.Context, job string) (Pause, error) {
-	return s.ResumeAt(ctx, job, time.Now())
-}
-
-// ResumeAt is Resume with the end of the pause given (the operator's clock).
-func (s *Store) ResumeAt(ctx context.Context, job string, at time.Time) (Pause, error) {
-	p, ok, err := s.Get(ctx, job)
-	if err != nil {
-		return Pause{}, err
-	}
-	if !ok {
-		return Pause{}, fmt.Errorf("%w: %s", ErrNotPaused, job)
-	}
-	b, err := json.Marshal(Resumed{Pause: p, ResumedAt: at.UTC()})
-	if err != nil {
-		return Pause{}, err
-	}
-	cmds, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.HDel(ctx, s.key, job)
-		pipe.HSet(ctx, s.resumed, job, b)
-		return nil
-	})
-	if err != nil {
-		// A command refused while queued (an ACL user without +hdel or
-		// +hset) makes EXEC fail with EXECABORT, which does not say why:
-		// the refused command's own error does.
-		for _, c := range cmds {
-			if cerr := c.Err(); cerr != nil && !strings.HasPrefix(cerr.Error(), "EXECABORT") {
-				return Pause{}, fmt.Errorf("pause: resume %s: %s: %w", job, c.Name(), cerr)
-			}
-		}
-		return Pause{}, fmt.Errorf("pause: resume %s: %w", job, err)
-	}
-	return p, nil
-}
-
-// LastResumed returns each job's last finished pause.
-func (s *Store) LastResumed(ctx context.Context) (map[string]Resumed, error) {
-	m, err := s.rdb.HGetAll(ctx, s.resumed).Result()
-	if err != nil {
-		return nil, fmt.Errorf("pause: finished pauses: %w", err)
-	}
-	out := make(map[string]Resumed, len(m))
-	for job, v := range m {
-		var r Resumed
-		if err := json.Unmarshal([]byte(v), &r); err != nil {
-			return nil, fmt.Errorf("pause: finished pause of %s in %s is not valid: %w", job, s.resumed, err)
-		}
-		out[job] = r
-	}
-	return out, nil
-}
-
-// Period is a finished pause: the job's windows starting in [Since,
-// Until) were skipped by the producer.
-type Period struct {
-	Since, Until time.Time
-}
-
-// PausePeriods implements inspect.PauseHistory: each job's last finished
-// pause as [since, resumed at).
-func (s *Store) PausePeriods(ctx context.Context) (map[string]Period, error) {
-	m, err := s.LastResumed(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]Period, len(m))
-	for job, r := range m {
-		out[job] = Period{Since: r.Since, Until: r.ResumedAt}
-	}
-	return out, nil
-}
-
-// List returns every pause, by job.
+// List returns every entry, by job (HGETALL). An entry whose value does
+// not decode is returned with only its Job set, so that it is still
+// migrated (as a pause of unknown origin) rather than silently dropped.
 func (s *Store) List(ctx context.Context) (map[string]Pause, error) {
 	m, err := s.rdb.HGetAll(ctx, s.key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("pause: list pauses: %w", err)
+		return nil, fmt.Errorf("pause: read the pause list %s: %w", s.key, err)
 	}
 	out := make(map[string]Pause, len(m))
 	for job, v := range m {
 		var p Pause
-		if err := json.Unmarshal([]byte(v), &p); err != nil {
-			return nil, fmt.Errorf("pause: pause of %s in %s is not valid: %w", job, s.key, err)
+		if json.Unmarshal([]byte(v), &p) != nil {
+			p = Pause{}
 		}
+		p.Job = job
 		out[job] = p
 	}
 	return out, nil
 }
 
-// Paused implements producer.Pauses.
-func (s *Store) Paused(ctx context.Context) (map[string]bool, error) {
-	keys, err := s.rdb.HKeys(ctx, s.key).Result()
+// Delete removes job's entry (HDEL); removing an absent entry is not an
+// error.
+func (s *Store) Delete(ctx context.Context, job string) error {
+	if err := s.rdb.HDel(ctx, s.key, job).Err(); err != nil {
+		return fmt.Errorf("pause: delete %s from the pause list %s: %w", job, s.key, err)
+	}
+	return nil
+}
+
+// Add writes an entry as kjobctl pause of an older version did (HSETNX):
+// for tests of the migration and for the upgrade documentation's example.
+func (s *Store) Add(ctx context.Context, p Pause) error {
+	b, err := json.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("pause: paused jobs: %w", err)
+		return err
 	}
-	m := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		m[k] = true
+	if err := s.rdb.HSetNX(ctx, s.key, p.Job, b).Err(); err != nil {
+		return fmt.Errorf("pause: add %s to the pause list %s: %w", p.Job, s.key, err)
 	}
-	return m, nil
+	return nil
 }

@@ -2,7 +2,6 @@ package pause_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +9,9 @@ import (
 	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
-func TestPauseHistory(t *testing.T) {
+// List returns the entries as an older kjobctl wrote them, an entry that
+// does not decode with its job only; Delete removes one, twice is fine.
+func TestListAndDelete(t *testing.T) {
 	r := testenv.NewRedis(t)
 	ps, err := pause.New(r.Client(), "t")
 	if err != nil {
@@ -18,20 +19,25 @@ func TestPauseHistory(t *testing.T) {
 	}
 	ctx := context.Background()
 	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	if _, err := ps.Pause(ctx, pause.Pause{Job: "a", Since: since, By: "alice"}); err != nil {
+	if err := ps.Add(ctx, pause.Pause{Job: "a", Since: since, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ps.ResumeAt(ctx, "a", since.Add(time.Hour)); err != nil {
+	if err := r.Client().HSet(ctx, ps.Key(), "b", "not json").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ps.ResumeAt(ctx, "a", since.Add(2*time.Hour)); !errors.Is(err, pause.ErrNotPaused) {
-		t.Fatalf("second resume: %v", err)
+	m, err := ps.List(ctx)
+	if err != nil || len(m) != 2 || m["a"] != (pause.Pause{Job: "a", Since: since, By: "alice"}) || m["b"] != (pause.Pause{Job: "b"}) {
+		t.Fatalf("List = %+v %v", m, err)
 	}
-	m, err := ps.PausePeriods(ctx)
-	if err != nil || len(m) != 1 || m["a"] != (pause.Period{Since: since, Until: since.Add(time.Hour)}) {
-		t.Fatalf("PausePeriods = %+v %v", m, err)
+	for range 2 {
+		if err := ps.Delete(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if pd, err := ps.Paused(ctx); err != nil || pd["a"] {
-		t.Fatalf("still paused after resume: %v %v", pd, err)
+	if m, err := ps.List(ctx); err != nil || len(m) != 1 {
+		t.Fatalf("after delete: %+v %v", m, err)
+	}
+	if _, err := pause.New(nil, "t"); err == nil {
+		t.Fatal("New(nil) accepted")
 	}
 }

@@ -102,6 +102,8 @@ func DescribeSource(s Source) string {
 			h = h[:8]
 		}
 		return fmt.Sprintf("file %s (sha256 %s)", s.File, h)
+	case SourceMigration:
+		return "the migration of the Redis pause list"
 	}
 	return s.Kind
 }

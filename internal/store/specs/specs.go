@@ -53,12 +53,15 @@ const (
 )
 
 // Pause is an operator's pause of a job: while a job's Record has one, the
-// producer publishes none of its windows; resuming does not catch up the
-// paused windows.
+// producer publishes none of its windows. A resume does not catch up the
+// paused windows by itself; kjobctl resume --catchup publishes those that
+// start in (At, the resume's EffectiveFrom].
 type Pause struct {
-	// Note says why (required by kjobctl).
+	// Note says why (required by kjobctl and the dashboard).
 	Note string `json:"note,omitempty"`
-	// By is the actor who paused the job, At when the leader committed it.
+	// By is the actor who paused the job, At when the leader committed it
+	// (for a pause migrated from the Redis pause list, SourceMigration:
+	// who paused it there and since when).
 	By string    `json:"by"`
 	At time.Time `json:"at"`
 }
@@ -79,6 +82,11 @@ const (
 	SourceDashboard = "dashboard"
 	SourceAPI       = "api"
 	SourceFile      = "file"
+	// SourceMigration is the producer leader's own migration of a pause
+	// from the Redis pause list of kjob before pauses moved into the spec
+	// (docs/schedules.md, "Upgrading"). Only the leader writes it: a
+	// request from the control topic with this source is refused.
+	SourceMigration = "migration"
 )
 
 // Record is the schedules topic's value for one job: its current spec and
@@ -184,6 +192,11 @@ type Edit struct {
 	Note string `json:"note,omitempty"`
 	// FileHash is the file entry's hash, for a put from a file.
 	FileHash string `json:"file_hash,omitempty"`
+	// Migrated, for a pause, is the pause as the Redis pause list had it
+	// (By, At = since, Note): set only by the producer leader's own
+	// migration (SourceMigration); a request from the control topic that
+	// sets it is refused.
+	Migrated *Pause `json:"migrated,omitempty"`
 }
 
 // MaxEdits bounds the edits of one Request, and so of one transaction;
@@ -222,7 +235,9 @@ type Result struct {
 	Applied []Applied `json:"applied,omitempty"`
 	// Refused says why nothing was changed.
 	Refused *Refusal `json:"refused,omitempty"`
-	// Leader names the producer replica that answered, At its clock.
+	// Leader names the producer replica that answered, At its clock: the
+	// instant F of the committed changes, their Record.EffectiveFrom (a
+	// resume's catch-up ends there).
 	Leader string    `json:"leader"`
 	At     time.Time `json:"at"`
 }

@@ -67,7 +67,9 @@ function render(st) {
   const tlj = {};
   for (const j of (tl && tl.jobs) || []) tlj[j.job] = j;
   fillTable("jobs", (snap.jobs || []).map((j) => {
-    const state = j.spec_unknown ? "unknown" : !j.in_file ? "no spec" : j.paused_unknown ? "unknown" : j.paused ? "paused" : j.enabled ? "enabled" : "disabled";
+    const state = j.spec_unknown ? "unknown" : !j.in_file ? "no spec" : j.paused_unknown ? "unknown" : j.pause ?
+      { text: "paused", cls: "paused", title: "by " + j.pause.by + " since " + utc(j.pause.at) + (j.pause.note ? ": " + j.pause.note : "") } :
+      j.paused ? "paused" : j.enabled ? "enabled" : "disabled";
     const next = (j.next || [])[0];
     const lw = j.last;
     const t = tlj[j.name];

@@ -32,7 +32,8 @@ function render(p) {
   $("job-lag-meta").textContent = tl && tl.oldest ? "oldest unsettled: " + tl.oldest.id + " (" + tl.oldest.status + ")" : "no due window waits";
   const j = p.job;
   $("schedule").textContent = j ? (j.schedule || "?") : "unknown";
-  $("schedule-meta").textContent = j ? (j.timezone || "") + " · " + (j.paused ? "paused" : j.enabled ? "enabled" : "disabled") +
+  const paused = j && j.pause ? "paused by " + j.pause.by + " since " + utc(j.pause.at) + (j.pause.note ? " (" + j.pause.note + ")" : "") : "paused";
+  $("schedule-meta").textContent = j ? (j.timezone || "") + " · " + (j.paused ? paused : j.enabled ? "enabled" : "disabled") +
     ((j.next || [])[0] ? " · next " + rel(j.next[0]) : "") : "not in the schedules file";
   $("errors").replaceChildren(...(p.runs_error ? [el("li", "runs: " + p.runs_error)] : []));
   $("runs-count").textContent = "(" + p.runs.length + ", newest first)";
@@ -89,14 +90,23 @@ function drawDurations(p) {
   $("chart-span").textContent = "(" + runs.length + " runs over " + span(hi - lo) + ", max " + secs(top) + ")";
 }
 
+// Pause and resume are changes of the job's spec: a new version, in the
+// change log with the signed-in user and the note (required to pause).
 function setupActions() {
   for (const [id, action, ask] of [["trigger", "trigger", "Publish a manual window of " + name + " now?"],
-    ["pause", "pause", "Pause " + name + "? The producer publishes none of its windows until it is resumed."],
-    ["resume", "resume", "Resume " + name + "? Windows that fell due while it was paused are not caught up."]]) {
+    ["pause", "pause", "Pause " + name + "? The producer publishes none of its windows until it is resumed. Why (recorded in the change log)?"],
+    ["resume", "resume", "Resume " + name + "? Windows that fell due while it was paused are not caught up. Note (optional):"]]) {
     $(id).addEventListener("click", async () => {
-      if (!confirm(ask)) return;
+      const body = { job: name };
+      if (action === "trigger") {
+        if (!confirm(ask)) return;
+      } else {
+        const note = prompt(ask, "");
+        if (note === null) return;
+        if (note) body.note = note;
+      }
       $(id).disabled = true;
-      const res = await act(action, { job: name });
+      const res = await act(action, body);
       showResult("action-result", res);
       $(id).disabled = false;
       setTimeout(load, 500);
