@@ -422,15 +422,18 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 	}
 	adm := kadm.NewClient(cl)
 	since := p.cfg.Clock.Now().Add(-specs.RequestTTL)
-	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), p.cfg.ControlTopic)
+	// The end offsets first: a request appended between the two lists is
+	// then after the end listed, so "nothing after since: start at the
+	// end" cannot skip it (listed the other way round, it did).
+	ends, err := adm.ListEndOffsets(ctx, p.cfg.ControlTopic)
 	if err == nil {
-		err = starts.Error()
+		err = ends.Error()
 	}
-	var ends kadm.ListedOffsets
+	var starts kadm.ListedOffsets
 	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, p.cfg.ControlTopic)
+		starts, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), p.cfg.ControlTopic)
 		if err == nil {
-			err = ends.Error()
+			err = starts.Error()
 		}
 	}
 	cl.Close()

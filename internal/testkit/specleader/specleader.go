@@ -9,6 +9,7 @@ package specleader
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/exec/producer"
+	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
@@ -83,4 +85,28 @@ func Start(tb testing.TB, brokers []string, d names.Deployment, opts ...kgo.Opt)
 		}
 		return true
 	}, "the schedules leader created %v", want)
+
+	// Serving: a probe request (the delete of a job that does not exist)
+	// is answered. A request written while a leader starts its term was
+	// seen to go unanswered on kfake (a start-up race not yet found, see
+	// docs/schedules.md's limits), so the tests of other behaviour start
+	// once the leader answers.
+	c, err := specs.NewClient(specs.ClientConfig{Opts: append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...), Deployment: d, Actor: "specleader", Wait: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := c.Submit(ctx, []specs.Edit{{Op: specs.OpDelete, Job: ProbeJob}}, "")
+		if errors.Is(err, specs.ErrNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the schedules leader does not answer requests within 60s: %v", err)
+		}
+	}
 }
+
+// ProbeJob is the job the probe request of Start names; tests that count
+// requests leave its out.
+const ProbeJob = "specleader-probe"
