@@ -248,7 +248,7 @@ func TestActionRefusals(t *testing.T) {
 		{"no Origin nor Referer", "POST", "/api/actions/trigger", with("Origin", ""), `{"job":"report"}`, http.StatusForbidden, `origin "" is not the dashboard's`},
 		{"foreign Referer", "POST", "/api/actions/trigger", with("Origin", "").with2("Referer", "http://evil.example/page"), `{"job":"report"}`, http.StatusForbidden, "cross-origin request refused"},
 		{"no CSRF token", "POST", "/api/actions/trigger", with("X-CSRF-Token", ""), `{"job":"report"}`, http.StatusForbidden, "missing or wrong CSRF token"},
-		{"another session's CSRF token", "POST", "/api/actions/trigger", with("X-CSRF-Token", "x"+sess.Token[1:]), `{"job":"report"}`, http.StatusForbidden, "missing or wrong CSRF token"},
+		{"another session's CSRF token", "POST", "/api/actions/trigger", with("X-CSRF-Token", otherToken(sess.Token)), `{"job":"report"}`, http.StatusForbidden, "missing or wrong CSRF token"},
 		{"GET", "GET", "/api/actions/trigger", good, "", http.StatusMethodNotAllowed, "actions are POST requests"},
 		{"form body", "POST", "/api/actions/trigger", with("Content-Type", "application/x-www-form-urlencoded"), `job=report`, http.StatusUnsupportedMediaType, "the body must be JSON"},
 		{"unknown field", "POST", "/api/actions/trigger", good, `{"job":"report","force":true}`, http.StatusBadRequest, `unknown field "force"`},
@@ -586,4 +586,15 @@ func (e *actionsEnv) csrf(t *testing.T, cl *http.Client, url string) string {
 		t.Fatalf("GET /api/session: %v", err)
 	}
 	return s.Token
+}
+
+// otherToken is token with its first character changed: a token of the
+// same shape that is not this session's. (Prefixing a fixed "x" gave the
+// session's own token back whenever it began with x.)
+func otherToken(token string) string {
+	c := "x"
+	if strings.HasPrefix(token, "x") {
+		c = "y"
+	}
+	return c + token[1:]
 }
