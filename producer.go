@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -389,8 +390,12 @@ func (p *Producer) Run(ctx context.Context) (err error) {
 	return err
 }
 
-// ready is /readyz once running: Redis and a Kafka broker answer.
+// ready is /readyz once running: the deployment's topics exist (Run
+// created or checked them), and Redis and a Kafka broker answer.
 func (p *Producer) ready(adm *kadm.Client) error {
+	if !p.inner.TopicsChecked() {
+		return errors.New("kafka: the deployment's topics are not created or checked yet")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := p.cfg.Redis.Ping(ctx).Err(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -210,6 +211,11 @@ type Producer struct {
 
 	stateReadStall time.Duration // StateReadStall; tests shorten it
 
+	// topicsChecked is set once Run has created or checked the
+	// deployment's topics: before that, a client of the deployment (a
+	// Schedules request, kjobctl) can find its topics missing.
+	topicsChecked atomic.Bool
+
 	// termState is the state topic as the current term read it (job ->
 	// last window); only the term's goroutine uses it.
 	termState map[string]time.Time
@@ -383,6 +389,7 @@ func (p *Producer) Run(ctx context.Context) error {
 	if err := p.ensureTopics(ctx); err != nil {
 		return err
 	}
+	p.topicsChecked.Store(true)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	p.mu.Lock()
@@ -410,6 +417,10 @@ func (p *Producer) Run(ctx context.Context) error {
 	}
 	return err
 }
+
+// TopicsChecked reports whether Run has created or checked the
+// deployment's topics; readiness (/readyz) waits for it.
+func (p *Producer) TopicsChecked() bool { return p.topicsChecked.Load() }
 
 // refuse stops Run with err: this producer must not lead.
 func (p *Producer) refuse(err error) {
