@@ -1,6 +1,9 @@
 // Package kread reads a bounded range of a Kafka partition, for operator
-// tools that look at records without joining a consumer group, and bounds
-// a read by its progress (StallContext) rather than by its length.
+// tools and readers that look at records without joining a consumer
+// group: it lists the offsets a read covers (ListSpans, ListSpansSince),
+// reads up to them (Each, ReadSpans) or tells a reader that goes on when
+// it has (Backlog), and bounds a read by its progress (StallContext)
+// rather than by its length.
 package kread
 
 import (
@@ -16,9 +19,9 @@ const readFetchBytes = 1 << 20
 // Range returns the records of topic[partition] at offsets [from, to), read
 // committed: records of aborted transactions and transaction markers are
 // left out. opts are the client options (seed brokers, TLS, SASL). It reads
-// until it has seen offset to-1 (which must be a record or a marker, as the
-// end offset and every committed offset of kjob's topics are), or fails
-// when ctx ends. It holds every record in memory: use Each for ranges that
+// until it has seen offset to-1 or a later one (see Backlog: to is an end
+// offset as ListSpans lists it, or an offset a committed read reached), or
+// fails when ctx ends. It holds every record in memory: use Each for ranges that
 // may be large.
 func Range(ctx context.Context, opts []kgo.Opt, topic string, partition int32, from, to int64) ([]*kgo.Record, error) {
 	var out []*kgo.Record
@@ -73,7 +76,7 @@ func Each(ctx context.Context, opts []kgo.Opt, topic string, partition int32, fr
 			if !r.Attrs.IsControl() {
 				fnErr = fn(r)
 			}
-			if r.Offset >= to-1 {
+			if reached(r, to) {
 				done = true
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -95,58 +94,37 @@ func (p *Producer) settle(v *specView, touched map[string]bool) {
 // dropped and the topic read from its start.
 func (p *Producer) catchUp(ctx context.Context, v *specView) (int, error) {
 	topic := p.cfg.SchedulesTopic
-	cl, err := kgo.NewClient(p.kafkaOpts("kjob-producer-schedules")...)
-	if err != nil {
-		return 0, fmt.Errorf("read schedules: %w", err)
-	}
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-	}
-	cl.Close()
+	spans, err := kread.ListSpans(ctx, p.kafkaOpts("kjob-producer-schedules"), topic)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		// Run created it, so someone deleted it: a cold read finds no job.
 		*v = *newSpecView()
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("read schedules: list offsets of %s: %w", topic, err)
+		return 0, fmt.Errorf("read schedules: %w", err)
 	}
-	var parts []int32
-	ends.Each(func(o kadm.ListedOffset) { parts = append(parts, o.Partition) })
-	slices.Sort(parts)
-	for _, part := range parts {
-		s, _ := starts.Lookup(topic, part)
-		e, _ := ends.Lookup(topic, part)
-		if at, ok := v.snap.End[part]; ok && (at < s.Offset || at > e.Offset) {
+	for _, part := range spans.Partitions() {
+		sp := spans[part]
+		if at, ok := v.snap.End[part]; ok && (at < sp.Start || at > sp.End) {
 			p.log.Warn("the schedules topic no longer has the records this replica read: reading it again from its start",
-				"topic", topic, "partition", part, "read_up_to", at, "start_offset", s.Offset, "end_offset", e.Offset)
+				"topic", topic, "partition", part, "read_up_to", at, "start_offset", sp.Start, "end_offset", sp.End)
 			*v = *newSpecView()
 			break
 		}
 	}
+	for part, sp := range spans {
+		sp.Start = max(v.snap.End[part], sp.Start) // the tail the view has not read
+		spans[part] = sp
+	}
 	before := v.records
 	touched := map[string]bool{}
 	defer p.settle(v, touched) // also after a failed read: v stays consistent
-	for _, part := range parts {
-		s, _ := starts.Lookup(topic, part)
-		e, _ := ends.Lookup(topic, part)
-		from := max(v.snap.End[part], s.Offset)
-		err := kread.Each(ctx, p.kafkaOpts("kjob-producer-schedules"), topic, part, from, e.Offset, func(r *kgo.Record) error {
-			p.applySpec(v, r, touched)
-			return nil
-		})
-		if err != nil {
-			return v.records - before, fmt.Errorf("read schedules: %w", err)
-		}
+	err = kread.ReadSpans(ctx, p.kafkaOpts("kjob-producer-schedules"), topic, spans, func(r *kgo.Record) error {
+		p.applySpec(v, r, touched)
+		return nil
+	})
+	if err != nil {
+		return v.records - before, fmt.Errorf("read schedules: %w", err)
 	}
 	return v.records - before, nil
 }

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/base/kread"
 	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
@@ -416,43 +416,19 @@ func (p *Producer) specAt(ctx context.Context, job string, v int64) (*schedule.S
 // previous term did not answer), then each new one. It returns when ctx
 // ends.
 func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) error {
-	cl, err := kgo.NewClient(p.kafkaOpts("kjob-producer-requests-admin")...)
+	// The backlog is [Start, End) of each partition: every request
+	// written after the listing is at End or after it, so the reader,
+	// which goes on past End, reads it (kread.ListSpansSince).
+	since := p.cfg.Clock.Now().Add(-specs.RequestTTL)
+	spans, err := kread.ListSpansSince(ctx, p.kafkaOpts("kjob-producer-requests-admin"), p.cfg.ControlTopic, since)
 	if err != nil {
 		return err
 	}
-	adm := kadm.NewClient(cl)
-	since := p.cfg.Clock.Now().Add(-specs.RequestTTL)
-	// The end offsets first: a request appended between the two lists is
-	// then after the end listed, so "nothing after since: start at the
-	// end" cannot skip it (listed the other way round, it did).
-	ends, err := adm.ListEndOffsets(ctx, p.cfg.ControlTopic)
-	if err == nil {
-		err = ends.Error()
-	}
-	var starts kadm.ListedOffsets
-	if err == nil {
-		starts, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), p.cfg.ControlTopic)
-		if err == nil {
-			err = starts.Error()
-		}
-	}
-	cl.Close()
-	if err != nil {
-		return fmt.Errorf("list offsets of %s: %w", p.cfg.ControlTopic, err)
-	}
 	from := map[int32]kgo.Offset{}
-	backlog := map[int32]int64{}
-	starts.Each(func(o kadm.ListedOffset) {
-		off := o.Offset
-		if off < 0 { // nothing after since: start at the end
-			e, _ := ends.Lookup(p.cfg.ControlTopic, o.Partition)
-			off = e.Offset
-		}
-		from[o.Partition] = kgo.NewOffset().At(off)
-		if e, ok := ends.Lookup(p.cfg.ControlTopic, o.Partition); ok && e.Offset > off {
-			backlog[o.Partition] = e.Offset
-		}
-	})
+	for part, sp := range spans {
+		from[part] = kgo.NewOffset().At(sp.Start)
+	}
+	backlog := spans.Backlog()
 	cons, err := kgo.NewClient(append(p.kafkaOpts("kjob-producer-requests"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.ControlTopic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
@@ -481,9 +457,7 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 		}
 		var live []*specs.Request
 		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := backlog[r.Partition]; ok && r.Offset >= end-1 {
-				delete(backlog, r.Partition)
-			}
+			backlog.See(r)
 			if r.Attrs.IsControl() {
 				return
 			}
@@ -501,14 +475,14 @@ func (p *Producer) requests(ctx context.Context, out chan<- *specs.Request) erro
 				if q.Namespace != p.cfg.Namespace {
 					return
 				}
-				if len(backlog) > 0 {
+				if !backlog.Read() {
 					pending = append(pending, q)
 				} else {
 					live = append(live, q)
 				}
 			}
 		})
-		if len(backlog) == 0 && pending != nil {
+		if backlog.Read() && pending != nil {
 			for _, q := range pending {
 				if !answered[q.ID] && !send(q) {
 					return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -122,38 +121,12 @@ func History(ctx context.Context, opts []kgo.Opt, topic, job string) ([]*Change,
 // eachRecord calls fn for every record of every partition of topic, from
 // the start offsets to the end offsets listed when it begins.
 func eachRecord(ctx context.Context, opts []kgo.Opt, topic string, fn func(*kgo.Record) error) error {
-	cl, err := kgo.NewClient(opts...)
+	spans, err := kread.ListSpans(ctx, opts, topic)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", topic, err)
 	}
-	adm := kadm.NewClient(cl)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-	}
-	cl.Close()
-	if err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil
-		}
-		return fmt.Errorf("read %s: list offsets: %w", topic, err)
-	}
-	var parts []int32
-	ends.Each(func(o kadm.ListedOffset) { parts = append(parts, o.Partition) })
-	slices.Sort(parts)
-	for _, p := range parts {
-		end, _ := ends.Lookup(topic, p)
-		start, _ := starts.Lookup(topic, p)
-		if err := kread.Each(ctx, opts, topic, p, start.Offset, end.Offset, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return kread.ReadSpans(ctx, opts, topic, spans, fn)
 }

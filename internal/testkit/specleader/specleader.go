@@ -87,10 +87,8 @@ func Start(tb testing.TB, brokers []string, d names.Deployment, opts ...kgo.Opt)
 	}, "the schedules leader created %v", want)
 
 	// Serving: a probe request (the delete of a job that does not exist)
-	// is answered. A request written while a leader starts its term was
-	// seen to go unanswered on kfake (a start-up race not yet found, see
-	// docs/schedules.md's limits), so the tests of other behaviour start
-	// once the leader answers.
+	// is answered, so the tests of other behaviour start once the leader
+	// reads requests (its term has started).
 	c, err := specs.NewClient(specs.ClientConfig{Opts: append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...), Deployment: d, Actor: "specleader", Wait: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)
