@@ -43,3 +43,24 @@ func FuzzDecodeArgs(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeArgsError: a payload that fails to decode (an array
+// element of the wrong type), the path that walks the payload to name the
+// value (issue 24: not a fast path, see walk).
+func BenchmarkDecodeArgsError(b *testing.B) {
+	type lim struct {
+		Max int `json:"max"`
+	}
+	type args struct {
+		Team  string   `json:"team"`
+		Hosts []string `json:"hosts"`
+		L     lim      `json:"limits"`
+	}
+	p := []byte(`{"team":"billing","hosts":["a","b","c",4],"limits":{"max":5}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeArgs[args](p, decodeConfig{}); err == nil {
+			b.Fatal("no error")
+		}
+	}
+}
