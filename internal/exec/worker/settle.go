@@ -27,6 +27,9 @@ type op struct {
 func (l *loop) queue(wn *win, st dedupe.Settlement, res *result, then func(error)) {
 	if wn != nil {
 		wn.state = stSettling
+		if shadowOn {
+			l.shDid(wn, fmt.Sprintf("settle %s %d", st.Op, st.Token))
+		}
 	}
 	if l.ops == nil {
 		l.ops = make([]op, 0, max(8, l.lastOps))
@@ -220,7 +223,10 @@ func (l *loop) exhausted(wn *win) bool {
 // written.
 func (l *loop) deadLetter(wn *win, reason string, attempts int, token int64, report error) {
 	wn.state = stSettling
-	l.letters = append(l.letters, letter{rec: wn.rec, reason: reason, attempts: attempts, then: func(err error) {
+	if shadowOn {
+		l.shDid(wn, fmt.Sprintf("dead-letter %d", attempts))
+	}
+	l.letters = append(l.letters, letter{rec: wn.rec, reason: reason, attempts: attempts, wn: wn, then: func(err error) {
 		switch {
 		case err != nil && token != 0:
 			// ctx ended before the letter was written: not settled, the

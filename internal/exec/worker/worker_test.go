@@ -33,6 +33,7 @@ import (
 // second between tries and ends with the client: tests that kill Redis may
 // end while one sleeps.
 func TestMain(m *testing.M) {
+	shadowOn = true // the rules' machine shadows every window (shadow.go)
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 
