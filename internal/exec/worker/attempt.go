@@ -219,10 +219,10 @@ func (l *loop) returned(a *attempt, err error, finished time.Time, took time.Dur
 	}
 	res := result{err: err, started: a.started, finished: finished}
 	l.stopAttempt(a, &res)
+	l.attemptEnded(a, res)
 	if shadowOn {
 		l.shEnded(a, res)
 	}
-	l.attemptEnded(a, res)
 }
 
 // abandon runs on the loop once the handler's context has been done for
@@ -234,10 +234,10 @@ func (l *loop) abandon(a *attempt) {
 	res := result{abandoned: true, started: a.started, finished: l.w.cfg.Now()}
 	res.err = fmt.Errorf("%w for %v after %v", errAbandoned, l.w.cfg.Grace, context.Cause(a.hctx))
 	l.stopAttempt(a, &res)
+	l.attemptEnded(a, res)
 	if shadowOn {
 		l.shEnded(a, res)
 	}
-	l.attemptEnded(a, res)
 }
 
 // stopAttempt ends a's watch and contexts and fills res's flags.

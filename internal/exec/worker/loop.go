@@ -788,7 +788,7 @@ func (l *loop) wait(wn *win, d time.Duration, then func()) {
 	wn.gen++
 	gen := wn.gen
 	if shadowOn {
-		l.shDid(wn, "wait")
+		l.shWait(wn, d)
 	}
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
@@ -905,7 +905,7 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 	}
 	l.w.executed(e)
 	if shadowOn {
-		l.shDid(wn, "report "+outcome)
+		l.shDid(wn, fmt.Sprintf("report %s of-attempt=%v", outcome, res != nil))
 	}
 	if outcome != OutcomeSkippedDone { // a redelivery, not a settlement
 		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,

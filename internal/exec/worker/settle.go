@@ -152,6 +152,9 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		return
 	}
 	wait := retryDelay(wn.msg.Policy, c.Attempt)
+	if shadowOn && wn.sh != nil {
+		wn.sh.retry = wait
+	}
 	log.Warn("attempt failed; retrying after backoff", append(handler.ErrorAttrs(cause), "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)...)
 	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
 		switch {

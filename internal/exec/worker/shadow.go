@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kjob/kjob/internal/base/backoff"
 	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 )
@@ -30,6 +31,11 @@ type shadow struct {
 	m   machine.Window
 	off time.Duration // machine time = real time + off (set with the window's claim)
 	seq uint64        // the Seq of the machine's last Wait
+	// retry is the backoff the loop drew for its retry (failed); the
+	// machine is given the same jitter.
+	retry time.Duration
+
+	waitsWant, waitsGot []time.Duration // the Waits' durations this turn
 
 	want  []string // the machine's actions this turn (the compared kinds)
 	got   []string // the loop's actions this turn
@@ -78,6 +84,7 @@ func (l *loop) shStep(wn *win, e machine.Event) {
 	for _, a := range acts {
 		if w, ok := a.(machine.Wait); ok {
 			s.seq = w.Seq
+			s.waitsWant = append(s.waitsWant, w.D)
 		}
 		if k := actionKey(a); k != "" {
 			s.want = append(s.want, k)
@@ -96,6 +103,31 @@ func (l *loop) shDid(wn *win, k string) {
 	s.got = append(s.got, k)
 	s.note("  did  " + k)
 	l.shDirty(wn)
+}
+
+// shWait notes that the loop waits d for wn.
+func (l *loop) shWait(wn *win, d time.Duration) {
+	if wn.sh == nil {
+		return
+	}
+	wn.sh.waitsGot = append(wn.sh.waitsGot, d)
+	l.shDid(wn, "wait")
+}
+
+// sameWaits reports whether the loop's waits are the machine's, within
+// the rounding of the jitter carried over as a fraction.
+func sameWaits(want, got []time.Duration) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	for i := range want {
+		if d := want[i] - got[i]; d > time.Microsecond || d < -time.Microsecond {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *loop) shDirty(wn *win) {
@@ -136,7 +168,7 @@ func actionKey(a machine.Action) string {
 	case machine.Wait:
 		return "wait"
 	case machine.Report:
-		return "report " + string(a.Outcome)
+		return fmt.Sprintf("report %s of-attempt=%v", a.Outcome, a.OfAttempt)
 	case machine.Finish:
 		return "finish"
 	}
@@ -151,11 +183,11 @@ func (l *loop) shCheck() {
 		s.dirty = false
 		slices.Sort(s.want)
 		slices.Sort(s.got)
-		if !slices.Equal(s.want, s.got) || !shStateMatch(wn.state, s.m.State(), s.done, l.halted) {
-			panic(fmt.Sprintf("window shadow: the rules and the loop differ for window %s (offset %d): loop state %s, machine %s; loop did %q, machine wants %q; halted=%v stopped=%v\ntrail:\n%s",
-				wn.msg.ID, wn.rec.Offset, wn.state, s.m.State(), s.got, s.want, l.halted, l.stopped, strings.Join(s.trail, "\n")))
+		if !slices.Equal(s.want, s.got) || !sameWaits(s.waitsWant, s.waitsGot) || !shStateMatch(wn.state, s.m.State(), s.done, l.halted) {
+			panic(fmt.Sprintf("window shadow: the rules and the loop differ for window %s (offset %d): loop state %s, machine %s; loop did %q (waits %v), machine wants %q (waits %v); halted=%v stopped=%v\ntrail:\n%s",
+				wn.msg.ID, wn.rec.Offset, wn.state, s.m.State(), s.got, s.waitsGot, s.want, s.waitsWant, l.halted, l.stopped, strings.Join(s.trail, "\n")))
 		}
-		s.want, s.got = s.want[:0], s.got[:0]
+		s.want, s.got, s.waitsWant, s.waitsGot = s.want[:0], s.got[:0], s.waitsWant[:0], s.waitsGot[:0]
 		if s.m.State().Final() {
 			delete(l.sh.live, wn)
 		}
@@ -244,7 +276,8 @@ func (wn *win) mtime(t time.Time) time.Time {
 // shEnded steps the machine of a's window with how its attempt ended, as
 // the loop saw it: the fence, step-down or abandonment the watchdog and
 // the extend calls decided on their goroutines (at the times they
-// recorded), then the handler's return.
+// recorded), then the handler's return. It runs after the loop handled
+// the end (attemptEnded), so as to know the retry's backoff it drew.
 func (l *loop) shEnded(a *attempt, res result) {
 	wn := a.wn
 	if wn.sh == nil {
@@ -264,14 +297,24 @@ func (l *loop) shEnded(a *attempt, res result) {
 		l.shStep(wn, machine.TimerFired{Now: wn.mtime(d)})
 	}
 	now := time.Now()
+	// The jitter of the retry's backoff the loop drew (failed), if any.
+	var jitter float64
+	if r := wn.sh.retry; r != 0 {
+		wn.sh.retry = 0
+		p := wn.msg.Policy
+		full := backoff.Exponential(time.Duration(p.Backoff), time.Duration(p.MaxBackoff), wn.claim.Attempt, backoff.None)
+		if half := full / 2; full > half {
+			jitter = float64(r-half) / float64(full-half)
+		}
+	}
 	if res.abandoned {
 		// 2ms: deadlineFor rounds the loop's timeout down to the
 		// millisecond, and a chained window's machine counts it from its
 		// claim's answer.
-		l.shStep(wn, machine.TimerFired{Now: wn.mtime(now).Add(2 * time.Millisecond)})
+		l.shStep(wn, machine.TimerFired{Now: wn.mtime(now).Add(2 * time.Millisecond), Jitter: jitter})
 		return
 	}
-	ret := machine.Returned{Err: res.err, Now: wn.mtime(now)}
+	ret := machine.Returned{Err: res.err, Now: wn.mtime(now), Jitter: jitter}
 	if res.err != nil && !res.abandoned && !res.fenced && !res.unproven && !(res.superseded && !res.fenced && !res.unproven) &&
 		(l.stopped || l.ctx.Err() != nil) {
 		if !l.stopped {
