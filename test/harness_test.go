@@ -106,6 +106,12 @@ func start(t testing.TB, name string, env []string, bin string, args ...string) 
 			_ = cmd.Process.Kill()
 			<-p.done
 		}
+		// With KJOB_WINDOW_SHADOW=1 a worker panics when the window rules'
+		// machine and its loop differ (internal/exec/worker/shadow.go): a
+		// crash the chaos suite would otherwise take for one of its faults.
+		if n := p.countLines("window shadow:"); n > 0 {
+			t.Errorf("%s: the window shadow found %d difference(s) between the rules and the worker's loop; see its log", name, n)
+		}
 		if t.Failed() {
 			p.mu.Lock()
 			n := len(p.lines)

@@ -101,6 +101,9 @@ func (l *loop) start(wn *win, proven time.Time) {
 		l.attemptEnded(a, result{err: err, unproven: true, started: a.started, finished: a.started})
 		return
 	}
+	if shadowOn {
+		l.shDid(wn, fmt.Sprintf("start %d/%d", wn.claim.Token, wn.claim.Attempt))
+	}
 	a.claim.Init(w.claims, proven, a.stepDown)
 	a.timeout = l.deadlineFor(monoOf(t) + int64(wn.msg.Policy.Timeout))
 	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
@@ -217,6 +220,9 @@ func (l *loop) returned(a *attempt, err error, finished time.Time, took time.Dur
 	res := result{err: err, started: a.started, finished: finished}
 	l.stopAttempt(a, &res)
 	l.attemptEnded(a, res)
+	if shadowOn {
+		l.shEnded(a, res)
+	}
 }
 
 // abandon runs on the loop once the handler's context has been done for
@@ -229,6 +235,9 @@ func (l *loop) abandon(a *attempt) {
 	res.err = fmt.Errorf("%w for %v after %v", errAbandoned, l.w.cfg.Grace, context.Cause(a.hctx))
 	l.stopAttempt(a, &res)
 	l.attemptEnded(a, res)
+	if shadowOn {
+		l.shEnded(a, res)
+	}
 }
 
 // stopAttempt ends a's watch and contexts and fills res's flags.
@@ -267,6 +276,8 @@ func (l *loop) attemptEnded(a *attempt, res result) {
 	clean := res.err == nil && !res.fenced && !res.unproven && !res.abandoned && !res.superseded
 	if !clean || l.chainNext(a.wn) == nil {
 		l.putSlot(a.wn)
+	} else if shadowOn {
+		l.shDid(a.wn, "release-slot") // handed to the next window (ChainOffered)
 	}
 	l.settleResult(a.wn, res)
 }

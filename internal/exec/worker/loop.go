@@ -13,6 +13,7 @@ import (
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/worker/internal/lanes"
+	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 )
@@ -44,6 +45,8 @@ type win struct {
 	chained   bool      // claim holds the claim a predecessor's completion took for it, until its turn
 	chainedAt time.Time // when the call that took it started (what proves it)
 	unchain   bool      // dropped while its chained claim was in flight: give it back
+
+	sh *shadow // the rules' machine beside it, when shadowOn (shadow.go)
 }
 
 type winState uint8
@@ -115,6 +118,8 @@ type loop struct {
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
 
 	inbox inbox
+
+	sh *shadowLoop // when shadowOn (shadow.go)
 }
 
 // inbox carries functions posted by other goroutines to the loop. Posting
@@ -161,6 +166,9 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		chained:   map[*win]struct{}{},
 		slow:      map[string]bool{},
 		inbox:     inbox{wake: make(chan struct{}, 1)},
+	}
+	if shadowOn {
+		l.shInit()
 	}
 	l.run()
 }
@@ -211,6 +219,10 @@ func (l *loop) run() {
 			for a := range l.running {
 				a.noteCancelled(now)
 			}
+			if shadowOn {
+				at := monoBase.Add(time.Duration(now))
+				l.shBroadcast(func(wn *win) machine.Event { return machine.Stopped{Now: wn.mtime(at)} })
+			}
 		}
 		l.drain()
 		l.answer()
@@ -220,6 +232,9 @@ func (l *loop) run() {
 		if n := l.ready.Waiting(); n != l.waiting {
 			l.w.waitingSlot.Add(int64(n - l.waiting))
 			l.waiting = n
+		}
+		if shadowOn {
+			l.shCheck()
 		}
 	}
 }
@@ -268,8 +283,18 @@ func (l *loop) halt() {
 		l.slots.Want(0)
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
+	if shadowOn {
+		for _, wn := range l.claimQ {
+			// Never sent: the shell answers the claim itself.
+			l.shStep(wn, machine.ClaimFailed{Ended: true})
+		}
+		l.shBroadcast(func(*win) machine.Event { return machine.Halted{} })
+	}
 	for _, it := range l.ready.Clear() {
 		it.Data.(*win).state = stDone
+		if shadowOn {
+			l.shDid(it.Data.(*win), "withdraw-slot")
+		}
 	}
 	for _, wn := range l.claimQ {
 		wn.state = stDone
@@ -304,6 +329,9 @@ func (l *loop) chainNext(wn *win) *win {
 	}
 	n.state = stChaining
 	wn.next = n
+	if shadowOn {
+		l.shStep(n, machine.ChainOffered{})
+	}
 	return n
 }
 
@@ -320,6 +348,13 @@ func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time)
 		return
 	}
 	claimed := ok && c.WindowID != ""
+	if shadowOn && n.sh != nil {
+		if claimed {
+			l.shStep(n, l.shClaimEvent(n, c, proven, time.Now()))
+		} else {
+			l.shStep(n, machine.AheadRefused{})
+		}
+	}
 	switch {
 	case !claimed:
 		l.putSlot(n)
@@ -327,7 +362,7 @@ func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time)
 		// Dropped from its lane meanwhile, or the partition is going.
 		l.putSlot(n)
 		if c.Outcome == dedupe.Claimed {
-			l.unclaim(c)
+			l.unclaim(n, c)
 		}
 	default:
 		n.claim, n.chained, n.chainedAt = c, true, proven
@@ -349,13 +384,16 @@ func (l *loop) giveBack(wn *win) {
 	wn.state = stNew
 	l.putSlot(wn)
 	if c.Outcome == dedupe.Claimed {
-		l.unclaim(c)
+		l.unclaim(wn, c)
 	}
 }
 
 // unclaim gives back a claim whose attempt never started, so the next
 // claim of its window runs at once with the same attempt number.
-func (l *loop) unclaim(c dedupe.Claim) {
+func (l *loop) unclaim(wn *win, c dedupe.Claim) {
+	if shadowOn {
+		l.shDid(wn, fmt.Sprintf("unclaim %d", c.Token))
+	}
 	l.queue(nil, dedupe.Settlement{ID: c.WindowID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
 }
 
@@ -412,6 +450,13 @@ func (l *loop) kick() {
 			l.inbox.post(func() {
 				l.writing = false
 				lt.then(err)
+				if shadowOn && lt.wn != nil {
+					if err != nil {
+						l.shStep(lt.wn, machine.LetterFailed{})
+					} else {
+						l.shStep(lt.wn, machine.LetterWritten{})
+					}
+				}
 			})
 		}()
 	}
@@ -472,6 +517,9 @@ func (l *loop) answer() {
 			if o.st.Next != "" {
 				l.chainAnswered(o.wn, r.Next, rp.err == nil && r.Err == nil, rp.proven)
 			}
+			if shadowOn && o.wn != nil {
+				l.shStep(o.wn, shAnswer(r.Err))
+			}
 			if o.then != nil {
 				o.then(r.Err)
 			} else {
@@ -511,6 +559,9 @@ func (l *loop) arrive() {
 		}
 		wn := &win{rec: rec, msg: msg}
 		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
+		if shadowOn {
+			l.shArrived(wn)
+		}
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
 	l.slots.Want(l.ready.Startable())
@@ -520,6 +571,16 @@ func (l *loop) arrive() {
 func (l *loop) apply(d lanes.Decision) {
 	for _, dr := range d.Drop {
 		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
+		if shadowOn {
+			p := machine.DropSkip
+			switch {
+			case dr.Superseded:
+				p = machine.DropReplace
+			case dr.Item.Policy == lanes.Latest:
+				p = machine.DropLatest
+			}
+			l.shStep(wn, machine.Dropped{By: by.msg.ID, Policy: p})
+		}
 		// A policy changed mid-lane: give a chained claim back first.
 		switch {
 		case wn.state == stChaining && wn.chained:
@@ -539,9 +600,16 @@ func (l *loop) apply(d lanes.Decision) {
 		l.settleIdle(wn, dedupe.OpSkip, reason)
 	}
 	for _, c := range d.Cancel {
+		if shadowOn {
+			wn := c.Item.Data.(*win)
+			l.shStep(wn, machine.Superseded{By: c.By.Data.(*win).msg.ID, Now: wn.mtime(time.Now())})
+		}
 		l.supersede(c.Item.Data.(*win), c.By.Data.(*win))
 	}
 	for _, it := range d.Start {
+		if shadowOn {
+			l.shStep(it.Data.(*win), machine.Admitted{})
+		}
 		l.toReady(it.Data.(*win))
 	}
 }
@@ -557,6 +625,9 @@ func (l *loop) supersede(wn, by *win) {
 	case stRunning:
 		wn.att.supersede()
 	case stReady:
+		if shadowOn {
+			l.shDid(wn, "withdraw-slot")
+		}
 		l.ready.Remove(&wn.item)
 		l.slots.Want(l.ready.Startable())
 		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
@@ -591,6 +662,9 @@ func (l *loop) toReady(wn *win) {
 		return
 	}
 	wn.state = stReady
+	if shadowOn {
+		l.shDid(wn, "want-slot")
+	}
 	l.ready.Push(&wn.item, l.w.maxConcurrent(wn.msg))
 	l.slots.Want(l.ready.Startable())
 }
@@ -608,6 +682,10 @@ func (l *loop) granted(n int) {
 		wn := it.Data.(*win)
 		wn.state = stClaiming
 		l.claimQ = append(l.claimQ, wn)
+		if shadowOn {
+			l.shStep(wn, machine.SlotGranted{})
+			l.shDid(wn, "claim")
+		}
 	}
 	if n > 0 {
 		l.slotsHeld -= n
@@ -622,6 +700,9 @@ func (l *loop) putSlot(wns ...*win) {
 	startable := l.ready.Startable()
 	for _, wn := range wns {
 		l.ready.Release(wn.item.Key)
+		if shadowOn {
+			l.shDid(wn, "release-slot")
+		}
 	}
 	l.slotsHeld -= len(wns)
 	l.slots.Release(len(wns))
@@ -635,6 +716,11 @@ func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err er
 	l.claiming--
 	if err != nil {
 		l.putSlot(batch...)
+		if shadowOn {
+			for _, wn := range batch {
+				l.shStep(wn, machine.ClaimFailed{Ended: l.ctx.Err() != nil, Err: err})
+			}
+		}
 		if l.ctx.Err() != nil || l.halted {
 			for _, wn := range batch {
 				wn.state = stDone
@@ -650,6 +736,9 @@ func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err er
 	}
 	for i, wn := range batch {
 		l.claimedOne(wn, cs[i], proven)
+		if shadowOn {
+			l.shClaimed(wn, cs[i], proven)
+		}
 	}
 }
 
@@ -667,7 +756,7 @@ func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
 			// Claimed for a window that will not start here: give it
 			// back, so the next owner runs it at once with the same
 			// attempt number.
-			l.unclaim(c)
+			l.unclaim(wn, c)
 		}
 	case c.Outcome == dedupe.Claimed && wn.superseded != "":
 		l.putSlot(wn)
@@ -698,11 +787,17 @@ func (l *loop) wait(wn *win, d time.Duration, then func()) {
 	wn.state = stWaiting
 	wn.gen++
 	gen := wn.gen
+	if shadowOn {
+		l.shWait(wn, d)
+	}
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		l.inbox.post(func() {
 			delete(l.timers, t)
 			if wn.gen == gen && wn.state == stWaiting {
+				if shadowOn && wn.sh != nil {
+					l.shStep(wn, machine.TimerFired{Seq: wn.sh.seq, Now: wn.mtime(time.Now())})
+				}
 				then()
 			}
 		})
@@ -724,6 +819,10 @@ func (l *loop) stopWait(wn *win) {
 // partition's commit point, and the next window of its lane may start.
 func (l *loop) finish(wn *win) {
 	wn.state = stDone
+	if shadowOn && wn.sh != nil {
+		wn.sh.done = true
+		l.shDid(wn, "finish")
+	}
 	l.o.Settle(wn.rec)
 	if wn.item.Active() {
 		l.apply(l.lanes.Finish(&wn.item))
@@ -762,6 +861,7 @@ type letter struct {
 	reason   string
 	attempts int
 	then     func(error) // on the loop, with nil once it is written or ctx's error
+	wn       *win        // the window, for the shadow (nil for a poison record)
 }
 
 // logger returns the window's logger (built only when something is
@@ -804,6 +904,9 @@ func (l *loop) report(wn *win, outcome string, err error, res *result) {
 		e.Started, e.Finished = now, now
 	}
 	l.w.executed(e)
+	if shadowOn {
+		l.shDid(wn, fmt.Sprintf("report %s of-attempt=%v", outcome, res != nil))
+	}
 	if outcome != OutcomeSkippedDone { // a redelivery, not a settlement
 		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
 			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID,

@@ -27,6 +27,9 @@ type op struct {
 func (l *loop) queue(wn *win, st dedupe.Settlement, res *result, then func(error)) {
 	if wn != nil {
 		wn.state = stSettling
+		if shadowOn {
+			l.shDid(wn, fmt.Sprintf("settle %s %d", st.Op, st.Token))
+		}
 	}
 	if l.ops == nil {
 		l.ops = make([]op, 0, max(8, l.lastOps))
@@ -149,6 +152,9 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 		return
 	}
 	wait := retryDelay(wn.msg.Policy, c.Attempt)
+	if shadowOn && wn.sh != nil {
+		wn.sh.retry = wait
+	}
 	log.Warn("attempt failed; retrying after backoff", append(handler.ErrorAttrs(cause), "retry_in", wait, "max_attempts", wn.msg.Policy.MaxAttempts)...)
 	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpRelease, Token: c.Token, Reason: cause.Error()}, nil, func(err error) {
 		switch {
@@ -220,7 +226,10 @@ func (l *loop) exhausted(wn *win) bool {
 // written.
 func (l *loop) deadLetter(wn *win, reason string, attempts int, token int64, report error) {
 	wn.state = stSettling
-	l.letters = append(l.letters, letter{rec: wn.rec, reason: reason, attempts: attempts, then: func(err error) {
+	if shadowOn {
+		l.shDid(wn, fmt.Sprintf("dead-letter %d", attempts))
+	}
+	l.letters = append(l.letters, letter{rec: wn.rec, reason: reason, attempts: attempts, wn: wn, then: func(err error) {
 		switch {
 		case err != nil && token != 0:
 			// ctx ended before the letter was written: not settled, the

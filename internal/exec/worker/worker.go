@@ -511,6 +511,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice; a Worker runs once, create a new one with New")
 	}
+	if shadowOn {
+		w.log.Warn("window shadow on: the rules' machine shadows every window and the worker panics where they differ (KJOB_WINDOW_SHADOW=1; a test setting)")
+	}
 	if err := w.ensureDLQ(ctx); err != nil {
 		// Release the client without joining the group.
 		done, cancel := context.WithCancel(context.Background())

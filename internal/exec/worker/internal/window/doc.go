@@ -11,11 +11,13 @@
 // halted) and carries out the actions it returns (claim, start the handler,
 // settle in the store, write a dead letter, wait, finish the record).
 //
-// # Not wired yet
+// # Shadowed, not wired yet
 //
 // The worker's partition loop (internal/exec/worker: loop.go, settle.go,
-// attempt.go) does NOT call this package yet: it still carries these rules
-// in its own code, with its own state field. This package is the
+// attempt.go) does not act on this package yet: it still carries these
+// rules in its own code, with its own state field. It steps a Window beside
+// each of its windows and panics when the two differ (worker/shadow.go, on
+// in the worker's tests and with KJOB_WINDOW_SHADOW=1). This package is the
 // specification those files are to be rewritten on, derived from what they
 // do today and tested with scenario tables; docs/design/window-lifecycle.md
 // says where each action replaces which code, and in which steps.
