@@ -3,10 +3,12 @@ package producer
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kjob/kjob/internal/store/pause"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
@@ -151,3 +153,89 @@ func FuzzLiveJobRebuildsTheRecord(f *testing.F) {
 		checkLiveJob(t, record(s))
 	})
 }
+
+// The file's import is built one request at a time: at most MaxEdits edits
+// each, a put and the pause that migrates its job in one request, ids
+// suffixed only when there are several, and only the current request's
+// specs mapped to the file's jobs (fileJobs), none once it is done.
+func TestFileRequestsOneAtATime(t *testing.T) {
+	for _, tc := range []struct {
+		jobs   int
+		paused []int // indexes of jobs the Redis pause list has
+		sizes  []int
+	}{
+		{jobs: 3, sizes: []int{3}},
+		{jobs: specs.MaxEdits, sizes: []int{specs.MaxEdits}},
+		{jobs: 2*specs.MaxEdits + 1, sizes: []int{specs.MaxEdits, specs.MaxEdits, 1}},
+		// Job 5 has a pause after its put, so job 998's put is edit 999 and
+		// its pause would be edit 1000: both go to the second request.
+		{jobs: 1500, paused: []int{5, 998}, sizes: []int{specs.MaxEdits - 1, 503}},
+	} {
+		var list []*schedule.Job
+		for i := range tc.jobs {
+			j, err := schedule.Spec{Name: "job-" + strings.Repeat("0", 6-len(itoa(i))) + itoa(i), Schedule: "@every 1m", Handler: "h"}.Job("f.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			list = append(list, j)
+		}
+		p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Elector: noElector{}, Jobs: list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy := map[string]pause.Pause{}
+		for _, i := range tc.paused {
+			legacy[list[i].Name] = pause.Pause{Job: list[i].Name, By: "ops"}
+		}
+		now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+		var sizes []int
+		var ids []string
+		puts := 0
+		for q := range p.fileRequests(specs.NewSnapshot(), map[string]*liveJob{}, now, legacy) {
+			sizes = append(sizes, len(q.Edits))
+			ids = append(ids, q.ID)
+			// The request's puts, and at most the one job read past it.
+			if n := len(p.fileJobs); n > len(q.Edits)-countOp(q.Edits, specs.OpPause)+1 {
+				t.Errorf("%d jobs: %d file jobs mapped while request %s of %d edits is applied", tc.jobs, n, q.ID, len(q.Edits))
+			}
+			for i, e := range q.Edits {
+				if e.Op == specs.OpPut {
+					puts++
+					if p.fileJobs[e.Spec] == nil {
+						t.Errorf("%s: the put of %s is not mapped to the file's job", q.ID, e.Job)
+					}
+				}
+				if e.Op == specs.OpPause && (i == 0 || q.Edits[i-1].Job != e.Job || q.Edits[i-1].Op != specs.OpPut) {
+					t.Errorf("%s: the pause of %s is not right after its put", q.ID, e.Job)
+				}
+			}
+		}
+		if !reflect.DeepEqual(sizes, tc.sizes) {
+			t.Errorf("%d jobs: requests of %v edits, want %v", tc.jobs, sizes, tc.sizes)
+		}
+		if puts != tc.jobs || len(p.fileJobs) != 0 {
+			t.Errorf("%d jobs: %d puts, %d file jobs still mapped after the import", tc.jobs, puts, len(p.fileJobs))
+		}
+		for i, id := range ids {
+			want := "file-" + strconv.FormatInt(now.UnixNano(), 36)
+			if len(ids) > 1 {
+				want += "-" + itoa(i+1)
+			}
+			if id != want {
+				t.Errorf("%d jobs: request %d has id %q, want %q", tc.jobs, i, id, want)
+			}
+		}
+	}
+}
+
+func countOp(edits []specs.Edit, op specs.Op) int {
+	n := 0
+	for _, e := range edits {
+		if e.Op == op {
+			n++
+		}
+	}
+	return n
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
