@@ -17,9 +17,12 @@ import (
 	"github.com/kjob/kjob/internal/store/specs"
 )
 
-// specView is the replica's one view of the schedules topic: the snapshot
-// of every job's current record (specs.Snapshot, with the offsets it has
-// read up to) and the validated jobs (live). A standby follows the topic
+// specView is the replica's one view of the schedules topic: the
+// validated jobs with their records' metadata (live, see liveJob), and a
+// snapshot (specs.Snapshot) with the offsets it has read up to, the
+// deleted jobs' versions, and in Jobs only the records live lacks: those
+// whose spec does not validate (a valid job's record is in live, without
+// a second copy of its spec). A standby follows the topic
 // into it; a leader takes it over, reads only the tail written since
 // (catchUp), then changes it as it commits its own changes. One goroutine
 // owns it at a time (specFollower hands it over); it is never copied.
@@ -66,6 +69,7 @@ func (p *Producer) applySpec(v *specView, r *kgo.Record, touched map[string]bool
 // reporting one that does not validate (the job is then left out, as a
 // cold read leaves it out), and empties touched.
 func (p *Producer) settle(v *specView, touched map[string]bool) {
+	var shared origins
 	for name := range touched {
 		delete(touched, name)
 		rec, ok := v.snap.Jobs[name]
@@ -73,13 +77,16 @@ func (p *Producer) settle(v *specView, touched map[string]bool) {
 			delete(v.live, name)
 			continue
 		}
-		j, err := rec.Spec.Job(fmt.Sprintf("%s: %s v%d", p.cfg.SchedulesTopic, name, rec.Version))
+		// The topic as the source: the job keeps it as its File, and the
+		// error below names the job and the version.
+		j, err := rec.Spec.Job(p.cfg.SchedulesTopic)
 		if err != nil {
 			delete(v.live, name)
 			p.malformed(p.cfg.SchedulesTopic, fmt.Errorf("job %s version %d does not validate: %w", name, rec.Version, err))
 			continue
 		}
-		v.live[name] = &liveJob{rec: rec, job: j}
+		v.live[name] = newLiveJob(rec, j, &shared)
+		delete(v.snap.Jobs, name)
 	}
 }
 

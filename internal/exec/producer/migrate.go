@@ -159,12 +159,12 @@ func (p *Producer) adopt(req *specs.Request, changes []change, snap *specs.Snaps
 			continue
 		}
 		live[c.job] = c.next
-		snap.Jobs[c.job] = c.next.rec
+		delete(snap.Jobs, c.job) // the view holds a valid job in live only (see specView)
 		delete(snap.Deleted, c.job)
 		if q != nil && c.next.active() {
 			q.push(c.next.job, c.next.job.Next(f))
 		}
-		p.log.Info("schedule changed", "job", c.job, "version", c.next.rec.Version, "actor", req.Actor,
-			"source", specs.DescribeSource(c.next.rec.Source), "request", req.ID, "effective_from", f, "paused", c.next.rec.Paused != nil)
+		p.log.Info("schedule changed", "job", c.job, "version", c.next.version, "actor", req.Actor,
+			"source", specs.DescribeSource(c.next.origin.source), "request", req.ID, "effective_from", f, "paused", c.next.paused != nil)
 	}
 }

@@ -625,7 +625,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		}
 		j := l.job
 		last, known := state[j.Name]
-		if eff := l.rec.EffectiveFrom; !eff.IsZero() && (!known || eff.After(last)) {
+		if eff := l.origin.effectiveFrom; !eff.IsZero() && (!known || eff.After(last)) {
 			// The version applies from EffectiveFrom: its windows start
 			// after it (docs/schedules.md, catch-up across a handover).
 			last, known = eff, true
@@ -666,7 +666,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			if w.Before(t.start) {
 				trig = jobmsg.TriggerCatchup
 			}
-			overdue = append(overdue, window{job: j, start: w, trigger: trig, version: l.rec.Version})
+			overdue = append(overdue, window{job: j, start: w, trigger: trig, version: l.version})
 		}
 		from := now
 		if last.After(from) { // a previous leader's clock ran ahead of ours
@@ -699,7 +699,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			if !q.valid(j) {
 				continue // changed, deleted or paused since it was pushed
 			}
-			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule, version: live[j.Name].rec.Version})
+			batch = append(batch, window{job: j, start: w, trigger: jobmsg.TriggerSchedule, version: live[j.Name].version})
 			q.push(j, j.Next(w))
 		}
 		return batch
@@ -744,7 +744,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 		p.adopt(req, changes, snap, live, q, f)
 		return res, nil
 	}
-	for _, req := range p.fileRequests(snap, live, now, legacy) {
+	for req := range p.fileRequests(snap, live, now, legacy) {
 		req.IssuedAt = p.cfg.Clock.Now() // a large file's last requests are not older than RequestTTL
 		res, err := apply(req, true)
 		if err != nil {

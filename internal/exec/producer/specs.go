@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"time"
 
@@ -14,16 +15,6 @@ import (
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
 )
-
-// liveJob is one job of the schedules topic as the leader knows it: its
-// record (version, pause, who set it) and the validated job.
-type liveJob struct {
-	rec *specs.Record
-	job *schedule.Job
-}
-
-// active reports whether the job publishes windows: enabled, not paused.
-func (l *liveJob) active() bool { return l != nil && l.job.Enabled && l.rec.Paused == nil }
 
 // kafkaOpts are the options of one of the producer's schedules readers
 // (Config.ReaderOpts, else ClientOpts), with a client id of its own:
@@ -58,56 +49,86 @@ func (p *Producer) malformed(topic string, err error) {
 // has paused (legacy) is paused by an edit right after its put, in the
 // same request, so it is created paused (the migration of
 // docs/schedules.md, "Upgrading").
-func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, now time.Time, legacy map[string]pause.Pause) []*specs.Request {
-	src := p.cfg.FileSource
-	if src.Kind == "" {
-		src.Kind = specs.SourceFile
-	}
-	var edits []specs.Edit
-	for _, j := range p.cfg.Jobs {
-		s := j.ToSpec()
-		h := specs.Hash(s)
-		if l, ok := live[j.Name]; ok {
-			if l.rec.FileHash == h {
+//
+// The requests are built one at a time, as the caller applies them: a
+// file of 100,000 jobs never has more than one request's edits (and their
+// copies of the specs) in memory. Each job is decided when its request is
+// built; the file's names are unique, so an earlier request of the import
+// changes nothing a later one decides.
+func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, now time.Time, legacy map[string]pause.Pause) iter.Seq[*specs.Request] {
+	return func(yield func(*specs.Request) bool) {
+		src := p.cfg.FileSource
+		if src.Kind == "" {
+			src.Kind = specs.SourceFile
+		}
+		id := "file-" + strconv.FormatInt(now.UnixNano(), 36)
+		k := 0 // requests yielded
+		var edits []specs.Edit
+		// emit yields a request of the first n edits and keeps the rest;
+		// last says no edit follows (a single request keeps the plain id).
+		emit := func(n int, last bool) bool {
+			q := &specs.Request{ID: id, Namespace: p.cfg.Namespace, Actor: p.actor(),
+				Source: src, Note: "imported from the schedules file", IssuedAt: now, Edits: edits[:n:n]}
+			if k > 0 || !last {
+				q.ID = fmt.Sprintf("%s-%d", id, k+1)
+			}
+			k++
+			edits = append([]specs.Edit(nil), edits[n:]...)
+			ok := yield(q)
+			for _, e := range q.Edits { // the request's edits are garbage now
+				delete(p.fileJobs, e.Spec)
+			}
+			return ok
+		}
+		for _, j := range p.cfg.Jobs {
+			s := j.ToSpec()
+			h := specs.Hash(s)
+			if l, ok := live[j.Name]; ok {
+				if l.fileHash == h {
+					continue
+				}
+				if l.origin.source.Kind != specs.SourceFile {
+					p.log.Warn("the schedules file changed this job's entry: it replaces the version another actor set",
+						"job", j.Name, "version", l.version, "set_by", l.origin.setBy, "source", specs.DescribeSource(l.origin.source), "set_at", l.origin.setAt)
+				}
+			} else if v, deleted := snap.Deleted[j.Name]; deleted {
+				p.log.Warn("the schedules file names a job deleted through the schedules API; not re-creating it (re-create it with kjobctl schedule apply, or remove it from the file)",
+					"job", j.Name, "deleted_version", v)
 				continue
 			}
-			if l.rec.Source.Kind != specs.SourceFile {
-				p.log.Warn("the schedules file changed this job's entry: it replaces the version another actor set",
-					"job", j.Name, "version", l.rec.Version, "set_by", l.rec.SetBy, "source", specs.DescribeSource(l.rec.Source), "set_at", l.rec.SetAt)
+			spec := s
+			edits = append(edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
+			if p.fileJobs == nil {
+				p.fileJobs = map[*schedule.Spec]*schedule.Job{}
 			}
-		} else if v, deleted := snap.Deleted[j.Name]; deleted {
-			p.log.Warn("the schedules file names a job deleted through the schedules API; not re-creating it (re-create it with kjobctl schedule apply, or remove it from the file)",
-				"job", j.Name, "deleted_version", v)
-			continue
+			p.fileJobs[&spec] = j
+			if lp, ok := legacy[j.Name]; ok && live[j.Name] == nil {
+				edits = append(edits, migrationEdit(lp, now))
+			}
+			// A file of 100,000 jobs in one request would be refused
+			// (MaxEdits), and its Result alone would exceed Kafka's record
+			// size limit. More than MaxEdits pending: this request is not
+			// the last.
+			if len(edits) > specs.MaxEdits {
+				n := specs.MaxEdits
+				if edits[n].Op == specs.OpPause {
+					n-- // a put and the pause that migrates its job stay in one transaction
+				}
+				if !emit(n, false) {
+					return
+				}
+			}
 		}
-		spec := s
-		edits = append(edits, specs.Edit{Op: specs.OpPut, Job: j.Name, Spec: &spec, FileHash: h})
-		if p.fileJobs == nil {
-			p.fileJobs = map[*schedule.Spec]*schedule.Job{}
-		}
-		p.fileJobs[&spec] = j
-		if lp, ok := legacy[j.Name]; ok && live[j.Name] == nil {
-			edits = append(edits, migrationEdit(lp, now))
+		for len(edits) > 0 {
+			n := min(len(edits), specs.MaxEdits)
+			if n < len(edits) && edits[n].Op == specs.OpPause {
+				n--
+			}
+			if !emit(n, n == len(edits)) {
+				return
+			}
 		}
 	}
-	// A file of 100,000 jobs in one request would be refused (MaxEdits),
-	// and its Result alone would exceed Kafka's record size limit.
-	var out []*specs.Request
-	id := "file-" + strconv.FormatInt(now.UnixNano(), 36)
-	for k := 0; len(edits) > 0; k++ {
-		n := min(len(edits), specs.MaxEdits)
-		if n < len(edits) && edits[n].Op == specs.OpPause {
-			n-- // a put and the pause that migrates its job stay in one transaction
-		}
-		q := &specs.Request{ID: id, Namespace: p.cfg.Namespace, Actor: p.actor(),
-			Source: src, Note: "imported from the schedules file", IssuedAt: now, Edits: edits[:n:n]}
-		if k > 0 || n < len(edits) {
-			q.ID = fmt.Sprintf("%s-%d", id, k+1)
-		}
-		out = append(out, q)
-		edits = edits[n:]
-	}
-	return out
 }
 
 // actor is the producer's own actor, for the file's imports.
@@ -130,7 +151,7 @@ func refusal(kind string, i int, job, reason string) *specs.Refusal {
 func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 	r := refusal(specs.RefusedConflict, i, job, reason)
 	if l != nil {
-		r.Current, r.SetBy, r.SetAt, r.Source = l.rec.Version, l.rec.SetBy, l.rec.SetAt, l.rec.Source
+		r.Current, r.SetBy, r.SetAt, r.Source = l.version, l.origin.setBy, l.origin.setAt, l.origin.source
 	}
 	return r
 }
@@ -187,7 +208,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 	}
 	lastVersion := func(job string) int64 {
 		if l, ok := get(job); ok {
-			return l.rec.Version
+			return l.version
 		}
 		if v, ok := gone[job]; ok {
 			return v
@@ -196,12 +217,20 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 	}
 	var recs []*kgo.Record
 	var changes []change
+	var shared origins // one origin per distinct (actor, source, note, instant)
+	// The jobs' source for validation: one string per request, not per
+	// job (a job keeps it as its File; a refusal names the edit).
+	source := "request " + q.ID
 	for i, e := range q.Edits {
 		l, exists := get(e.Job)
+		var curSpec schedule.Spec // the job's spec before the edit
+		if exists {
+			curSpec = l.spec()
+		}
 		if e.ExpectVersion != nil {
 			have := int64(0)
 			if exists {
-				have = l.rec.Version
+				have = l.version
 			}
 			if *e.ExpectVersion != have {
 				res.Refused = conflict(i, e.Job, l, fmt.Sprintf("the %s expected version %d", e.Op, *e.ExpectVersion))
@@ -212,7 +241,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 		var job *schedule.Job
 		pause := (*specs.Pause)(nil)
 		if exists {
-			pause = l.rec.Paused
+			pause = l.paused
 		}
 		switch e.Op {
 		case specs.OpCreate, specs.OpUpdate, specs.OpPut:
@@ -233,7 +262,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			j, fromFile := p.fileJobs[e.Spec]
 			if !fromFile {
 				var err error
-				if j, err = s.Job(fmt.Sprintf("request %s edit %d", q.ID, i)); err != nil {
+				if j, err = s.Job(source); err != nil {
 					res.Refused = invalidRefusal(i, e.Job, err)
 					return nil, nil, res
 				}
@@ -248,8 +277,8 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			}
 			c := j.ToSpec()
 			spec, job = &c, j
-			if exists && specs.Hash(c) == specs.Hash(l.rec.Spec) && (e.FileHash == "" || e.FileHash == l.rec.FileHash) {
-				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+			if exists && specs.Hash(c) == specs.Hash(curSpec) && (e.FileHash == "" || e.FileHash == l.fileHash) {
+				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.version, VersionAfter: l.version, Unchanged: true})
 				continue
 			}
 		case specs.OpDelete, specs.OpPause, specs.OpResume, specs.OpRevert:
@@ -260,11 +289,11 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			// A new job value even for the same spec: the heap's entries
 			// of the old one must stay invalid (queue.valid compares them).
 			jc := *l.job
-			spec, job = &l.rec.Spec, &jc
+			spec, job = &curSpec, &jc
 			switch e.Op {
 			case specs.OpPause:
 				if pause != nil {
-					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.version, VersionAfter: l.version, Unchanged: true})
 					continue
 				}
 				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: f}
@@ -274,7 +303,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 				}
 			case specs.OpResume:
 				if pause == nil {
-					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.rec.Version, VersionAfter: l.rec.Version, Unchanged: true})
+					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.version, VersionAfter: l.version, Unchanged: true})
 					continue
 				}
 				pause = nil
@@ -309,7 +338,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 		ch := &specs.Change{Namespace: p.cfg.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op,
 			VersionAfter: v, Actor: q.Actor, Source: src, Note: q.Note, At: f}
 		if exists {
-			ch.VersionBefore = l.rec.Version
+			ch.VersionBefore = l.version
 		}
 		if e.Note != "" {
 			ch.Note = e.Note
@@ -317,7 +346,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 		var prevSpec *schedule.Spec
 		var prevPause *specs.Pause
 		if exists {
-			prevSpec, prevPause = &l.rec.Spec, l.rec.Paused
+			prevSpec, prevPause = &curSpec, l.paused
 		}
 		if e.Op == specs.OpDelete {
 			ch.Diff = specs.Diff(prevSpec, prevPause, nil, nil)
@@ -330,7 +359,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
 				Source: src, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
 			if exists {
-				rec.FileHash = l.rec.FileHash
+				rec.FileHash = l.fileHash
 			}
 			if e.FileHash != "" {
 				rec.FileHash = e.FileHash
@@ -346,7 +375,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 				return nil, nil, res
 			}
 			recs = append(recs, r)
-			n := &liveJob{rec: rec, job: job}
+			n := newLiveJob(rec, job, &shared)
 			cur[e.Job] = n
 			delete(gone, e.Job)
 			changes = append(changes, change{job: e.Job, next: n})

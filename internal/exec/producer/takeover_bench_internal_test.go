@@ -235,7 +235,7 @@ func BenchmarkSchedulesTakeover(b *testing.B) {
 					recs := make([]*kgo.Record, 0, tail)
 					for j := range tail {
 						job := fmt.Sprintf("job-%06d", (i*tail+j)%jobs)
-						recs = append(recs, w.rec(p.cfg.Namespace, job, v.snap.Jobs[job].Version+1, "2m", "", time.Now()))
+						recs = append(recs, w.rec(p.cfg.Namespace, job, v.live[job].version+1, "2m", "", time.Now()))
 					}
 					w.txnOf(true, recs...)
 					b.StartTimer()

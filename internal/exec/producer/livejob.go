@@ -1,0 +1,88 @@
+package producer
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/kjob/kjob/internal/store/specs"
+	"github.com/kjob/kjob/schedule"
+)
+
+// liveJob is one job of the schedules topic as the leader (or a standby's
+// view) knows it: the validated job and its record's metadata (version,
+// pause, who set it), but not the record's spec: that is rebuilt from the
+// job when needed (spec), as every record a leader writes holds exactly
+// job.ToSpec(). A view of 100,000 jobs holds one copy of each spec, in its
+// job, instead of two (docs/performance.md, schedules as a log).
+type liveJob struct {
+	job     *schedule.Job
+	version int64
+	paused  *specs.Pause
+	// origin is who set this version, shared by the jobs one change
+	// request set alike.
+	origin   *origin
+	changeID string
+	fileHash string
+	// raw is the record's spec when it is not job.ToSpec() (a record this
+	// kjob's leaders do not write: a payload with escaped characters, a
+	// non-canonical duration...); nil otherwise, which is every record a
+	// leader wrote.
+	raw *schedule.Spec
+}
+
+// origin is the part of a record that the jobs of one change request
+// share.
+type origin struct {
+	setBy         string
+	source        specs.Source
+	note          string
+	setAt         time.Time
+	effectiveFrom time.Time
+}
+
+// origins shares equal origins between the jobs of a view (one per change
+// request instead of one per job). Its zero value is ready to use.
+type origins map[origin]*origin
+
+func (o *origins) get(v origin) *origin {
+	if p, ok := (*o)[v]; ok {
+		return p
+	}
+	if *o == nil {
+		*o = origins{}
+	}
+	p := &v
+	(*o)[v] = p
+	return p
+}
+
+// newLiveJob returns the view's entry for rec, whose spec validated into j;
+// o shares its origin with the other entries.
+func newLiveJob(rec *specs.Record, j *schedule.Job, o *origins) *liveJob {
+	l := &liveJob{job: j, version: rec.Version, paused: rec.Paused, changeID: rec.ChangeID, fileHash: rec.FileHash,
+		origin: o.get(origin{setBy: rec.SetBy, source: rec.Source, note: rec.Note, setAt: rec.SetAt, effectiveFrom: rec.EffectiveFrom})}
+	if s := j.ToSpec(); !reflect.DeepEqual(s, rec.Spec) {
+		raw := rec.Spec
+		l.raw = &raw
+	}
+	return l
+}
+
+// spec returns the job's spec exactly as its record holds it.
+func (l *liveJob) spec() schedule.Spec {
+	if l.raw != nil {
+		return *l.raw
+	}
+	return l.job.ToSpec()
+}
+
+// record rebuilds the job's record of namespace, equal to the one read or
+// written (with V set, as SpecRecord and a read leave it).
+func (l *liveJob) record(namespace string) *specs.Record {
+	return &specs.Record{V: specs.Version, Namespace: namespace, Job: l.job.Name, Version: l.version, Spec: l.spec(),
+		Paused: l.paused, SetBy: l.origin.setBy, Source: l.origin.source, Note: l.origin.note, SetAt: l.origin.setAt,
+		ChangeID: l.changeID, EffectiveFrom: l.origin.effectiveFrom, FileHash: l.fileHash}
+}
+
+// active reports whether the job publishes windows: enabled, not paused.
+func (l *liveJob) active() bool { return l != nil && l.job.Enabled && l.paused == nil }
