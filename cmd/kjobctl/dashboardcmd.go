@@ -93,17 +93,21 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUsage)
 	}
-	// The jobs come from the schedules topic, re-read at most every
-	// jobsource.DefaultMaxAge (or --interval, if longer) and at every
-	// read of the schedules page; with --schedules, from that file.
+	// The jobs come from the schedules topic, followed as it is written
+	// (a read-committed consumer tailing it); with --schedules, from that
+	// file.
 	var jobs dashboardJobs = jobsOf{&o, stderr}
-	var cache *jobsource.Cache
+	var follower *jobsource.Follower
 	if o.schedules == "" {
-		if cache, err = jobsource.NewCache(jobsource.CacheConfig{Opts: o.kgoOpts(), Deployment: o.deployment(), MaxAge: max(interval, jobsource.DefaultMaxAge)}); err != nil {
+		if follower, err = jobsource.NewFollower(jobsource.FollowerConfig{Opts: o.kgoOpts(), Deployment: o.deployment(), Logger: log}); err != nil {
 			return err
 		}
-		jobs = cache
-		o.warnEmptyTopic(ctx, cache, log)
+		fctx, stopFollowing := context.WithCancel(ctx)
+		followed := make(chan struct{})
+		go func() { defer close(followed); _ = follower.Run(fctx) }()
+		defer func() { stopFollowing(); <-followed }()
+		jobs = follower
+		o.warnEmptyTopic(ctx, follower, log)
 	} else if _, err := o.jobSet(ctx, stderr); err != nil {
 		return err
 	}
@@ -128,8 +132,8 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	// The schedules page reads the schedules topic and change log; with
 	// --actions its changes go to the producer leader as the signed-in user.
 	var snaps dashboard.SnapshotReader
-	if cache != nil {
-		snaps = cache
+	if follower != nil {
+		snaps = follower
 	}
 	if cfg.Schedules, err = dashboard.NewSchedulesFrom(specs.ClientConfig{Opts: o.kgoOpts(), Deployment: o.deployment()}, snaps); err != nil {
 		return err
@@ -242,7 +246,7 @@ func (o *opts) dashboardActions(jobs operator.JobSource, usersFile, tokensFile, 
 }
 
 // dashboardJobs is where the dashboard's job list comes from: the
-// schedules topic (*jobsource.Cache), or the --schedules file (jobsOf).
+// schedules topic (*jobsource.Follower), or the --schedules file (jobsOf).
 type dashboardJobs interface {
 	inspect.JobSource
 	operator.JobSource
@@ -260,7 +264,7 @@ func (j jobsOf) Job(ctx context.Context, name string) (*schedule.Job, error) {
 // warnEmptyTopic logs a warning when the schedules topic has no jobs: the
 // deployment's producer does not write it yet. The dashboard serves
 // anyway (the job list follows the topic once the producer writes it).
-func (o *opts) warnEmptyTopic(ctx context.Context, c *jobsource.Cache, log *slog.Logger) {
+func (o *opts) warnEmptyTopic(ctx context.Context, c *jobsource.Follower, log *slog.Logger) {
 	cctx, cancel := o.ctx(ctx)
 	defer cancel()
 	s, err := c.Set(cctx)

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -49,31 +48,14 @@ const (
 	txnID        = "kjob-producer-kjob"
 )
 
-// documentedACLs reads the role table of deploy/SECURITY.md.
+// documentedACLs reads the role table of deploy/SECURITY.md: the
+// producer's rows (its own and its schedules rows) and the worker's.
 func documentedACLs(t *testing.T) map[string][]access.Permission {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]access.Permission{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
-		if len(cells) != 4 {
-			continue
-		}
-		for i := range cells {
-			cells[i] = strings.TrimSpace(cells[i])
-		}
-		if cells[0] == "producer (schedules)" { // schedules as a log: the producer's rows of its own table
-			cells[0] = "producer"
-		}
-		if cells[0] != "producer" && cells[0] != "worker" {
-			continue
-		}
-		out[cells[0]] = append(out[cells[0]], access.Permission{Resource: cells[1], Name: cells[2], Operation: cells[3]})
+	rows := testenv.KafkaACLRows(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
+	out := map[string][]access.Permission{
+		"producer": append(rows["producer"], rows["producer (schedules)"]...), // schedules as a log: the producer's rows of its own table
+		"worker":   rows["worker"],
 	}
 	if len(out["producer"]) == 0 || len(out["worker"]) == 0 {
 		t.Fatalf("deploy/SECURITY.md: no role table rows found: %v", out)

@@ -1,14 +1,11 @@
 package preflight_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,27 +26,10 @@ import (
 // "producer (schedules)" and "writer (schedules)").
 func documentedScheduleACLs(t *testing.T) map[string][]access.Permission {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]access.Permission{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
-		if len(cells) != 4 {
-			continue
-		}
-		for i := range cells {
-			cells[i] = strings.TrimSpace(cells[i])
-		}
-		if role, ok := strings.CutSuffix(cells[0], " (schedules)"); ok {
-			out[role] = append(out[role], access.Permission{Resource: cells[1], Name: cells[2], Operation: cells[3]})
-		}
-	}
+	rows := testenv.KafkaACLRows(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
+	out := map[string][]access.Permission{"producer": rows["producer (schedules)"], "writer": rows["writer (schedules)"]}
 	if len(out["producer"]) == 0 || len(out["writer"]) == 0 {
-		t.Fatalf("deploy/SECURITY.md: no schedule role rows found: %v", out)
+		t.Fatalf("deploy/SECURITY.md: no schedule role rows found: %v", rows)
 	}
 	return out
 }

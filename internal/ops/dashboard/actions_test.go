@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -138,17 +137,6 @@ func (e *actionsEnv) committed(t *testing.T, group string) int64 {
 		return -1
 	}
 	return o.At
-}
-
-// client is an HTTP client that keeps the session cookie and no
-// connections (for the goroutine-leak check).
-func client(t *testing.T) *http.Client {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &http.Client{Jar: jar, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
 // TestActionRefusals: with the actions on, every request needs
@@ -567,34 +555,4 @@ func TestBackfillAction(t *testing.T) {
 	if n != 8 { // three accepted actions (started and ok each) and the refused range (started and refused)
 		t.Errorf("%d backfill audit records, want 8: %+v", n, recs)
 	}
-}
-
-// csrf is the session's CSRF token for the bearer token.
-func (e *actionsEnv) csrf(t *testing.T, cl *http.Client, url string) string {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url+"/api/session", nil)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	resp, err := cl.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var s struct {
-		Token string `json:"csrf_token"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || s.Token == "" {
-		t.Fatalf("GET /api/session: %v", err)
-	}
-	return s.Token
-}
-
-// otherToken is token with its first character changed: a token of the
-// same shape that is not this session's. (Prefixing a fixed "x" gave the
-// session's own token back whenever it began with x.)
-func otherToken(token string) string {
-	c := "x"
-	if strings.HasPrefix(token, "x") {
-		c = "y"
-	}
-	return c + token[1:]
 }

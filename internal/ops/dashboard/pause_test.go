@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -78,40 +77,21 @@ func TestPauseResumeActions(t *testing.T) {
 	}
 	srv := httptest.NewServer(d)
 	defer srv.Close()
-	cl := client(t)
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-	req.SetBasicAuth("alice", testPassword)
-	alice := req.Header.Get("Authorization")
+	alice := signInAlice(t, srv.URL)
+	good := alice.good
 	do := func(path string, h hdr, body string) (int, string) {
 		t.Helper()
 		method := "GET"
 		if body != "" {
 			method = "POST"
 		}
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		code, b := alice.do(method, path, h, body)
 		var m struct{ Detail, Error string }
 		if json.Unmarshal(b, &m) == nil && m.Detail+m.Error != "" {
-			return resp.StatusCode, m.Detail + m.Error // unescaped
+			return code, m.Detail + m.Error // unescaped
 		}
-		return resp.StatusCode, string(b)
+		return code, string(b)
 	}
-	_, body := do("/api/session", hdr{"Authorization": alice}, "")
-	var sess struct {
-		Token string `json:"csrf_token"`
-	}
-	if err := json.Unmarshal([]byte(body), &sess); err != nil {
-		t.Fatal(err)
-	}
-	good := hdr{"Authorization": alice, "Content-Type": "application/json", "Origin": srv.URL, "X-CSRF-Token": sess.Token}
 	reader, err := specs.NewClient(specs.ClientConfig{Opts: []kgo.Opt{kgo.SeedBrokers(e.brokers...)}, Deployment: dep})
 	if err != nil {
 		t.Fatal(err)

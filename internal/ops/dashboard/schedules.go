@@ -34,16 +34,16 @@ func NewSchedules(cfg specs.ClientConfig) (Schedules, error) {
 	return NewSchedulesFrom(cfg, nil)
 }
 
-// SnapshotReader reads the schedules topic to its end;
-// *jobsource.Cache implements it.
+// SnapshotReader reads the schedules topic up to the changes committed
+// before the call; *jobsource.Follower implements it.
 type SnapshotReader interface {
 	Snapshot(ctx context.Context) (*specs.Snapshot, error)
 }
 
 // NewSchedulesFrom is NewSchedules whose schedules page reads the topic
 // through snaps (nil: its own client): kjobctl dashboard passes the
-// *jobsource.Cache its job list comes from, so the topic is read once for
-// both and a page's fresh read refreshes the job list too.
+// *jobsource.Follower its job list comes from, so one consumer follows the
+// topic for both and a page waits only for the changes it does not have.
 func NewSchedulesFrom(cfg specs.ClientConfig, snaps SnapshotReader) (Schedules, error) {
 	cfg.Source = specs.Source{Kind: specs.SourceDashboard}
 	cfg.Actor = "dashboard"

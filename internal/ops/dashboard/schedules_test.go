@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -52,32 +51,18 @@ func newSchedulesEnv(t *testing.T) (*actionsEnv, dashboard.Schedules, *httptest.
 // the audit log records each schedule action with alice as its user.
 func TestSchedulesPage(t *testing.T) {
 	e, _, srv := newSchedulesEnv(t)
-	cl := client(t)
-	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
-	req.SetBasicAuth("alice", testPassword)
-	alice := req.Header.Get("Authorization")
+	si := signInAlice(t, srv.URL)
+	alice, token, good := si.alice, si.token, si.good
 	do := func(method, path string, h hdr, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		code, b := si.do(method, path, h, body)
 		m := map[string]any{}
 		_ = json.Unmarshal(b, &m)
 		if len(m) == 0 {
 			m["body"] = string(b)
 		}
-		return resp.StatusCode, m
+		return code, m
 	}
-	_, s := do("GET", "/api/session", hdr{"Authorization": alice}, "")
-	token, _ := s["csrf_token"].(string)
-	good := hdr{"Authorization": alice, "Content-Type": "application/json", "Origin": srv.URL, "X-CSRF-Token": token}
 	post := func(action, body string) (int, map[string]any) {
 		t.Helper()
 		return do("POST", "/api/actions/"+action, good, body)

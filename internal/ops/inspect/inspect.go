@@ -81,12 +81,12 @@ type Config struct {
 	// topic, with no schedule.
 	Jobs []*schedule.Job
 	// JobSource supplies the jobs at every read instead, for a
-	// long-running reader (the dashboard: a *jobsource.Cache of the
+	// long-running reader (the dashboard: a *jobsource.Follower of the
 	// schedules topic), so jobs created or changed meanwhile show. Set
 	// Jobs or JobSource, not both.
 	JobSource JobSource
 	// Pauses supplies the jobs' pauses from their specs in the schedules
-	// topic: who paused a job, since when, the note (*jobsource.Cache,
+	// topic: who paused a job, since when, the note (*jobsource.Follower,
 	// *jobsource.Set). Optional: without it no job shows as paused.
 	Pauses Pauses
 	// ChangeLog reads the schedule change log (*specs.Client), so that a
@@ -105,14 +105,14 @@ type Config struct {
 	Now func() time.Time
 }
 
-// JobSource supplies the deployment's jobs; *jobsource.Cache implements
+// JobSource supplies the deployment's jobs; *jobsource.Follower implements
 // it.
 type JobSource interface {
 	Jobs(ctx context.Context) ([]*schedule.Job, error)
 }
 
 // Pauses supplies the paused jobs' pauses, by job, from their specs;
-// *jobsource.Cache implements it.
+// *jobsource.Follower implements it.
 type Pauses interface {
 	Pauses(ctx context.Context) (map[string]*specs.Pause, error)
 }

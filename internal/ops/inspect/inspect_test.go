@@ -256,14 +256,19 @@ func (l *jobList) Jobs(context.Context) ([]*schedule.Job, error) {
 }
 
 // pauses reads the jobs' pauses from the schedules topic at every call.
-func pauses(t *testing.T, brokers []string) *jobsource.Cache {
+func pauses(t *testing.T, brokers []string) inspect.Pauses {
 	t.Helper()
-	c, err := jobsource.NewCache(jobsource.CacheConfig{Opts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Deployment: names.Deployment{Namespace: "ns"},
-		MaxAge: time.Nanosecond})
+	return topicPauses{kgo.SeedBrokers(brokers...)}
+}
+
+type topicPauses []kgo.Opt
+
+func (p topicPauses) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
+	s, err := jobsource.ReadTopic(ctx, p, names.Deployment{Namespace: "ns"})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return c
+	return s.Pauses(), nil
 }
 
 // PausePeriods: a pause runs from its At to the change that leaves the

@@ -9,9 +9,11 @@
 //	set, err := jobsource.ReadTopic(ctx, opts, deployment) // or jobsource.FromFile(file)
 //	job, err := set.Job("report") // an *UnknownJobError names the topic and lists the known jobs
 //
-// A long-running reader (the dashboard) keeps one Cache: it re-reads the
-// topic at most every MaxAge, and every fresh read (the schedules page's)
-// updates the job list too.
+// A long-running reader (the dashboard) keeps one Follower instead: a
+// read-committed consumer that tails the topic and applies each record to
+// its job list as it is committed (Run), so a change shows within
+// milliseconds, not at the next re-read. A caller that needs a view
+// holding its own write waits for it (Sync, Snapshot).
 package jobsource
 
 import (
@@ -20,12 +22,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kjob/kjob/internal/base/configerr"
 	"github.com/kjob/kjob/internal/base/names"
 	"github.com/kjob/kjob/internal/store/specs"
 	"github.com/kjob/kjob/schedule"
@@ -45,7 +45,7 @@ var (
 const maxListed = 20
 
 // Set is the job list read at one moment, from the schedules topic or
-// from a schedules file. Treat it as read-only: a Cache shares it.
+// from a schedules file. Treat it as read-only: a Follower shares it.
 type Set struct {
 	// Jobs are the jobs, validated as the producer validates them, sorted
 	// by name. A topic record whose spec does not validate is left out
@@ -211,135 +211,4 @@ func (e *UnknownJobError) Error() string {
 		b.WriteString("; create it with kjobctl schedule apply -f FILE (kjobctl schedule get JOB shows a job's spec)")
 	}
 	return b.String()
-}
-
-// CacheConfig configures a Cache.
-type CacheConfig struct {
-	// Opts are the Kafka client options: seed brokers, TLS, SASL
-	// (required).
-	Opts []kgo.Opt
-	// Deployment names the schedules topic and the namespace.
-	Deployment names.Deployment
-	// MaxAge is how old the job list may get before Set reads the topic
-	// again. Default DefaultMaxAge.
-	MaxAge time.Duration
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-}
-
-// DefaultMaxAge is CacheConfig.MaxAge when it is zero.
-const DefaultMaxAge = 10 * time.Second
-
-// Cache is the schedules topic's job list for a long-running reader:
-// Set and Jobs re-read the topic when the list is older than MaxAge, and
-// every Snapshot (a fresh read) updates it. One read runs at a time; the
-// callers waiting meanwhile share its result. It is safe for concurrent
-// use.
-type Cache struct {
-	cfg   CacheConfig
-	topic string
-
-	read sync.Mutex // held during a read of the topic
-	mu   sync.Mutex
-	set  *Set
-	snap *specs.Snapshot
-	// started counts the reads begun, done is the number of the last one
-	// finished (reads run one at a time).
-	started, done uint64
-}
-
-// NewCache validates cfg and returns a Cache; nothing is read until the
-// first call.
-func NewCache(cfg CacheConfig) (*Cache, error) {
-	if len(cfg.Opts) == 0 {
-		return nil, &configerr.Error{Op: "jobsource", Field: "CacheConfig.Opts", Reason: "is empty: pass kgo.SeedBrokers(...) and the TLS/SASL options"}
-	}
-	switch {
-	case cfg.MaxAge == 0:
-		cfg.MaxAge = DefaultMaxAge
-	case cfg.MaxAge < 0:
-		return nil, &configerr.Error{Op: "jobsource", Field: "CacheConfig.MaxAge", Value: cfg.MaxAge, Reason: fmt.Sprintf("is negative: set how old the job list may get, or 0 for %v", DefaultMaxAge)}
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	cfg.Deployment = cfg.Deployment.WithDefaults()
-	return &Cache{cfg: cfg, topic: cfg.Deployment.SchedulesTopic()}, nil
-}
-
-// Topic is the schedules topic the cache reads.
-func (c *Cache) Topic() string { return c.topic }
-
-// Snapshot reads the schedules topic to its end now and updates the job
-// list with it. The snapshot is shared: do not change it.
-func (c *Cache) Snapshot(ctx context.Context) (*specs.Snapshot, error) {
-	c.mu.Lock()
-	asked := c.started
-	c.mu.Unlock()
-	c.read.Lock()
-	defer c.read.Unlock()
-	c.mu.Lock()
-	if c.done > asked {
-		// A read that began after this call did finish meanwhile.
-		snap := c.snap
-		c.mu.Unlock()
-		return snap, nil
-	}
-	c.started++
-	seq := c.started
-	c.mu.Unlock()
-	snap, set, err := readTopic(ctx, c.cfg.Opts, c.cfg.Deployment, c.cfg.Now)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.snap, c.set, c.done = snap, set, seq
-	c.mu.Unlock()
-	return snap, nil
-}
-
-func (c *Cache) current() (*specs.Snapshot, *Set) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.snap, c.set
-}
-
-// Set returns the job list, read again if it is older than MaxAge.
-func (c *Cache) Set(ctx context.Context) (*Set, error) {
-	if _, set := c.current(); set != nil && c.cfg.Now().Sub(set.ReadAt) < c.cfg.MaxAge {
-		return set, nil
-	}
-	if _, err := c.Snapshot(ctx); err != nil {
-		return nil, err
-	}
-	_, set := c.current()
-	return set, nil
-}
-
-// Jobs returns the jobs of Set (inspect.JobSource and
-// operator.JobSource).
-func (c *Cache) Jobs(ctx context.Context) ([]*schedule.Job, error) {
-	s, err := c.Set(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Jobs, nil
-}
-
-// Pauses returns the pauses of Set (inspect.Pauses).
-func (c *Cache) Pauses(ctx context.Context) (map[string]*specs.Pause, error) {
-	s, err := c.Set(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Pauses(), nil
-}
-
-// Job returns the named job of Set (see Set.Job).
-func (c *Cache) Job(ctx context.Context, name string) (*schedule.Job, error) {
-	s, err := c.Set(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Job(name)
 }

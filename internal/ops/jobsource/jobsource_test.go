@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kjob/kjob/internal/base/names"
@@ -126,24 +125,33 @@ func TestReadTopicEmpty(t *testing.T) {
 	}
 }
 
-// The cache reads the topic again once its list is older than MaxAge, and
-// a Snapshot (a fresh read) refreshes the list at once.
-func TestCacheRefreshes(t *testing.T) {
-	brokers := testenv.Brokers(t, kfake.SeedTopics(1, dep.SchedulesTopic()))
-	write(t, brokers, spec(t, record("a", "@every 1m", 1)))
-	var mu sync.Mutex
-	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	c, err := jobsource.NewCache(jobsource.CacheConfig{Opts: []kgo.Opt{kgo.SeedBrokers(brokers...)}, Deployment: dep, MaxAge: time.Minute, Now: clock})
+// The follower tails the topic: a job written while it runs is in its
+// list without any re-read, a deleted one leaves it, and its answers for
+// malformed records, tombstones, specs that do not validate and aborted
+// transactions are those of a fresh read (ReadTopic). A Sync after a write
+// sees the write, also when the topic did not exist when Run began.
+func TestFollowerFollowsTheTopic(t *testing.T) {
+	cluster := testenv.Cluster(t)
+	brokers := cluster.ListenAddrs()
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	f, err := jobsource.NewFollower(jobsource.FollowerConfig{Opts: opts, Deployment: dep})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(rctx) }()
+	defer func() {
+		stop()
+		if err := testenv.Recv(t, done, 10*time.Second, "Run's return"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
 	names := func() string {
 		t.Helper()
-		js, err := c.Jobs(ctx)
+		js, err := f.Jobs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,30 +161,102 @@ func TestCacheRefreshes(t *testing.T) {
 		}
 		return strings.Join(out, ",")
 	}
-	if got := names(); got != "a" {
-		t.Fatalf("jobs %q, want a", got)
+	// No topic yet: an empty set, as a fresh read gives.
+	if s, err := f.Set(ctx); err != nil || !s.Empty() || s.Topic != dep.SchedulesTopic() {
+		t.Fatalf("Set before the topic exists: %+v, %v", s, err)
 	}
+	adm := kadm.NewClient(mustClient(t, opts))
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": ptr("compact")}, dep.SchedulesTopic()); err != nil {
+		t.Fatal(err)
+	}
+	write(t, brokers, spec(t, record("a", "@every 1m", 1)))
+	// Sync finds the new topic at once (Run looks for it every second).
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != "a" {
+		t.Fatalf("after Sync: jobs %q, want a", got)
+	}
+	// Followed, not re-read: no Sync.
 	write(t, brokers, spec(t, record("b", "@every 1m", 1)))
-	advance(59 * time.Second)
-	if got := names(); got != "a" {
-		t.Fatalf("within MaxAge: jobs %q, want the cached a", got)
+	testenv.Eventually(t, 20*time.Second, func() bool { return names() == "a,b" }, "b not followed: jobs %q", names())
+	write(t, brokers, specs.Tombstone(dep.SchedulesTopic(), "b", 2))
+	testenv.Eventually(t, 20*time.Second, func() bool { return names() == "a" }, "b's delete not followed: jobs %q", names())
+	if _, err := f.Job(ctx, "b"); err == nil || !strings.Contains(err.Error(), `it was deleted from js.windows.schedules (version 2;`) {
+		t.Fatalf("Job(b) after its delete: %v", err)
 	}
-	advance(time.Second)
-	if got := names(); got != "a,b" {
-		t.Fatalf("after MaxAge: jobs %q, want a,b", got)
+
+	// A malformed record, a spec that does not validate, a record of
+	// another namespace, a committed and an aborted transaction.
+	write(t, brokers, &kgo.Record{Topic: dep.SchedulesTopic(), Key: []byte("a"), Value: []byte("{not json")},
+		spec(t, record("broken", "every now and then", 1)))
+	other := record("other", "@every 1m", 1)
+	other.Namespace = "elsewhere"
+	write(t, brokers, spec(t, other))
+	txn := func(commit bool, recs ...*kgo.Record) {
+		t.Helper()
+		cl := mustClient(t, append(opts, kgo.TransactionalID(fmt.Sprintf("js-test-%v", commit)), kgo.ProducerLinger(0)))
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	write(t, brokers, spec(t, record("c", "@every 1m", 1)))
-	snap, err := c.Snapshot(ctx)
-	if err != nil || len(snap.Jobs) != 3 {
-		t.Fatalf("Snapshot: %v, %v", snap, err)
+	txn(false, spec(t, record("aborted", "@every 1m", 1)))
+	txn(true, spec(t, record("c", "@every 1m", 1)), spec(t, record("a", "@every 2m", 2)))
+	// The last committed offset is the commit marker: Sync reaches it.
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if got := names(); got != "a,b,c" {
-		t.Fatalf("after a Snapshot: jobs %q, want a,b,c", got)
+	got, err := f.Set(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.Job(ctx, "d"); !errors.Is(err, jobsource.ErrUnknownJob) {
-		t.Fatalf("Job(d): %v", err)
+	want, err := jobsource.ReadTopic(ctx, opts, dep)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := jobsource.NewCache(jobsource.CacheConfig{Deployment: dep}); err == nil || !strings.Contains(err.Error(), "CacheConfig.Opts") {
-		t.Errorf("NewCache without Opts: %v", err)
+	if g := strings.Join(got.Names(), ","); g != "a,c" || g != strings.Join(want.Names(), ",") {
+		t.Errorf("jobs: follower %s, fresh read %s, want a,c", g, strings.Join(want.Names(), ","))
+	}
+	if j, err := got.Job("a"); err != nil || j.Spec != "@every 2m" {
+		t.Errorf("Job(a) = %v, %v, want the committed @every 2m", j, err)
+	}
+	if fmt.Sprint(got.Deleted) != fmt.Sprint(want.Deleted) || fmt.Sprint(got.Deleted) != "map[b:2]" {
+		t.Errorf("deleted: follower %v, fresh read %v, want map[b:2]", got.Deleted, want.Deleted)
+	}
+	if len(got.Invalid) != 1 || got.Invalid["broken"] == nil || fmt.Sprint(got.Invalid) != fmt.Sprint(want.Invalid) {
+		t.Errorf("invalid: follower %v, fresh read %v, want broken", got.Invalid, want.Invalid)
+	}
+	if fmt.Sprint(got.Malformed) != fmt.Sprint(want.Malformed) || len(got.Malformed) != 2 {
+		t.Errorf("malformed: follower %v, fresh read %v, want the bad JSON and the other namespace's", got.Malformed, want.Malformed)
+	}
+	for name, r := range want.Records {
+		if g := got.Records[name]; g == nil || g.Version != r.Version {
+			t.Errorf("record %s: follower %+v, fresh read %+v", name, g, r)
+		}
+	}
+	snap, err := f.Snapshot(ctx)
+	if err != nil || len(snap.Jobs) != 3 || snap.Jobs["a"].Version != 2 {
+		t.Errorf("Snapshot: %+v, %v, want a v2, broken and c", snap, err)
+	}
+	if _, err := jobsource.NewFollower(jobsource.FollowerConfig{Deployment: dep}); err == nil || !strings.Contains(err.Error(), "FollowerConfig.Opts") {
+		t.Errorf("NewFollower without Opts: %v", err)
 	}
 }
+
+func mustClient(t *testing.T, opts []kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func ptr[T any](v T) *T { return &v }

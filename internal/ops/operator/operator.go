@@ -36,7 +36,7 @@ type Config struct {
 	// the schedules topic's, or a schedules file's).
 	Jobs []*schedule.Job
 	// JobSource looks the jobs up at every action instead, for a
-	// long-running caller (the dashboard: a *jobsource.Cache of the
+	// long-running caller (the dashboard: a *jobsource.Follower of the
 	// schedules topic). Set Jobs or JobSource, not both.
 	JobSource JobSource
 	// Topic is the windows topic, DLQTopic the dead-letter topic.
@@ -73,7 +73,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// JobSource looks up one of the deployment's jobs; *jobsource.Cache
+// JobSource looks up one of the deployment's jobs; *jobsource.Follower
 // implements it. An unknown job is an error matching ErrUnknownJob.
 type JobSource interface {
 	Job(ctx context.Context, name string) (*schedule.Job, error)
