@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // describe prints what a parse gave: every job's fields (the zone by
@@ -155,4 +156,48 @@ func FuzzChunkedParse(f *testing.F) {
 		f.Add([]byte(src))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkChunked(t, b) })
+}
+
+// The jobs of one file share one parsed schedule per distinct spec and
+// zone, and one copy of each repeated string, whichever way the file is
+// decoded; jobs of different zones or specs do not.
+func TestJobsShareParsedSchedules(t *testing.T) {
+	var y strings.Builder
+	y.WriteString("jobs:\n")
+	for i, c := range []struct{ spec, zone string }{{"0 * * * *", "Europe/Berlin"}, {"0 * * * *", "Europe/Berlin"}, {"0 * * * *", "UTC"}, {"5 * * * *", "Europe/Berlin"}, {"0 * * * *", "Europe/Berlin"}} {
+		fmt.Fprintf(&y, "  - name: job-%d\n    schedule: %q\n    timezone: %s\n    handler: noop\n", i, c.spec, c.zone)
+	}
+	data := []byte(y.String())
+	whole, err := parseWhole("f.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunked, err, ok := parseChunked("f.yaml", data, 2)
+	if err != nil || !ok {
+		t.Fatalf("parseChunked: %v, %v", err, ok)
+	}
+	for name, f := range map[string]*File{"whole": whole, "chunked": chunked} {
+		j := f.Jobs
+		if j[0].sched != j[1].sched || j[0].sched != j[4].sched {
+			t.Errorf("%s: jobs of one spec and zone hold separate schedules", name)
+		}
+		if j[0].sched == j[2].sched || j[0].sched == j[3].sched {
+			t.Errorf("%s: jobs of different zones or specs share a schedule", name)
+		}
+		if unsafe.StringData(j[0].Spec) != unsafe.StringData(j[4].Spec) || unsafe.StringData(j[0].Handler) != unsafe.StringData(j[4].Handler) ||
+			unsafe.StringData(j[0].Timezone) != unsafe.StringData(j[4].Timezone) {
+			t.Errorf("%s: jobs hold separate copies of a repeated spec, handler or zone", name)
+		}
+		for i, jb := range j {
+			s, err := jb.Schedule()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := ParseSpec(jb.Spec, jb.Location)
+			from := time.Date(2026, 11, 28, 10, 30, 0, 0, time.UTC)
+			if got, w := s.Next(from), want.Next(from); !got.Equal(w) {
+				t.Errorf("%s: job %d: next %v, want %v", name, i, got, w)
+			}
+		}
+	}
 }

@@ -381,6 +381,58 @@ type fileParser struct {
 	// bare: a Spec validated alone (Spec.Job), whose fields are named
 	// "timezone", not "jobs[0].timezone".
 	bare bool
+
+	// One copy per file of each distinct handler, zone and spec string,
+	// and one parsed schedule per distinct spec and zone (see shared).
+	strs   map[string]string
+	scheds map[schedKey]Schedule
+}
+
+type schedKey struct {
+	spec string
+	loc  *time.Location
+}
+
+// shared returns s, or an equal string an earlier job of the file holds.
+// The jobs of a file repeat a few handlers, zones and specs, and a
+// producer keeps its file's jobs for as long as it runs: at 100,000 jobs
+// one copy per job was several MB of the row "100k schedules: producer
+// RSS" (docs/performance.md). A Spec validated alone (bare) has nothing
+// to share with.
+func (p *fileParser) shared(s string) string {
+	if p.bare {
+		return s
+	}
+	if c, ok := p.strs[s]; ok {
+		return c
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	p.strs[s] = s
+	return s
+}
+
+// parseSpec is ParseSpec, once per distinct spec and zone of a file: a
+// Schedule is immutable, so the jobs that share a spec share its parse
+// (one per job was 3.5-5 MB of the 100k-schedules row's heap).
+func (p *fileParser) parseSpec(spec string, loc *time.Location) (Schedule, error) {
+	if p.bare {
+		return ParseSpec(spec, loc)
+	}
+	k := schedKey{spec, loc}
+	if s, ok := p.scheds[k]; ok {
+		return s, nil
+	}
+	s, err := ParseSpec(spec, loc)
+	if err != nil {
+		return nil, err
+	}
+	if p.scheds == nil {
+		p.scheds = map[schedKey]Schedule{}
+	}
+	p.scheds[k] = s
+	return s, nil
 }
 
 // instant parses a time of at, start or end: RFC 3339 with an offset, or
@@ -495,7 +547,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 
 	if s, v, ok := scalar("handler"); ok && !missing("handler") {
 		if handlerRE.MatchString(s) {
-			j.Handler = s
+			j.Handler = p.shared(s)
 		} else {
 			p.fail(v, at("handler"), s, "want lower-case letters, digits, '-', '.' and '_', at most 128 characters, starting and ending with a letter or digit")
 		}
@@ -510,7 +562,7 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 		case err != nil:
 			p.fail(v, at("timezone"), s, `unknown time zone; use an IANA name such as "Europe/Berlin"`)
 		default:
-			j.Timezone, j.Location = s, loc
+			j.Timezone, j.Location = p.shared(s), loc
 		}
 	}
 
@@ -535,14 +587,14 @@ func (p *fileParser) job(i int, n *yaml.Node) (j *Job, nameNode *yaml.Node) {
 	} else if s, v, ok := scalar("schedule"); ok && !missing("schedule") {
 		// The spec is checked in UTC if the timezone is bad: the
 		// timezone's own error says what to fix.
-		if sch, err := ParseSpec(s, j.Location); err != nil {
+		if sch, err := p.parseSpec(s, j.Location); err != nil {
 			msg := err.Error()
 			if !strings.HasPrefix(strings.TrimSpace(s), "@every") {
 				msg += "; " + specHelp
 			}
 			p.fail(v, at("schedule"), s, msg)
 		} else {
-			j.Spec, j.sched = s, sch
+			j.Spec, j.sched = p.shared(s), sch
 		}
 	} else if missing("schedule") {
 		p.fail(n, at("schedule"), "", `required: a cron spec such as "30 2 * * *", "*/10 * * * * *" or "@every 1m", or at: an instant such as "2026-12-01T08:00:00" for a job that runs once`)

@@ -1,7 +1,10 @@
 package producer
 
 import (
+	"encoding/hex"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kjob/kjob/internal/store/specs"
@@ -20,9 +23,15 @@ type liveJob struct {
 	paused  *specs.Pause
 	// origin is who set this version, shared by the jobs one change
 	// request set alike.
-	origin   *origin
-	changeID string
-	fileHash string
+	origin *origin
+	// change is the index of the record's change in its request: the
+	// record's ChangeID is origin.changes + "/" + change, as a leader
+	// writes it (Change.ID), or origin.changes alone when change is -1
+	// (an id of another form). One string per request instead of one per
+	// job.
+	change int32
+	// fileHash is the record's FileHash, held as its 32 bytes.
+	fileHash fileHash
 	// raw is the record's spec when it is not job.ToSpec() (a record this
 	// kjob's leaders do not write: a payload with escaped characters, a
 	// non-canonical duration...); nil otherwise, which is every record a
@@ -38,6 +47,56 @@ type origin struct {
 	note          string
 	setAt         time.Time
 	effectiveFrom time.Time
+	changes       string // see liveJob.change
+}
+
+// fileHash is a record's FileHash: a SHA-256 in hex (specs.Hash) as its 32
+// bytes, 48 bytes a job instead of 80 (docs/performance.md, "100k
+// schedules: producer RSS"); any other string (a record written by hand)
+// as it is, in odd.
+type fileHash struct {
+	sum [32]byte
+	set bool
+	odd *string
+}
+
+func newFileHash(h string) fileHash {
+	if h == "" {
+		return fileHash{}
+	}
+	var f fileHash
+	if len(h) == 2*len(f.sum) && strings.ToLower(h) == h {
+		if _, err := hex.Decode(f.sum[:], []byte(h)); err == nil {
+			f.set = true
+			return f
+		}
+	}
+	return fileHash{odd: &h}
+}
+
+// String returns the hash as the record holds it.
+func (f fileHash) String() string {
+	switch {
+	case f.odd != nil:
+		return *f.odd
+	case f.set:
+		return hex.EncodeToString(f.sum[:])
+	}
+	return ""
+}
+
+// is reports whether the hash is h.
+func (f fileHash) is(h string) bool { return f == newFileHash(h) || f.String() == h }
+
+// splitChangeID splits a record's ChangeID into its request's part and
+// the change's index (liveJob.change).
+func splitChangeID(id string) (changes string, change int32) {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		if n, err := strconv.ParseInt(id[i+1:], 10, 32); err == nil && n >= 0 && strconv.FormatInt(n, 10) == id[i+1:] {
+			return id[:i], int32(n)
+		}
+	}
+	return id, -1
 }
 
 // origins shares equal origins between the jobs of a view (one per change
@@ -59,8 +118,9 @@ func (o *origins) get(v origin) *origin {
 // newLiveJob returns the view's entry for rec, whose spec validated into j;
 // o shares its origin with the other entries.
 func newLiveJob(rec *specs.Record, j *schedule.Job, o *origins) *liveJob {
-	l := &liveJob{job: j, version: rec.Version, paused: rec.Paused, changeID: rec.ChangeID, fileHash: rec.FileHash,
-		origin: o.get(origin{setBy: rec.SetBy, source: rec.Source, note: rec.Note, setAt: rec.SetAt, effectiveFrom: rec.EffectiveFrom})}
+	changes, change := splitChangeID(rec.ChangeID)
+	l := &liveJob{job: j, version: rec.Version, paused: rec.Paused, change: change, fileHash: newFileHash(rec.FileHash),
+		origin: o.get(origin{setBy: rec.SetBy, source: rec.Source, note: rec.Note, setAt: rec.SetAt, effectiveFrom: rec.EffectiveFrom, changes: changes})}
 	if s := j.ToSpec(); !reflect.DeepEqual(s, rec.Spec) {
 		raw := rec.Spec
 		l.raw = &raw
@@ -81,7 +141,15 @@ func (l *liveJob) spec() schedule.Spec {
 func (l *liveJob) record(namespace string) *specs.Record {
 	return &specs.Record{V: specs.Version, Namespace: namespace, Job: l.job.Name, Version: l.version, Spec: l.spec(),
 		Paused: l.paused, SetBy: l.origin.setBy, Source: l.origin.source, Note: l.origin.note, SetAt: l.origin.setAt,
-		ChangeID: l.changeID, EffectiveFrom: l.origin.effectiveFrom, FileHash: l.fileHash}
+		ChangeID: l.changeID(), EffectiveFrom: l.origin.effectiveFrom, FileHash: l.fileHash.String()}
+}
+
+// changeID returns the record's ChangeID.
+func (l *liveJob) changeID() string {
+	if l.change < 0 {
+		return l.origin.changes
+	}
+	return l.origin.changes + "/" + strconv.Itoa(int(l.change))
 }
 
 // active reports whether the job publishes windows: enabled, not paused.

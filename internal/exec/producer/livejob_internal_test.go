@@ -1,6 +1,8 @@
 package producer
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -117,6 +119,47 @@ func TestLiveJobRebuildsTheRecord(t *testing.T) {
 		// As written, not canonical: kept whole where it differs.
 		checkLiveJob(t, record(s))
 		checkLiveJob(t, roundTrip(t, record(s)))
+	}
+}
+
+// The view holds a record's ChangeID as its request's part (shared) and an
+// index, and its FileHash as 32 bytes: every form of either, a leader's or
+// one written by hand, comes back exactly as the record held it.
+func TestLiveJobRebuildsChangeIDsAndFileHashes(t *testing.T) {
+	sum := sha256.Sum256([]byte("spec"))
+	lower := hex.EncodeToString(sum[:])
+	spec := oddSpecs()[0]
+	j, err := spec.Job("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "req/3", "file-abc-2/0", "file-abc/1000", "a/b/7", "req", "req/", "req/03", "req/-1", "req/+1",
+		"req/2147483648", "/5", "req/x", "r\u00e9q/1"} {
+		for _, h := range []string{"", lower, strings.ToUpper(lower), lower[:63], lower + "0", "cd", strings.Repeat("g", 64)} {
+			rec := record(j.ToSpec())
+			rec.ChangeID, rec.FileHash = id, h
+			var o origins
+			l := newLiveJob(rec, j, &o)
+			got := l.record(rec.Namespace)
+			if got.ChangeID != id || got.FileHash != h {
+				t.Errorf("change id %q, file hash %q: rebuilt as %q, %q", id, h, got.ChangeID, got.FileHash)
+			}
+			if h != "" && !l.fileHash.is(h) {
+				t.Errorf("file hash %q: is(%q) is false", h, h)
+			}
+			if other := lower[:63] + "1"; h != other && l.fileHash.is(other) {
+				t.Errorf("file hash %q: is(%q) is true", h, other)
+			}
+		}
+	}
+	// A leader's ids share their request's part.
+	var o origins
+	rec := record(j.ToSpec())
+	a := newLiveJob(rec, j, &o)
+	rec.ChangeID = "req/4"
+	b := newLiveJob(rec, j, &o)
+	if a.origin != b.origin || len(o) != 1 {
+		t.Errorf("two changes of one request hold %d origins", len(o))
 	}
 }
 

@@ -84,7 +84,7 @@ func (p *Producer) fileRequests(snap *specs.Snapshot, live map[string]*liveJob, 
 			s := j.ToSpec()
 			h := specs.Hash(s)
 			if l, ok := live[j.Name]; ok {
-				if l.fileHash == h {
+				if l.fileHash.is(h) {
 					continue
 				}
 				if l.origin.source.Kind != specs.SourceFile {
@@ -277,7 +277,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			}
 			c := j.ToSpec()
 			spec, job = &c, j
-			if exists && specs.Hash(c) == specs.Hash(curSpec) && (e.FileHash == "" || e.FileHash == l.fileHash) {
+			if exists && specs.Hash(c) == specs.Hash(curSpec) && (e.FileHash == "" || l.fileHash.is(e.FileHash)) {
 				res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.version, VersionAfter: l.version, Unchanged: true})
 				continue
 			}
@@ -359,7 +359,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
 				Source: src, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
 			if exists {
-				rec.FileHash = l.fileHash
+				rec.FileHash = l.fileHash.String()
 			}
 			if e.FileHash != "" {
 				rec.FileHash = e.FileHash
