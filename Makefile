@@ -1,10 +1,13 @@
 # kjob: the two commands that matter are `make demo` and `make test`.
 GO        ?= go
 BIN       := bin
-PKGS      := ./...
+# The slowest packages first, so that go test starts them first and the
+# end of a run is not one long package on one core (the rest is ./...).
+PKGS      := ./test/ ./internal/exec/producer/ ./cmd/kjobdev/ ./internal/exec/worker/ ./cmd/kjobctl/ ./...
+FALLBACK_PKGS ?= ./...
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build build-lean demo test-external test vet fuzz bench bench-peers bench-failover soak clean test-containers
+.PHONY: all build build-lean demo test-external test test-fallback vet fuzz bench bench-peers bench-failover soak clean test-containers
 
 all: build
 
@@ -26,6 +29,13 @@ demo: build
 ## redis-server is not installed; CI forbids the fallback)
 test: vet
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## test-fallback: the tests (FALLBACK_PKGS, all by default) with the
+## in-process miniredis, as on a machine without redis-server (it hides
+## redis-* from PATH: .ci/without-redis). CI runs it on the user-facing
+## packages.
+test-fallback:
+	bash .ci/without-redis $(GO) test $(TEST_FLAGS) $(FALLBACK_PKGS)
 
 ## test-external: the tests against an external Kafka and Redis, one package
 ## at a time. Both must be dedicated to the tests: every test deletes all

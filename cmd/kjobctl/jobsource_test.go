@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -238,4 +239,63 @@ func TestDashboardJobsFollowTheSchedulesTopic(t *testing.T) {
 	// know it, without a schedule).
 	testenv.Eventually(t, 10*time.Second, func() bool { j, ok := jobs()["first"]; return !ok || !j.InFile }, "first still on the dashboard after its delete")
 	t.Logf("first off the dashboard %v after Delete returned", time.Since(start).Round(10*time.Millisecond))
+}
+
+// The schedule commands against the real producer leader (the tests of
+// schedspecs_test.go use a stand-in, to seed an old history and to land a
+// change between plan and execute): apply's plan changes nothing, its
+// --execute commits versions the leader schedules; history lists them;
+// a revert writes a new version with the old spec; a concurrent edit made
+// through the API is named in the next plan as the version it reverts.
+func TestScheduleCommandsAgainstTheLeader(t *testing.T) {
+	t.Chdir(t.TempDir())
+	e := newOpsEnvForProducer(t)
+	p := startTopicProducer(t, e)
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	if err := os.WriteFile(path, []byte("jobs:\n  - name: report\n    schedule: \"30 * * * *\"\n    handler: ok\n  - name: sweep\n    schedule: \"@every 1h\"\n    handler: ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := e.kjobctl("schedule", "apply", "-f", path)
+	expect(t, code, stderr, exitDryRun, "kjobctl: schedule apply: dry run: nothing was changed; add --execute to apply it")
+	if !strings.Contains(out, "Add (2):") || !strings.Contains(out, "2 to add, 0 to change") {
+		t.Fatalf("plan:\n%s", out)
+	}
+	if _, ok := p.Status().Next["report"]; ok {
+		t.Fatal("the plan created a job")
+	}
+	code, out, stderr = e.kjobctl("schedule", "apply", "-f", path, "--execute", "--note", "first rollout")
+	if code != exitOK || !strings.Contains(out, "Applied 2 of 2 changes.") {
+		t.Fatalf("execute: exit %d\n%s%s", code, out, stderr)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, a := p.Status().Next["report"]
+		_, b := p.Status().Next["sweep"]
+		return a && b
+	}, "the leader does not schedule the applied jobs")
+
+	// Another actor changes report through the API; the next apply of the
+	// file names the version it would revert.
+	api := apiSchedules(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if v, err := api.Update(ctx, schedule.Spec{Name: "report", Schedule: "45 * * * *", Handler: "ok"}, 1, "later"); err != nil || v != 2 {
+		t.Fatalf("update through the API: version %d, %v", v, err)
+	}
+	code, out, _ = e.kjobctl("schedule", "apply", "-f", path)
+	if code != exitDryRun || !strings.Contains(out, `schedule: "45 * * * *" -> "30 * * * *"`) || !strings.Contains(out, "! reverts v2, set by test-api through the API") {
+		t.Fatalf("plan over an API change: exit %d\n%s", code, out)
+	}
+
+	code, out, _ = e.kjobctl("schedule", "history", "report")
+	if code != exitOK || !strings.Contains(out, "v2  update  by test-api") || !strings.Contains(out, "note: first rollout") {
+		t.Fatalf("history: %d\n%s", code, out)
+	}
+	code, out, stderr = e.kjobctl("schedule", "revert", "report", "--to-version", "1", "--execute", "--note", "back")
+	if code != exitOK || !strings.Contains(out, "revert report: v2 -> v3") {
+		t.Fatalf("revert: %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = e.kjobctl("schedule", "get", "report")
+	if code != exitOK || !strings.Contains(out, "Version:    3") || !strings.Contains(out, "schedule: 30 * * * *") {
+		t.Fatalf("get after the revert: %d\n%s", code, out)
+	}
 }

@@ -20,8 +20,11 @@ import (
 	"github.com/kjob/kjob/schedule"
 )
 
-// fakeLeader stands in for the producer leader (helper H3's, not on this
-// branch): it answers schedule requests on the control topic with
+// fakeLeader stands in for the producer leader where a test needs what
+// the real one cannot be made to do on cue: a history seeded hours in the
+// past, a change landing between a plan and its --execute
+// (TestScheduleCommandsAgainstTheLeader in jobsource_test.go runs the
+// commands against the real leader). It answers schedule requests on the control topic with
 // versions, conflicts, not-found and validation, and writes the schedules
 // topic and the change log as the leader does (without a transaction).
 type fakeLeader struct {

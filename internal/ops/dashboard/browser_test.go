@@ -701,6 +701,6 @@ func TestSchedulesInBrowser(t *testing.T) {
 	b.navigate(b.ctx, srv.URL+"/schedules.html?job=report")
 	b.wait(b.ctx, "bob's version 3 and a revert button for versions 1 and 2", text("#job-meta")+`.includes("version 3") && document.querySelectorAll("#history button[data-version]").length === 2`)
 	b.click(b.ctx, `#history button[data-version="2"]`)
-	b.wait(b.ctx, "the revert applied", text("#action-result")+`.includes("revert report: version 3 -> 4") && `+text("#fields")+`.includes("30 3 * * *") && `+text("#history")+`.includes("revert")`)
+	b.wait(b.ctx, "the revert applied", text("#action-result")+`.includes("revert report to version 2: version 3 -> 4, with version 2's spec") && `+text("#fields")+`.includes("30 3 * * *") && `+text("#history")+`.includes("revert")`)
 	b.screenshot(b.ctx, "schedule-revert.png")
 }

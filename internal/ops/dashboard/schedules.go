@@ -283,6 +283,10 @@ func runScheduleEdit(op specs.Op) func(ctx context.Context, d *Dashboard, s sess
 		if len(res.Applied) > 0 {
 			a := res.Applied[0]
 			detail = fmt.Sprintf("%s %s: version %d -> %d", a.Op, a.Job, a.VersionBefore, a.VersionAfter)
+			if op == specs.OpRevert {
+				// A revert writes a new version; say which one it restored.
+				detail = fmt.Sprintf("%s %s to version %d: version %d -> %d, with version %d's spec", a.Op, a.Job, req.ToVersion, a.VersionBefore, a.VersionAfter, req.ToVersion)
+			}
 			if a.Unchanged {
 				detail += " (unchanged)"
 			}

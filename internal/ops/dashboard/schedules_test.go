@@ -179,7 +179,7 @@ func TestSchedulesPage(t *testing.T) {
 		t.Fatalf("revert from a stale page: %d %v, want 409", code, m)
 	}
 	if code, m := post("schedule-revert", `{"job":"report","to_version":1,"expect_version":4,"note":"back to the hour"}`); code != http.StatusOK ||
-		!strings.Contains(fmt.Sprint(m["detail"]), "revert report: version 4 -> 5") {
+		!strings.Contains(fmt.Sprint(m["detail"]), "revert report to version 1: version 4 -> 5, with version 1's spec") {
 		t.Fatalf("revert: %d %v", code, m)
 	}
 	_, m = do("GET", "/api/schedule?name=report", hdr{"Authorization": alice}, "")
