@@ -24,8 +24,10 @@ import (
 // allocs; the no-op burst (1 partition, 100k windows, to lag 0) 9.4k /
 // 33.5k / 16.9k windows/s against 29.6k / 30.7k / 18.3k without it, worker
 // CPU 27.2-36.1 against 31.4-40.8 µs per window. The row misses its
-// target (>= 70k/s) without it, so it stays; its gain in that row is
-// within the noise of a loaded machine (see the doc).
+// target (>= 70k/s) without it, so it stays. Re-measured on a quiet
+// machine (load 0.1-2.4, the benchmark's own), 2026-11-28 17:22, 3 rounds
+// alternated: 38.0k / 26.9k / 33.7k windows/s with it, 25.7k / 24.5k /
+// 25.6k without; worker CPU 19.9-27.2 against 33.6-36.1 µs per window.
 
 // maxFastDepth bounds the nesting the fast decoder skips; deeper values go
 // to encoding/json (which has its own, larger, limit).
