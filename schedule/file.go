@@ -176,8 +176,13 @@ var jobsLineRE = regexp.MustCompile(`^jobs:[ \t]*(#.*)?\r?$`)
 // load average 5-9, alternated 3 rounds with parseWhole alone: the
 // 100k-schedules producer's peak RSS 333-338 MiB against 377-384 MiB
 // without it, start-up to leading 2.5-2.8 s against 3.7-4.8 s;
-// BenchmarkParse (100,000 jobs) 3.3-3.9 s against 3.5-5.7 s (440 against 412 MB allocated in all, 8.1 million allocations either way: the gain is the peak, not the work). The row misses its target
-// (<= 200 MB) without it, so it stays.
+// BenchmarkParse (100,000 jobs) 3.3-3.9 s against 3.5-5.7 s (440 against
+// 412 MB allocated in all, 8.1 million allocations either way: the gain is
+// the peak, not the work). The row misses its target (<= 200 MB) without
+// it, so it stays. Again on a quiet machine (load 0.8-1.4, 2026-11-28
+// 17:23, with the shared schedules and the producer's GOGC 50): peak RSS
+// 154.9 / 156.5 / 157.9 MiB against 335.9 / 335.4 / 314.9 MiB without it,
+// start-up to leading 1.6-2.2 s against 3.5-3.8 s.
 //
 // parseChunked parses a file of the usual shape without building its
 // whole YAML tree: yaml.v3 can only decode a document whole, and the tree
