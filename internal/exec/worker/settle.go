@@ -172,6 +172,14 @@ func (l *loop) failed(wn *win, cause error, reported bool) {
 			l.toReady(wn) // settles it as superseded
 			return
 		}
+		if l.halted {
+			// The backoff would end in a partition that starts nothing:
+			// the record stays unsettled for the next owner (as the
+			// rules' machine has it; the window shadow caught the loop
+			// waiting out the backoff here in a chaos run).
+			wn.state = stDone
+			return
+		}
 		l.wait(wn, wait, func() { l.toReady(wn) })
 	})
 }
