@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kjob/kjob/internal/base/keepalive"
+	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 )
 
@@ -24,26 +26,8 @@ func mono() int64 { return int64(time.Since(monoBase)) }
 // the mono clock.
 func monoOf(t time.Time) int64 { return int64(t.Sub(monoBase)) }
 
-// result is how an attempt ended: what the settle step turns into an
-// outcome.
-type result struct {
-	err error
-	// fenced: the claim was taken over while the handler ran (an extend
-	// said so); its result does not count.
-	fenced bool
-	// unproven: the claim could no longer be proven before it could
-	// expire; the handler was cancelled (or never started) and its result
-	// does not count.
-	unproven bool
-	// abandoned: the handler ignored its cancelled context for Grace.
-	abandoned bool
-	// superseded: a newer window of the job replaced this one.
-	superseded        bool
-	started, finished time.Time
-}
-
 // errAbandoned is the cause recorded for an abandoned attempt.
-var errAbandoned = errors.New("abandoned after timeout: handler ignored cancellation")
+var errAbandoned = machine.ErrAbandoned
 
 // attempt is one handler run under a claim. The loop owns it; the claim's
 // keepalive is shared with the extend calls and the partition's watchdog,
@@ -79,33 +63,26 @@ type attempt struct {
 	ended   bool // the loop handled its result
 }
 
-// start runs wn's handler under its claim, proven by the call that started
-// at proven. The handler's context is bounded by the window's timeout and
-// the partition's ownership, and is cancelled with cause ErrClaimUnproven a
-// margin before the claim could expire unless an extend proved it again
-// (w.claims.Proof() after the start of the last successful claim or
-// extend). If that moment has passed already, the handler does not start.
-func (l *loop) start(wn *win, proven time.Time) {
+// start runs wn's handler under its claim (the rules' Start action). The
+// handler's context is bounded by the window's timeout (Start.TimeoutAt,
+// rounded down to the millisecond: deadlineFor) and the partition's
+// ownership, and is cancelled with cause ErrClaimUnproven at
+// Start.StepDownAt, a margin before the claim could expire, unless an
+// extend proved it again (w.claims.Proof() after the start of the last
+// successful claim or extend): the claim's keepalive and the partition's
+// watchdog keep that deadline on their own goroutine, so stepping down
+// never waits for the loop.
+func (l *loop) start(wn *win, s machine.Start) {
 	w := l.w
-	t := time.Now()
-	a := &attempt{l: l, wn: wn, started: t, dog: -1}
+	a := &attempt{l: l, wn: wn, started: time.Now(), dog: -1}
 	if !w.realClock {
 		a.started = w.cfg.Now()
 	}
-	wn.att, wn.state = a, stRunning
+	wn.att = a
+	wn.ran = ran{started: a.started}
 	l.running[a] = struct{}{}
-	if age := t.Sub(proven); age >= w.claims.Proof() {
-		a.ended = true
-		err := fmt.Errorf("%w: the claim was taken %v ago, not started (it proves the window ours for %v after the claim call started)",
-			ErrClaimUnproven, age.Round(time.Millisecond), w.claims.Proof())
-		l.attemptEnded(a, result{err: err, unproven: true, started: a.started, finished: a.started})
-		return
-	}
-	if shadowOn {
-		l.shDid(wn, fmt.Sprintf("start %d/%d", wn.claim.Token, wn.claim.Attempt))
-	}
-	a.claim.Init(w.claims, proven, a.stepDown)
-	a.timeout = l.deadlineFor(monoOf(t) + int64(wn.msg.Policy.Timeout))
+	a.claim.Init(w.claims, s.StepDownAt.Add(-w.claims.Proof()), a.stepDown)
+	a.timeout = l.deadlineFor(monoOf(s.TimeoutAt))
 	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
 	a.cancel = cancel
 	job := l.jobOf(wn)
@@ -203,11 +180,11 @@ func (a *attempt) whyErr() error {
 	return a.why
 }
 
-// returned runs on the loop when the handler returned.
-// took is how long the handler ran: it decides whether the handler's
-// next windows share runners (dispatch).
-func (l *loop) returned(a *attempt, err error, finished time.Time, took time.Duration) {
-	if slow := took >= quickHandler; slow != l.slow[a.wn.msg.Handler] {
+// returned: the handler returned. took is how long it ran: it decides
+// whether the handler's next windows share runners (dispatch).
+func (l *loop) returned(in handlerReturned) {
+	a := in.a
+	if slow := in.took >= quickHandler; slow != l.slow[a.wn.msg.Handler] {
 		if slow {
 			l.slow[a.wn.msg.Handler] = true
 		} else {
@@ -217,69 +194,89 @@ func (l *loop) returned(a *attempt, err error, finished time.Time, took time.Dur
 	if a.ended { // abandoned before
 		return
 	}
-	res := result{err: err, started: a.started, finished: finished}
-	l.stopAttempt(a, &res)
-	l.attemptEnded(a, res)
-	if shadowOn {
-		l.shEnded(a, res)
-	}
+	l.attemptOver(a, in.err, in.finished, false)
 }
 
-// abandon runs on the loop once the handler's context has been done for
-// Grace without the handler returning: its goroutine is left running.
+// abandon: the handler's context has been done for Grace without the
+// handler returning; its goroutine is left running.
 func (l *loop) abandon(a *attempt) {
 	if a.ended {
 		return
 	}
-	res := result{abandoned: true, started: a.started, finished: l.w.cfg.Now()}
-	res.err = fmt.Errorf("%w for %v after %v", errAbandoned, l.w.cfg.Grace, context.Cause(a.hctx))
-	l.stopAttempt(a, &res)
-	l.attemptEnded(a, res)
-	if shadowOn {
-		l.shEnded(a, res)
-	}
+	err := fmt.Errorf("%w for %v after %v", errAbandoned, l.w.cfg.Grace, context.Cause(a.hctx))
+	l.attemptOver(a, err, l.w.cfg.Now(), true)
 }
 
-// stopAttempt ends a's watch and contexts and fills res's flags.
-func (l *loop) stopAttempt(a *attempt, res *result) {
+// attemptOver ends a's watch and contexts, and tells its window's rules
+// how the attempt went: what the extends, the fence and the step-down
+// found on their goroutines while it ran (at the times they recorded),
+// then its end, the handler's return or its abandonment.
+func (l *loop) attemptOver(a *attempt, err error, finished time.Time, abandoned bool) {
+	wn := a.wn
 	a.ended = true
 	a.stopped.Store(true)
 	l.dog.unwatch(a)
-	res.fenced, res.unproven = a.fenced.Load(), errors.Is(a.claim.Err(), keepalive.ErrExpired)
-	res.superseded = errors.Is(context.Cause(a.hctx), ErrSuperseded)
-	if (res.fenced || res.unproven) && !res.abandoned {
-		res.err = a.whyErr()
-		if res.err == nil {
+	fenced, unproven := a.fenced.Load(), errors.Is(a.claim.Err(), keepalive.ErrExpired)
+	if (fenced || unproven) && !abandoned {
+		err = a.whyErr()
+		if err == nil {
 			// The handler returned while the step-down (or fence) that
 			// flipped the flag was still recording its cause.
-			res.err = ErrClaimUnproven
-			if res.fenced {
-				res.err = fmt.Errorf("claim lost: %w", dedupe.ErrFenced)
+			err = ErrClaimUnproven
+			if fenced {
+				err = fmt.Errorf("claim lost: %w", dedupe.ErrFenced)
 			}
 		}
 	}
 	a.cancel(nil)
 	l.releaseDeadline(a.timeout)
 	if a.end != nil {
-		a.end(res.err)
+		a.end(err)
 	}
 	l.w.inFlight.Add(-1)
+	delete(l.running, a)
+	wn.att = nil
+	wn.ran = ran{started: a.started, finished: finished, err: err}
+
+	if err != nil && !l.stopped && l.ctx.Err() != nil {
+		// The partition's context ended before this turn saw it: the
+		// end counts from now, before this attempt's.
+		l.stop()
+	}
+	proof := l.w.claims.Proof()
+	d := a.claim.Deadline()
+	l.step(wn, machine.Extended{At: d.Add(-proof)})
+	switch {
+	case fenced:
+		at := time.Now()
+		if c := a.cancelled.Load(); c != 0 {
+			at = monoBase.Add(time.Duration(c))
+		}
+		l.step(wn, machine.Fenced{Now: at})
+	case unproven:
+		l.step(wn, machine.TimerFired{Now: d})
+	}
+	now := time.Now()
+	if abandoned {
+		// The watchdog's deadline is the rules' (AbandonAt) rounded down
+		// to the millisecond (deadlineFor).
+		l.step(wn, machine.TimerFired{Now: later(now, wn.m.AbandonAt(l.rules)), Jitter: rand.Float64()})
+		return
+	}
+	ret := machine.Returned{Err: err, Now: now, Jitter: rand.Float64()}
+	if err != nil && l.stopped {
+		if sk, ok := l.w.replaySkips.lookup(l.n, wn.rec.Offset); ok {
+			ret.ReplaySkip, wn.skip = sk.reason, sk
+		}
+	}
+	l.step(wn, ret)
 }
 
-// attemptEnded hands an ended attempt's result to the settle step. After
-// a success, the attempt's slot goes to the next window of its lane, which
-// the completion claims in the same store call (chainNext), if there is
-// one.
-func (l *loop) attemptEnded(a *attempt, res result) {
-	delete(l.running, a)
-	a.wn.att = nil
-	clean := res.err == nil && !res.fenced && !res.unproven && !res.abandoned && !res.superseded
-	if !clean || l.chainNext(a.wn) == nil {
-		l.putSlot(a.wn)
-	} else if shadowOn {
-		l.shDid(a.wn, "release-slot") // handed to the next window (ChainOffered)
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	l.settleResult(a.wn, res)
+	return a
 }
 
 // extendClaims extends the claims of every running attempt of the
@@ -327,7 +324,7 @@ func (l *loop) extendClaims() {
 				a.fence(res[i].Err)
 			}
 		}
-		l.inbox.post(func() { l.extend = false })
+		l.inbox.post(extendAnswered{})
 	}()
 }
 

@@ -105,6 +105,60 @@
 // attempt counts as failed. If the partition is gone by then, the record
 // is not acknowledged: its next owner re-delivers it, and the store decides.
 //
+// # Reading the code: one window's route
+//
+// A window's rules are one pure function, Rules.Step in internal/window:
+// the window's state and an event in, the next state and actions out. It
+// reads no clock and does no I/O; its scenario tables cover the fault
+// table of docs/guarantees.md. This package is the shell around it: it
+// turns what happens (a record, a lanes decision, a store answer, a
+// handler's return, a timer) into events, and carries out the actions
+// (step.go). Nothing else writes a window's state. Batching, chaining,
+// shared runners, the watchdog and per-millisecond timeouts are the
+// shell's, invisible to the rules.
+//
+// From the fetched record to the handler ("⇒": another goroutine):
+//
+//  1. partition/partition.go Consumer.poll: kgo's fetch; part.push queues
+//     the records and signals the partition's loop. ⇒
+//  2. loop.go loop.run: the select of the partition's goroutine; take
+//     moves the records to fetched.
+//  3. loop.go loop.arrive: Worker.parse (worker.go: signature, then
+//     jobmsg.FromRecordAliased) decodes each record; step(Arrived); the
+//     job's lane (internal/lanes) decides, loop.apply turns its decision
+//     into events: step(Admitted) → the rules ask WantSlot (step.go: the
+//     fair queue, lanes.Fair, and the worker's slots).
+//  4. loop.go loop.granted: a slot came; step(SlotGranted) → Claim: the
+//     window joins claimQ.
+//  5. settle.go loop.kick: the turn's claims go out in one
+//     Store.ClaimBatch (Worker.claimBatch), answered to the inbox as a
+//     claimAnswer. ⇒ ⇒
+//  6. loop.go loop.receive → loop.claimed → claimEvent: step(Claimed) →
+//     Start (or AlreadyDone → Report, Finish; Busy → Wait).
+//  7. attempt.go loop.start: the claim's keepalive, the timeout's shared
+//     context (deadlineFor), the watchdog; runner.go loop.dispatch runs
+//     the handler on a runner. ⇒
+//  8. runner.go launch.run: handler.Recover, then the Mux's HandleJob and
+//     the user's handler.
+//
+// And back to the commit:
+//
+//  9. runner.go launch.run posts handlerReturned. ⇒
+//  10. attempt.go loop.returned → attemptOver: the attempt's contexts end;
+//     what its extends, fence and step-down found comes in as events,
+//     then step(Returned) → ReleaseSlot (or, chainNext, the slot goes to
+//     the lane's next window) and Settle(complete).
+//  11. settle.go loop.kick: the turn's settlements and the run history go
+//     out in one Store.Settle (Worker.settleBatch), answered as a
+//     settleAnswer. ⇒ ⇒
+//  12. settle.go loop.answer: per settlement, the chained claim's answer
+//     to the next window (chainAnswered), then step(Settled) → Report
+//     (step.go loop.report: Config.OnExecuted, the run history) and
+//     Finish (loop.go loop.finish: Owned.Settle, the lane's next window).
+//  13. partition/partition.go Owned.Settle and part.advance: the settled
+//     prefix is marked, and committed by Consumer.commitDrained or kgo's
+//     autocommit. ⇒
+//
 // # Dead letters
 //
 // A dead letter is produced synchronously to DeadLetterTopic before the

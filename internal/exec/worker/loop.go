@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,68 +17,63 @@ import (
 	"github.com/kjob/kjob/internal/store/jobmsg"
 )
 
-// win is one window record of a partition loop, from its arrival until it
-// is settled (or the loop ends).
+// win is one record of a partition loop, from its arrival until it is
+// settled (or the loop ends). Its state is m, the rules' window
+// (internal/window): the loop steps it with events and carries out the
+// actions it returns (step.go). The other fields are what the shell needs
+// to carry them out.
 type win struct {
 	rec  *kgo.Record
-	msg  *jobmsg.Message
+	msg  *jobmsg.Message // nil for a record that is not a window (bad)
 	item lanes.Item
+	m    machine.Window
 
-	state winState
-	claim dedupe.Claim // the latest claim; Claimed while held
+	claim dedupe.Claim // the latest claim answer (logs, Execution)
 	att   *attempt     // the running attempt
-	timer *time.Timer  // a wait before claiming or settling again
-	gen   int          // bumped when a wait is cancelled: its wake is stale
-	// superseded, when set, is why a newer window of the job replaced this
-	// one (overlap policy replace): whatever it is doing, it ends as
-	// superseded rather than retried.
-	superseded string
-	// done is the attempt whose success a completion in flight records.
-	done result
-
-	// Chaining (queue lanes): the store call that completes a window
-	// also claims the next window of its lane (dedupe.Settlement.Next),
-	// on the slot the first one ran on, so the next one starts the moment
-	// the first is done, one round trip after its handler returned.
-	next      *win      // the window this one's completion claims (in flight)
-	chained   bool      // claim holds the claim a predecessor's completion took for it, until its turn
-	chainedAt time.Time // when the call that took it started (what proves it)
-	unchain   bool      // dropped while its chained claim was in flight: give it back
-
-	sh *shadow // the rules' machine beside it, when shadowOn (shadow.go)
+	ran   ran          // the latest attempt, for its reports
+	timer *time.Timer  // a Wait in progress
+	// next is the window this one's completion claims in the same store
+	// call (chaining: dedupe.Settlement.Next), while that call is in
+	// flight.
+	next *win
+	// answer is the store's error for the settlement being stepped
+	// (Settled), which a report of it names.
+	answer error
+	bad    error       // why the record is not a window of ours
+	skip   *replaySkip // the replay its interrupted attempt is skipped for
 }
 
-type winState uint8
+// ran is how the window's latest attempt went, for the reports of it.
+type ran struct {
+	started, finished time.Time
+	err               error
+	// notStarted: the claim came back too old to prove (its age), so the
+	// attempt ended stepped down before its handler started.
+	notStarted time.Duration
+}
 
-const (
-	stNew      winState = iota
-	stReady             // waits for a slot (in loop.ready)
-	stClaiming          // holds a slot; its claim is queued or in flight
-	stRunning           // its attempt runs (holds a slot)
-	stSettling          // a store call or a dead letter for it is in flight
-	stWaiting           // a backoff or a busy wait before claiming again
-	stChaining          // its claim rides on its predecessor's completion (holds a slot)
-	stDone              // settled (or left to the partition's next owner)
-)
-
-// loop serves one owned partition: it decodes the partition's records into
-// its jobs' lanes, starts windows as slots free up, runs their attempts,
-// and settles them, until the partition is halted and the work in flight
-// is over, or its context ends. One goroutine (serve) owns all of its
-// state; handlers, store calls, dead letters and timers run elsewhere and
-// report back by posting a function to the inbox, which serve runs.
+// loop serves one owned partition: it decodes the partition's records
+// into their jobs' lanes, steps each window's rules with what happens to
+// it, and carries out what the rules answer: claims and settlements in
+// batched store calls, handlers on runners, dead letters, timers, the
+// commit point. One goroutine (run) owns all of its state; store calls,
+// handlers, dead letters and timers run elsewhere and post what they
+// found to the inbox as typed inputs (input), which run turns into the
+// windows' events.
 type loop struct {
-	w   *Worker
-	o   *partition.Owned
-	ctx context.Context
-	log *slog.Logger
-	n   int32
+	w     *Worker
+	o     *partition.Owned
+	ctx   context.Context
+	log   *slog.Logger
+	n     int32
+	rules machine.Rules
 
 	lanes     *lanes.Lanes
 	slots     *lanes.Waiter
 	slotsHeld int         // slots taken and not released
 	ready     *lanes.Fair // active windows waiting for a slot: who gets the next one
 	waiting   int         // ready.Waiting() as last added to Worker.waitingSlot
+	live      map[*win]struct{}
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -106,8 +100,6 @@ type loop struct {
 	running   map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
 	dog       watchdog              // their deadlines
 	deadlines map[int64]*deadline   // their timeouts' contexts, by millisecond (deadlineFor)
-	timers    map[*time.Timer]struct{}
-	chained   map[*win]struct{} // windows holding a chained claim (and a slot) until their turn
 
 	launch  []launch        // attempts started in this turn, to run (dispatch)
 	slow    map[string]bool // handlers whose last attempt was not quick (dispatch)
@@ -118,22 +110,71 @@ type loop struct {
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
 
 	inbox inbox
-
-	sh *shadowLoop // when shadowOn (shadow.go)
 }
 
-// inbox carries functions posted by other goroutines to the loop. Posting
-// never blocks, also after the loop has ended (the functions are then
-// never run).
+// input is what another goroutine tells the loop: the answer of a store
+// call, a dead letter, a handler, or a timer. The loop receives it on its
+// own goroutine (receive) and turns it into events.
+type input interface{ input() }
+
+// claimAnswer: a ClaimBatch call for batch answered (claimBatch).
+type claimAnswer struct {
+	batch  []*win
+	cs     []dedupe.Claim
+	proven time.Time
+	err    error
+}
+
+// settleAnswer: a Settle call answered (settleBatch).
+type settleAnswer struct{ rp *reply }
+
+// letterAnswer: the dead letter of wn was written (err nil) or not.
+type letterAnswer struct {
+	wn  *win
+	err error
+}
+
+// handlerReturned: the handler of a returned err (runner.go).
+type handlerReturned struct {
+	a        *attempt
+	err      error
+	finished time.Time
+	took     time.Duration
+}
+
+// abandonDue: a's handler ignored its cancelled context for Grace
+// (watchdog.go).
+type abandonDue struct{ a *attempt }
+
+// extendAnswered: the partition's extend call is over (extendClaims).
+type extendAnswered struct{}
+
+// waitOver: the Wait numbered seq of wn ended.
+type waitOver struct {
+	wn  *win
+	seq uint64
+}
+
+func (claimAnswer) input()     {}
+func (settleAnswer) input()    {}
+func (letterAnswer) input()    {}
+func (handlerReturned) input() {}
+func (abandonDue) input()      {}
+func (extendAnswered) input()  {}
+func (waitOver) input()        {}
+
+// inbox carries the inputs posted by other goroutines to the loop.
+// Posting never blocks, also after the loop has ended (the inputs are
+// then never received).
 type inbox struct {
 	mu   sync.Mutex
-	fs   []func()
+	in   []input
 	wake chan struct{}
 }
 
-func (b *inbox) post(f func()) {
+func (b *inbox) post(in input) {
 	b.mu.Lock()
-	b.fs = append(b.fs, f)
+	b.in = append(b.in, in)
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
@@ -141,12 +182,12 @@ func (b *inbox) post(f func()) {
 	}
 }
 
-func (b *inbox) take() []func() {
+func (b *inbox) take() []input {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	fs := b.fs
-	b.fs = nil
-	return fs
+	in := b.in
+	b.in = nil
+	return in
 }
 
 // serve is the partition.ServeFunc.
@@ -157,27 +198,29 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		ctx:       ctx,
 		n:         o.Partition(),
 		log:       w.log.With("partition", o.Partition()),
+		rules:     w.rules,
 		lanes:     lanes.New(),
 		ready:     lanes.NewFair(),
 		slots:     w.slots.Waiter(),
+		live:      map[*win]struct{}{},
 		running:   map[*attempt]struct{}{},
 		deadlines: map[int64]*deadline{},
-		timers:    map[*time.Timer]struct{}{},
-		chained:   map[*win]struct{}{},
 		slow:      map[string]bool{},
 		inbox:     inbox{wake: make(chan struct{}, 1)},
-	}
-	if shadowOn {
-		l.shInit()
 	}
 	l.run()
 }
 
+// run is the loop: each turn takes what is ready (fetched records, inputs,
+// slots, the extend tick, the partition's end), then decodes records,
+// handles answers, starts handlers and sends the store calls that queued.
 func (l *loop) run() {
 	defer func() {
 		l.dog.stop()
-		for t := range l.timers {
-			t.Stop()
+		for wn := range l.live { // none waits: halt stopped every Wait
+			if wn.timer != nil {
+				wn.timer.Stop()
+			}
 		}
 		for _, d := range l.deadlines { // none: every attempt ended
 			d.cancel()
@@ -197,9 +240,7 @@ func (l *loop) run() {
 		select {
 		case <-more:
 		case <-l.inbox.wake:
-			for _, f := range l.inbox.take() {
-				f()
-			}
+			l.receiveAll()
 		case <-l.o.Ready():
 			l.take()
 		case <-l.slots.C():
@@ -211,18 +252,7 @@ func (l *loop) run() {
 			l.halt()
 		case <-done:
 			done = nil
-			l.stopped = true
-			l.halt()
-			// Every handler's context is cancelled with ours: each is
-			// abandoned if it has not returned within Grace.
-			now := mono()
-			for a := range l.running {
-				a.noteCancelled(now)
-			}
-			if shadowOn {
-				at := monoBase.Add(time.Duration(now))
-				l.shBroadcast(func(wn *win) machine.Event { return machine.Stopped{Now: wn.mtime(at)} })
-			}
+			l.stop()
 		}
 		l.drain()
 		l.answer()
@@ -232,9 +262,6 @@ func (l *loop) run() {
 		if n := l.ready.Waiting(); n != l.waiting {
 			l.w.waitingSlot.Add(int64(n - l.waiting))
 			l.waiting = n
-		}
-		if shadowOn {
-			l.shCheck()
 		}
 	}
 }
@@ -256,9 +283,7 @@ func (l *loop) drain() {
 	for {
 		select {
 		case <-l.inbox.wake:
-			for _, f := range l.inbox.take() {
-				f()
-			}
+			l.receiveAll()
 		case <-l.slots.C():
 			l.granted(l.slots.Take())
 		case <-l.o.Ready():
@@ -269,268 +294,91 @@ func (l *loop) drain() {
 	}
 }
 
+func (l *loop) receiveAll() {
+	for _, in := range l.inbox.take() {
+		l.receive(in)
+	}
+}
+
+// receive turns an input into the events of its windows.
+func (l *loop) receive(in input) {
+	switch in := in.(type) {
+	case claimAnswer:
+		l.claimed(in)
+	case settleAnswer:
+		l.settling--
+		l.inFlightOps -= len(in.rp.batch)
+		l.replies = append(l.replies, in.rp)
+	case letterAnswer:
+		l.writing = false
+		if in.err != nil {
+			l.step(in.wn, machine.LetterFailed{})
+		} else {
+			l.step(in.wn, machine.LetterWritten{})
+		}
+	case handlerReturned:
+		l.returned(in)
+	case abandonDue:
+		l.abandon(in.a)
+	case extendAnswered:
+		l.extend = false
+	case waitOver:
+		in.wn.timer = nil
+		l.step(in.wn, machine.TimerFired{Now: time.Now(), Seq: in.seq})
+	}
+}
+
 // idle reports whether nothing is in flight: every attempt returned or
 // was abandoned, and no store call or dead letter is under way.
 func (l *loop) idle() bool {
 	return len(l.running) == 0 && l.claiming == 0 && l.settling == 0 && len(l.replies) == 0 && len(l.ops) == 0 && len(l.runs) == 0 && !l.extend && !l.writing && len(l.letters) == 0
 }
 
-// halt stops starting windows: the ones waiting for a slot or a claim
-// stay unsettled for the partition's next owner.
+// halt stops starting windows: the ones not started, waiting for a slot
+// or a claim, are left unsettled for the partition's next owner; what
+// holds a claim goes on to its answer.
 func (l *loop) halt() {
 	if !l.halted {
 		l.halted = true
 		l.slots.Want(0)
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
-	if shadowOn {
-		for _, wn := range l.claimQ {
-			// Never sent: the shell answers the claim itself.
-			l.shStep(wn, machine.ClaimFailed{Ended: true})
-		}
-		l.shBroadcast(func(*win) machine.Event { return machine.Halted{} })
+	l.endClaims()
+	for wn := range l.live {
+		l.step(wn, machine.Halted{})
 	}
-	for _, it := range l.ready.Clear() {
-		it.Data.(*win).state = stDone
-		if shadowOn {
-			l.shDid(it.Data.(*win), "withdraw-slot")
-		}
+}
+
+// stop: the partition's context ended (lost, or revoked past its grace):
+// as halt, and nothing more is committed; running handlers, whose
+// contexts derive from the partition's, are abandoned if they have not
+// returned within Grace.
+func (l *loop) stop() {
+	if l.stopped {
+		return
 	}
-	for _, wn := range l.claimQ {
-		wn.state = stDone
-		l.putSlot(wn)
+	l.stopped = true
+	if !l.halted {
+		l.halted = true
+		l.slots.Want(0)
 	}
+	l.fetched = nil
+	l.endClaims()
+	now := time.Now()
+	for a := range l.running {
+		a.noteCancelled(monoOf(now))
+	}
+	for wn := range l.live {
+		l.step(wn, machine.Stopped{Now: now})
+	}
+}
+
+// endClaims answers the claims queued and not sent: they never will be.
+func (l *loop) endClaims() {
+	q := l.claimQ
 	l.claimQ = nil
-	for t := range l.timers {
-		t.Stop()
-		delete(l.timers, t)
-	}
-	for wn := range l.chained {
-		l.giveBack(wn)
-		wn.state = stDone
-	}
-}
-
-// chainNext picks, for wn whose attempt succeeded, the window its
-// completion claims in the same store call (dedupe.Settlement.Next): the
-// next window of its queue lane, which starts once wn is done. It reports
-// that window, which now holds wn's slot, or nil.
-func (l *loop) chainNext(wn *win) *win {
-	if l.halted {
-		return nil
-	}
-	it := l.lanes.Next(&wn.item)
-	if it == nil {
-		return nil
-	}
-	n := it.Data.(*win)
-	if n.state != stNew || n.superseded != "" {
-		return nil
-	}
-	n.state = stChaining
-	wn.next = n
-	if shadowOn {
-		l.shStep(n, machine.ChainOffered{})
-	}
-	return n
-}
-
-// chainAnswered records what the completion of wn did with the claim of
-// its next window (chainNext): taken with the call that started at
-// proven (c, if ok), or not taken (the completion failed, or the call).
-// The next window keeps wn's slot until its turn, which comes when wn is
-// finished; a window not claimed gives the slot back and waits in its
-// lane to be claimed in its turn.
-func (l *loop) chainAnswered(wn *win, c dedupe.Claim, ok bool, proven time.Time) {
-	n := wn.next
-	wn.next = nil
-	if n == nil {
-		return
-	}
-	claimed := ok && c.WindowID != ""
-	if shadowOn && n.sh != nil {
-		if claimed {
-			l.shStep(n, l.shClaimEvent(n, c, proven, time.Now()))
-		} else {
-			l.shStep(n, machine.AheadRefused{})
-		}
-	}
-	switch {
-	case !claimed:
-		l.putSlot(n)
-	case n.unchain || l.halted:
-		// Dropped from its lane meanwhile, or the partition is going.
-		l.putSlot(n)
-		if c.Outcome == dedupe.Claimed {
-			l.unclaim(n, c)
-		}
-	default:
-		n.claim, n.chained, n.chainedAt = c, true, proven
-		l.chained[n] = struct{}{}
-		return
-	}
-	n.unchain = false
-	if n.state == stChaining {
-		n.state = stNew
-	}
-}
-
-// giveBack returns the chained claim a window holds until its turn, and
-// its slot: the window waits in its lane as if never claimed.
-func (l *loop) giveBack(wn *win) {
-	delete(l.chained, wn)
-	c := wn.claim
-	wn.chained = false
-	wn.state = stNew
-	l.putSlot(wn)
-	if c.Outcome == dedupe.Claimed {
-		l.unclaim(wn, c)
-	}
-}
-
-// unclaim gives back a claim whose attempt never started, so the next
-// claim of its window runs at once with the same attempt number.
-func (l *loop) unclaim(wn *win, c dedupe.Claim) {
-	if shadowOn {
-		l.shDid(wn, fmt.Sprintf("unclaim %d", c.Token))
-	}
-	l.queue(nil, dedupe.Settlement{ID: c.WindowID, Op: dedupe.OpUnclaim, Token: c.Token}, nil, func(error) {})
-}
-
-// The run history is written with the settle calls: a run waits until
-// historyDelay after the oldest unrecorded one (or maxPendingRuns are
-// waiting), so that in a backlog each job's runs are packed into few
-// members and the history costs little per run.
-const (
-	historyDelay   = 100 * time.Millisecond
-	maxPendingRuns = 4096
-)
-
-// maxSettleCalls bounds the settle calls a partition has in flight. In a
-// backlog of queue lanes each lane waits a settle call per window (its
-// next window is claimed by its completion); with more than one call in
-// flight the store settles one group of lanes while the loop starts and
-// runs the windows of another, instead of the two taking turns. A call
-// goes out while others are in flight only with at least half as many
-// settlements as they carry, so the lanes form a few large groups rather
-// than a stream of calls of a window or two.
-const maxSettleCalls = 3
-
-// maxClaimCalls bounds the claim calls a partition has in flight: a
-// second one lets windows that became ready meanwhile be claimed without
-// waiting for the first to return.
-const maxClaimCalls = 2
-
-// kick sends the queued claims and settlements, one call of each kind in
-// flight at a time: what queues while one is in flight goes together in
-// the next.
-func (l *loop) kick() {
-	if l.claiming < maxClaimCalls && len(l.claimQ) > 0 && !l.halted {
-		l.claiming++
-		batch := l.claimQ
-		l.claimQ = nil
-		ids := make([]string, len(batch))
-		for i, wn := range batch {
-			ids[i] = wn.msg.ID
-		}
-		go func() {
-			cs, proven, err := l.w.claimBatch(l.ctx, ids)
-			l.inbox.post(func() { l.claimed(batch, cs, proven, err) })
-		}()
-	}
-	if !l.writing && len(l.letters) > 0 {
-		l.writing = true
-		lt := l.letters[0]
-		l.letters = l.letters[1:]
-		go func() {
-			err := l.w.deadLetter(l.ctx, lt.rec, lt.reason, lt.attempts)
-			if errors.Is(err, errLetterRefused) {
-				err = nil // logged; the window is settled without its letter
-			}
-			l.inbox.post(func() {
-				l.writing = false
-				lt.then(err)
-				if shadowOn && lt.wn != nil {
-					if err != nil {
-						l.shStep(lt.wn, machine.LetterFailed{})
-					} else {
-						l.shStep(lt.wn, machine.LetterWritten{})
-					}
-				}
-			})
-		}()
-	}
-	historyDue := len(l.runs) > 0 && (l.flushRuns || l.halted || len(l.runs) >= maxPendingRuns || time.Since(l.runsSince) >= historyDelay)
-	enough := l.settling == 0 || len(l.ops) >= max(1, l.inFlightOps/2)
-	if l.settling < maxSettleCalls && enough && (len(l.ops) > 0 || historyDue && len(l.runs) > 0 && (l.flushRuns || l.halted)) {
-		l.settling++
-		l.inFlightOps += len(l.ops)
-		batch := l.ops
-		l.ops, l.lastOps = nil, len(batch)
-		var runs []dedupe.Run
-		if historyDue {
-			runs, l.runs, l.flushRuns, l.lastRuns = l.runs, nil, false, len(l.runs)
-		}
-		ss := make([]dedupe.Settlement, len(batch))
-		for i, o := range batch {
-			ss[i] = o.st
-		}
-		go func() {
-			res, proven, err := l.w.settleBatch(l.ctx, ss, runs)
-			l.inbox.post(func() {
-				l.settling--
-				l.inFlightOps -= len(batch)
-				l.replies = append(l.replies, &reply{batch: batch, res: res, proven: proven, err: err})
-			})
-		}()
-	}
-}
-
-// reply is a settle call's answer, handled replyChunk settlements at a
-// time (answer).
-type reply struct {
-	batch  []op
-	res    []dedupe.Result
-	proven time.Time
-	err    error
-	next   int // the next settlement to handle
-}
-
-const replyChunk = 32
-
-// answer handles up to replyChunk settlements of the settle calls that
-// answered: between chunks the loop takes in the handlers that returned
-// and sends their settlements, so that one call is settled while the next
-// is under way.
-func (l *loop) answer() {
-	for n := 0; n < replyChunk && len(l.replies) > 0; {
-		rp := l.replies[0]
-		for ; rp.next < len(rp.batch) && n < replyChunk; rp.next++ {
-			n++
-			o := rp.batch[rp.next]
-			var r dedupe.Result
-			if rp.err != nil {
-				r.Err = rp.err
-			} else {
-				r = rp.res[rp.next]
-			}
-			if o.st.Next != "" {
-				l.chainAnswered(o.wn, r.Next, rp.err == nil && r.Err == nil, rp.proven)
-			}
-			if shadowOn && o.wn != nil {
-				l.shStep(o.wn, shAnswer(r.Err))
-			}
-			if o.then != nil {
-				o.then(r.Err)
-			} else {
-				l.completed(o.wn, r.Err)
-			}
-		}
-		if rp.next == len(rp.batch) {
-			l.doneLogged(rp.batch, rp.res, rp.err)
-			l.replies[0] = nil
-			l.replies = l.replies[1:]
-		}
+	for _, wn := range q {
+		l.step(wn, machine.ClaimFailed{Ended: true})
 	}
 }
 
@@ -540,8 +388,8 @@ func (l *loop) answer() {
 // handlers, rather than holding them all up for milliseconds.
 const arriveChunk = 64
 
-// arrive decodes up to arriveChunk fetched records and admits their
-// windows to their jobs' lanes.
+// arrive decodes up to arriveChunk fetched records into windows, and
+// admits them to their jobs' lanes.
 func (l *loop) arrive() {
 	if l.halted || len(l.fetched) == 0 {
 		return
@@ -553,123 +401,79 @@ func (l *loop) arrive() {
 	}
 	for _, rec := range recs {
 		msg, err := l.w.parse(rec)
+		wn := &win{rec: rec, msg: msg}
+		l.live[wn] = struct{}{}
 		if err != nil {
-			l.poison(rec, msg, err)
+			l.poison(wn, err)
 			continue
 		}
-		wn := &win{rec: rec, msg: msg}
 		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
-		if shadowOn {
-			l.shArrived(wn)
-		}
+		l.step(wn, machine.Arrived{Spec: l.specOf(wn)})
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
 	l.slots.Want(l.ready.Startable())
 }
 
-// apply carries out a lanes decision.
+// specOf is what wn's record says that the rules use. A window's age
+// counts from the later of its published_at and its Kafka timestamp, so a
+// record republished by kjobctl dlq redrive is young again. The rules run
+// on the real clock; with a Config.Now of its own (tests), the record's
+// birth is moved onto the real clock as that clock reads now.
+func (l *loop) specOf(wn *win) machine.Spec {
+	msg := wn.msg
+	born := msg.PublishedAt
+	if wn.rec.Timestamp.After(born) {
+		born = wn.rec.Timestamp
+	}
+	if !l.w.realClock {
+		born = born.Add(time.Since(l.w.cfg.Now()))
+	}
+	p := msg.Policy
+	return machine.Spec{ID: msg.ID, Job: msg.Job, MaxAttempts: p.MaxAttempts, Backoff: time.Duration(p.Backoff),
+		MaxBackoff: time.Duration(p.MaxBackoff), Timeout: time.Duration(p.Timeout), Born: born}
+}
+
+// poison dead-letters a record that is not a valid window, or (msg set,
+// err ErrForeignNamespace) a window of another deployment, unclaimed.
+func (l *loop) poison(wn *win, err error) {
+	rec, msg := wn.rec, wn.msg
+	wn.bad = err
+	reason := "undecodable record: " + err.Error()
+	if errors.Is(err, errUnverified) || errors.Is(err, ErrForeignNamespace) {
+		reason = err.Error()
+	}
+	var spec machine.Spec
+	if msg != nil {
+		spec.ID, spec.Job = msg.ID, msg.Job
+		l.log.Error("dead-lettering a window of another deployment without running it", "offset", rec.Offset, "window", msg.ID, "job", msg.Job, "err", err)
+	} else {
+		l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
+	}
+	l.step(wn, machine.Arrived{Spec: spec, Invalid: reason})
+}
+
+// apply turns a lanes decision into its windows' events.
 func (l *loop) apply(d lanes.Decision) {
 	for _, dr := range d.Drop {
 		wn, by := dr.Item.Data.(*win), dr.By.Data.(*win)
-		if shadowOn {
-			p := machine.DropSkip
-			switch {
-			case dr.Superseded:
-				p = machine.DropReplace
-			case dr.Item.Policy == lanes.Latest:
-				p = machine.DropLatest
-			}
-			l.shStep(wn, machine.Dropped{By: by.msg.ID, Policy: p})
-		}
-		// A policy changed mid-lane: give a chained claim back first.
+		p := machine.DropSkip
 		switch {
-		case wn.state == stChaining && wn.chained:
-			l.giveBack(wn)
-		case wn.state == stChaining:
-			wn.unchain = true // in flight: chainAnswered gives it back
-			wn.state = stNew
+		case dr.Superseded:
+			p = machine.DropReplace
+		case dr.Item.Policy == lanes.Latest:
+			p = machine.DropLatest
 		}
-		if dr.Superseded {
-			l.settleIdle(wn, dedupe.OpSupersede, fmt.Sprintf("superseded by window %s before it started (overlap policy replace)", by.msg.ID))
-			continue
-		}
-		reason := fmt.Sprintf("window %s of the job was still running (overlap policy skip)", by.msg.ID)
-		if dr.Item.Policy == lanes.Latest {
-			reason = fmt.Sprintf("a newer window %s arrived while it waited (overlap policy latest keeps only the newest)", by.msg.ID)
-		}
-		l.settleIdle(wn, dedupe.OpSkip, reason)
+		l.step(wn, machine.Dropped{By: by.msg.ID, Policy: p})
 	}
 	for _, c := range d.Cancel {
-		if shadowOn {
-			wn := c.Item.Data.(*win)
-			l.shStep(wn, machine.Superseded{By: c.By.Data.(*win).msg.ID, Now: wn.mtime(time.Now())})
-		}
-		l.supersede(c.Item.Data.(*win), c.By.Data.(*win))
+		l.step(c.Item.Data.(*win), machine.Superseded{By: c.By.Data.(*win).msg.ID, Now: time.Now()})
 	}
 	for _, it := range d.Start {
-		if shadowOn {
-			l.shStep(it.Data.(*win), machine.Admitted{})
-		}
-		l.toReady(it.Data.(*win))
+		l.step(it.Data.(*win), machine.Admitted{})
 	}
 }
 
-// supersede ends the active window wn because by, a newer window of its
-// job, arrived (overlap policy replace): a running attempt is cancelled
-// with cause ErrSuperseded; a window waiting to be claimed is settled as
-// superseded at once; a claim or settlement in flight picks the flag up
-// when it returns.
-func (l *loop) supersede(wn, by *win) {
-	wn.superseded = "superseded by newer window " + by.msg.ID + " (overlap policy replace)"
-	switch wn.state {
-	case stRunning:
-		wn.att.supersede()
-	case stReady:
-		if shadowOn {
-			l.shDid(wn, "withdraw-slot")
-		}
-		l.ready.Remove(&wn.item)
-		l.slots.Want(l.ready.Startable())
-		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
-	case stWaiting:
-		l.stopWait(wn)
-		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
-	}
-}
-
-// toReady queues an active window for a slot, unless a newer window
-// replaced it meanwhile.
-func (l *loop) toReady(wn *win) {
-	if l.halted {
-		if wn.chained {
-			l.giveBack(wn)
-		}
-		wn.state = stDone
-		return
-	}
-	if wn.chained {
-		// Its predecessor's completion claimed it: it goes on at once,
-		// on the slot it holds.
-		delete(l.chained, wn)
-		c, proven := wn.claim, wn.chainedAt
-		wn.chained = false
-		wn.state = stClaiming
-		l.claimedOne(wn, c, proven)
-		return
-	}
-	if wn.superseded != "" {
-		l.settleIdle(wn, dedupe.OpSupersede, wn.superseded)
-		return
-	}
-	wn.state = stReady
-	if shadowOn {
-		l.shDid(wn, "want-slot")
-	}
-	l.ready.Push(&wn.item, l.w.maxConcurrent(wn.msg))
-	l.slots.Want(l.ready.Startable())
-}
-
-// granted moves windows that got a slot from ready to the claim queue, in
+// granted gives the slots just granted to the windows waiting for one, in
 // the order the fair queue gives them (lanes.Fair: each job within its
 // max_concurrent, the job holding the fewest slots first).
 func (l *loop) granted(n int) {
@@ -679,13 +483,7 @@ func (l *loop) granted(n int) {
 		if it == nil {
 			break
 		}
-		wn := it.Data.(*win)
-		wn.state = stClaiming
-		l.claimQ = append(l.claimQ, wn)
-		if shadowOn {
-			l.shStep(wn, machine.SlotGranted{})
-			l.shDid(wn, "claim")
-		}
+		l.step(it.Data.(*win), machine.SlotGranted{})
 	}
 	if n > 0 {
 		l.slotsHeld -= n
@@ -694,135 +492,65 @@ func (l *loop) granted(n int) {
 	l.slots.Want(l.ready.Startable())
 }
 
-// putSlot gives back the slots the windows wns held (each its job's, in
-// the fair queue's count).
-func (l *loop) putSlot(wns ...*win) {
-	startable := l.ready.Startable()
-	for _, wn := range wns {
-		l.ready.Release(wn.item.Key)
-		if shadowOn {
-			l.shDid(wn, "release-slot")
-		}
-	}
-	l.slotsHeld -= len(wns)
-	l.slots.Release(len(wns))
-	if n := l.ready.Startable(); n != startable && !l.halted {
-		l.slots.Want(n) // windows of a job that was at its max_concurrent
-	}
-}
-
-// claimed handles a claim call's answer for batch.
-func (l *loop) claimed(batch []*win, cs []dedupe.Claim, proven time.Time, err error) {
+// claimed turns a claim call's answer into its windows' events.
+func (l *loop) claimed(in claimAnswer) {
 	l.claiming--
-	if err != nil {
-		l.putSlot(batch...)
-		if shadowOn {
-			for _, wn := range batch {
-				l.shStep(wn, machine.ClaimFailed{Ended: l.ctx.Err() != nil, Err: err})
-			}
-		}
-		if l.ctx.Err() != nil || l.halted {
-			for _, wn := range batch {
-				wn.state = stDone
-			}
-			return
-		}
-		// A non-retryable store error: the ids are invalid, which a
-		// decoded window's cannot be; dead-letter rather than loop.
-		for _, wn := range batch {
-			l.deadLetter(wn, "store refused the window: "+err.Error(), 0, 0, err)
+	if in.err != nil {
+		ended := l.ctx.Err() != nil
+		for _, wn := range in.batch {
+			l.step(wn, machine.ClaimFailed{Ended: ended, Err: in.err})
 		}
 		return
 	}
-	for i, wn := range batch {
-		l.claimedOne(wn, cs[i], proven)
-		if shadowOn {
-			l.shClaimed(wn, cs[i], proven)
-		}
+	now := time.Now()
+	for i, wn := range in.batch {
+		l.step(wn, l.claimEvent(wn, in.cs[i], in.proven, now))
 	}
 }
 
-// claimedOne handles the claim c of wn, which holds a slot, taken by the
-// call that started at proven (a claim call's, or its predecessor's
-// completion's): it runs the window, skips it as done, or waits for a
-// live claim to end.
-func (l *loop) claimedOne(wn *win, c dedupe.Claim, proven time.Time) {
+// claimEvent maps the claim c of wn, taken by a call that started at
+// proven and answered by now, to its event.
+func (l *loop) claimEvent(wn *win, c dedupe.Claim, proven, now time.Time) machine.Event {
 	wn.claim = c
-	switch {
-	case l.halted:
-		l.putSlot(wn)
-		wn.state = stDone
-		if c.Outcome == dedupe.Claimed {
-			// Claimed for a window that will not start here: give it
-			// back, so the next owner runs it at once with the same
-			// attempt number.
-			l.unclaim(wn, c)
+	switch c.Outcome {
+	case dedupe.Claimed:
+		wn.ran = ran{started: now, finished: now, notStarted: now.Sub(proven)}
+		if !l.w.realClock {
+			wn.ran.started = l.w.cfg.Now()
+			wn.ran.finished = wn.ran.started
 		}
-	case c.Outcome == dedupe.Claimed && wn.superseded != "":
-		l.putSlot(wn)
-		l.settleHeld(wn, dedupe.OpSupersede, wn.superseded, nil)
-	case c.Outcome == dedupe.Claimed:
-		if age, old := l.w.beyondHorizon(wn.rec, wn.msg); old {
-			l.putSlot(wn)
-			l.tooOld(wn, age)
-			return
-		}
-		if l.exhausted(wn) {
-			l.putSlot(wn)
-			return
-		}
-		l.start(wn, proven)
-	case c.Outcome == dedupe.AlreadyDone:
-		l.putSlot(wn)
-		l.report(wn, OutcomeSkippedDone, nil, nil)
-		l.finish(wn)
-	default: // Busy: another claim is live (or ours, whose reply was lost)
-		l.putSlot(wn)
-		l.wait(wn, min(max(c.Retry, busyMin), busyMax), func() { l.toReady(wn) })
+		return machine.Claimed{Token: c.Token, Attempt: c.Attempt, ProvenAt: proven, Now: now}
+	case dedupe.AlreadyDone:
+		return machine.AlreadyDone{}
 	}
+	return machine.Busy{Retry: c.Retry}
 }
 
-// wait runs then on the loop after d, unless the wait is stopped first.
-func (l *loop) wait(wn *win, d time.Duration, then func()) {
-	wn.state = stWaiting
-	wn.gen++
-	gen := wn.gen
-	if shadowOn {
-		l.shWait(wn, d)
+// chainNext offers the slot of wn, whose attempt succeeded, to the next
+// window of its queue lane, whose claim then rides on wn's completion
+// (dedupe.Settlement.Next): it starts once wn is done, one store round
+// trip after wn's handler returned. It reports whether that window took
+// the slot.
+func (l *loop) chainNext(wn *win) bool {
+	if l.halted {
+		return false
 	}
-	var t *time.Timer
-	t = time.AfterFunc(d, func() {
-		l.inbox.post(func() {
-			delete(l.timers, t)
-			if wn.gen == gen && wn.state == stWaiting {
-				if shadowOn && wn.sh != nil {
-					l.shStep(wn, machine.TimerFired{Seq: wn.sh.seq, Now: wn.mtime(time.Now())})
-				}
-				then()
-			}
-		})
-	})
-	wn.timer = t
-	l.timers[t] = struct{}{}
+	it := l.lanes.Next(&wn.item)
+	if it == nil {
+		return false
+	}
+	n := it.Data.(*win)
+	if !n.m.Chainable() {
+		return false
+	}
+	l.step(n, machine.ChainOffered{})
+	wn.next = n
+	return true
 }
 
-func (l *loop) stopWait(wn *win) {
-	wn.gen++
-	if wn.timer != nil {
-		wn.timer.Stop()
-		delete(l.timers, wn.timer)
-		wn.timer = nil
-	}
-}
-
-// finish ends an active window for good: its record is settled for the
-// partition's commit point, and the next window of its lane may start.
+// finish settles wn's record for the partition's commit point, and
+// finishes it in its lane, whose next window may start.
 func (l *loop) finish(wn *win) {
-	wn.state = stDone
-	if shadowOn && wn.sh != nil {
-		wn.sh.done = true
-		l.shDid(wn, "finish")
-	}
 	l.o.Settle(wn.rec)
 	if wn.item.Active() {
 		l.apply(l.lanes.Finish(&wn.item))
@@ -830,38 +558,37 @@ func (l *loop) finish(wn *win) {
 	}
 }
 
-// poison dead-letters a record that is not a valid window, or (msg set,
-// err ErrForeignNamespace) a window of another deployment, unclaimed.
-func (l *loop) poison(rec *kgo.Record, msg *jobmsg.Message, err error) {
-	reason := "undecodable record: " + err.Error()
-	if errors.Is(err, errUnverified) || errors.Is(err, ErrForeignNamespace) {
-		reason = err.Error()
+// putSlot gives back the slot wn held (its job's, in the fair queue's
+// count).
+func (l *loop) putSlot(wn *win) {
+	startable := l.ready.Startable()
+	l.ready.Release(wn.item.Key)
+	l.slotsHeld--
+	l.slots.Release(1)
+	if n := l.ready.Startable(); n != startable && !l.halted {
+		l.slots.Want(n) // windows of a job that was at its max_concurrent
 	}
-	var id, job string
-	if msg != nil {
-		id, job = msg.ID, msg.Job
-		l.log.Error("dead-lettering a window of another deployment without running it", "offset", rec.Offset, "window", id, "job", job, "err", err)
-	} else {
-		l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
+}
+
+// wait delivers TimerFired{Seq} to wn after d, unless stopWait comes
+// first.
+func (l *loop) wait(wn *win, d time.Duration, seq uint64) {
+	wn.timer = time.AfterFunc(d, func() { l.inbox.post(waitOver{wn: wn, seq: seq}) })
+}
+
+func (l *loop) stopWait(wn *win) {
+	if wn.timer != nil {
+		wn.timer.Stop()
+		wn.timer = nil
 	}
-	l.letters = append(l.letters, letter{rec: rec, reason: reason, then: func(derr error) {
-		if derr != nil {
-			return // ctx ended: the next owner dead-letters it
-		}
-		now := l.w.cfg.Now()
-		l.w.executed(Execution{WindowID: id, Job: job, Partition: rec.Partition, Offset: rec.Offset, Outcome: OutcomeDeadLettered, Err: err, Started: now, Finished: now})
-		l.o.Settle(rec)
-	}})
 }
 
 // letter is a dead letter queued for the partition: they are produced one
 // at a time, in the order they were decided.
 type letter struct {
-	rec      *kgo.Record
+	wn       *win
 	reason   string
 	attempts int
-	then     func(error) // on the loop, with nil once it is written or ctx's error
-	wn       *win        // the window, for the shadow (nil for a poison record)
 }
 
 // logger returns the window's logger (built only when something is
@@ -876,52 +603,14 @@ func (l *loop) logger(wn *win) *slog.Logger {
 // With them.
 func winAttrs(wn *win, more ...any) []any {
 	attrs := make([]any, 0, 10+len(more))
-	attrs = append(attrs, "offset", wn.rec.Offset, "window", wn.msg.ID, "job", wn.msg.Job)
+	attrs = append(attrs, "offset", wn.rec.Offset)
+	if wn.msg != nil {
+		attrs = append(attrs, "window", wn.msg.ID, "job", wn.msg.Job)
+	}
 	if wn.claim.Outcome == dedupe.Claimed && wn.claim.Token != 0 {
 		attrs = append(attrs, "token", wn.claim.Token, "attempt", wn.claim.Attempt)
 	}
 	return append(attrs, more...)
-}
-
-// execution returns the Execution of wn's current claim.
-func (l *loop) execution(wn *win, outcome string, err error) Execution {
-	e := Execution{WindowID: wn.msg.ID, Job: wn.msg.Job, Partition: wn.rec.Partition, Offset: wn.rec.Offset,
-		ScheduledAt: wn.msg.ScheduledAt, PublishedAt: wn.msg.PublishedAt, Outcome: outcome, Err: err}
-	if wn.claim.Token != 0 {
-		e.Attempt, e.Token = wn.claim.Attempt, wn.claim.Token
-	}
-	return e
-}
-
-// report reports an outcome of wn: of the attempt res describes, or (res
-// nil) of a settlement without an attempt.
-func (l *loop) report(wn *win, outcome string, err error, res *result) {
-	e := l.execution(wn, outcome, err)
-	if res != nil {
-		e.Started, e.Finished = res.started, res.finished
-	} else {
-		now := l.w.cfg.Now()
-		e.Started, e.Finished = now, now
-	}
-	l.w.executed(e)
-	if shadowOn {
-		l.shDid(wn, fmt.Sprintf("report %s of-attempt=%v", outcome, res != nil))
-	}
-	if outcome != OutcomeSkippedDone { // a redelivery, not a settlement
-		r := dedupe.Run{WindowID: e.WindowID, Job: e.Job, Trigger: string(wn.msg.Trigger), Outcome: outcome, WindowStart: wn.msg.Window.Start,
-			Started: e.Started, Finished: e.Finished, Attempt: e.Attempt, Token: e.Token, Worker: l.w.cfg.WorkerID,
-			ScheduleVersion: wn.msg.ScheduleVersion}
-		if err != nil {
-			r.Error = handler.Cut(err.Error(), dedupe.MaxRunErrorBytes)
-		}
-		if len(l.runs) == 0 {
-			l.runsSince = time.Now()
-			if l.runs == nil {
-				l.runs = make([]dedupe.Run, 0, max(8, l.lastRuns))
-			}
-		}
-		l.runs = append(l.runs, r)
-	}
 }
 
 // policyOf maps a window's overlap policy to its lane policy (decoding

@@ -40,7 +40,7 @@ func (b launch) run() {
 		finished = w.cfg.Now()
 	}
 	w.running.Add(-1)
-	l.inbox.post(func() { l.returned(b.a, err, finished, took) })
+	l.inbox.post(handlerReturned{a: b.a, err: err, finished: finished, took: took})
 }
 
 // dispatch runs the handlers of the attempts started in this turn of the

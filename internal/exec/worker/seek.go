@@ -57,7 +57,8 @@ func (w *Worker) SeekSkipping(ctx context.Context, n int32, from, offset int64, 
 		return 0, err
 	}
 	// Attempts of records below offset that end while the seek stops the
-	// partition are settled as skipped (settleResult).
+	// partition are settled as skipped (attempt.go attemptOver gives the
+	// rules Returned.ReplaySkip).
 	mark := w.replaySkips.set(n, offset, reason)
 	defer w.replaySkips.clear(n, mark)
 
@@ -202,27 +203,4 @@ func (s *replaySkips) lookup(n int32, offset int64) (*replaySkip, bool) {
 		return nil, false
 	}
 	return sk, true
-}
-
-// settleReplaySkipped settles wn, whose attempt (res) a replay's seek past
-// it ended, as skipped under the claim it holds, instead of releasing it.
-func (l *loop) settleReplaySkipped(wn *win, sk *replaySkip, res *result) {
-	reason := sk.reason
-	l.queue(wn, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpSkip, Token: wn.claim.Token, Reason: reason}, res, func(err error) {
-		switch {
-		case err == nil:
-			sk.settled.Add(1)
-			l.logger(wn).Info("window skipped", "status", dedupe.ReplaySkipLabel, "reason", reason)
-			l.report(wn, OutcomeSkippedReplay, errors.New(reason), res)
-			l.finish(wn)
-		case errors.Is(err, dedupe.ErrAlreadyDone):
-			l.report(wn, OutcomeSkippedDone, nil, nil)
-			l.finish(wn)
-		default:
-			// Fenced or the store unreachable: SeekSkipping settles it
-			// after the seek.
-			l.logger(wn).Warn("cannot settle the window a replay skips; the replay settles it after the seek", "err", err)
-			wn.state = stDone
-		}
-	})
 }

@@ -98,7 +98,7 @@ func (d *watchdog) fire() {
 		}
 		a.claim.Check(t)
 		if a.abandonAt() <= now && a.abandoning.CompareAndSwap(false, true) {
-			a.l.inbox.post(func() { a.l.abandon(a) })
+			a.l.inbox.post(abandonDue{a})
 		}
 	}
 

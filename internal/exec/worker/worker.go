@@ -19,6 +19,7 @@ import (
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/worker/internal/lanes"
+	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/store/topic"
@@ -74,6 +75,11 @@ var ErrForeignNamespace = errors.New("worker: window of another deployment")
 // instead of run because its record is older than the store's Retention:
 // its done marker may have expired, so whether it already ran is unknown.
 var ErrBeyondHorizon = errors.New("worker: record older than the replay horizon")
+
+// ErrAttemptsExhausted is the error (Execution.Err) of a window
+// dead-lettered instead of run because its earlier attempts, interrupted
+// ones included, used up its max_attempts.
+var ErrAttemptsExhausted = errors.New("worker: max_attempts used up")
 
 // Defaults of the zero values of Config fields.
 const (
@@ -412,6 +418,9 @@ type Worker struct {
 	// claims.Proof() (ClaimTTL - margin) after the start of the call that
 	// took or last extended it.
 	claims keepalive.Policy
+	// rules are the windows' rules (internal/window) with this worker's
+	// settings.
+	rules machine.Rules
 
 	// replaySkips: partitions being moved forward by SeekSkipping.
 	replaySkips replaySkips
@@ -440,6 +449,8 @@ func New(cfg Config) (*Worker, error) {
 		h:      handler.Recover()(cfg.Handler),
 		slots:  lanes.NewSlots(cfg.Concurrency),
 		claims: claims,
+		rules: machine.Rules{Proof: claims.Proof(), Grace: cfg.Grace, Retention: cfg.Store.Retention(),
+			BusyMin: busyMin, BusyMax: busyMax},
 
 		allowLimit: max(1, cfg.Concurrency/AllowShare),
 
@@ -510,9 +521,6 @@ func (w *Worker) Assigned() []int32 { return w.consumer.Assigned() }
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice; a Worker runs once, create a new one with New")
-	}
-	if shadowOn {
-		w.log.Warn("window shadow on: the rules' machine shadows every window and the worker panics where they differ (KJOB_WINDOW_SHADOW=1; a test setting)")
 	}
 	if err := w.ensureDLQ(ctx); err != nil {
 		// Release the client without joining the group.

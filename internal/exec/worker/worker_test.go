@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,16 +32,7 @@ import (
 // go-redis retries a failed dial on a goroutine of its own that sleeps a
 // second between tries and ends with the client: tests that kill Redis may
 // end while one sleeps.
-//
-// The rules' machine shadows every window in the tests (shadow.go), not in
-// the benchmarks, which measure the worker as it runs in production;
-// KJOB_WINDOW_SHADOW=1 or 0 says otherwise.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	shadowOn = flag.Lookup("test.bench").Value.String() == ""
-	if v := os.Getenv("KJOB_WINDOW_SHADOW"); v != "" {
-		shadowOn = v == "1"
-	}
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 

@@ -11,16 +11,20 @@
 // halted) and carries out the actions it returns (claim, start the handler,
 // settle in the store, write a dead letter, wait, finish the record).
 //
-// # Shadowed, not wired yet
+// # The worker is its shell
 //
-// The worker's partition loop (internal/exec/worker: loop.go, settle.go,
-// attempt.go) does not act on this package yet: it still carries these
-// rules in its own code, with its own state field. It steps a Window beside
-// each of its windows and panics when the two differ (worker/shadow.go, on
-// in the worker's tests and with KJOB_WINDOW_SHADOW=1). This package is the
-// specification those files are to be rewritten on, derived from what they
-// do today and tested with scenario tables; docs/design/window-lifecycle.md
-// says where each action replaces which code, and in which steps.
+// The worker's partition loop (internal/exec/worker) holds each window's
+// state as a Window and changes it only through Step (its step.go): it
+// turns records, lanes decisions, store answers, handler returns and
+// timers into events, and carries out the actions. The running attempt's
+// timing is the one part the shell keeps on other goroutines, so that
+// stepping down never waits for the loop: the claim's keepalive and the
+// partition's watchdog cancel the handler at Start's StepDownAt, an
+// extend that finds the claim taken over cancels it at once, and the
+// watchdog abandons it at AbandonAt; when the attempt ends, the shell
+// steps the window with what they found (Extended at the last proof,
+// Fenced, TimerFired at the step-down, the abandonment's TimerFired)
+// before the Returned, so the outcome is decided here.
 //
 // # What stays in the shell
 //

@@ -181,6 +181,17 @@ func (w Window) Extendable() bool {
 	return w.state == Running && !w.steppedDown && !w.fenced
 }
 
+// RetryIn is the backoff before a failed attempt's window is claimed
+// again, decided when the attempt failed (the shell logs it with the
+// failure).
+func (w Window) RetryIn() time.Duration { return w.retryIn }
+
+// AbandonAt is when a running handler is abandoned if it has not returned:
+// Grace after its context was done. The shell's watchdog keeps its own
+// copy of this deadline on another goroutine; when it fires, the shell
+// delivers TimerFired at no earlier than this.
+func (w Window) AbandonAt(r Rules) time.Time { return w.abandonAt(r) }
+
 // StepDownAt is when a running attempt is cancelled unless its claim is
 // proven again: Proof after the start of the last call that proved it.
 func (w Window) stepDownAt(r Rules) time.Time { return w.proven.Add(r.Proof) }
