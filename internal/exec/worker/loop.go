@@ -41,6 +41,46 @@ type win struct {
 	answer error
 	bad    error       // why the record is not a window of ours
 	skip   *replaySkip // the replay its interrupted attempt is skipped for
+
+	prev, nextLive *win // in loop.live while not final
+}
+
+// winList is the loop's windows that are not final, linked through the
+// windows themselves: a window joins and leaves it without an allocation.
+type winList struct{ head *win }
+
+func (ls *winList) add(wn *win) {
+	wn.nextLive = ls.head
+	if ls.head != nil {
+		ls.head.prev = wn
+	}
+	ls.head = wn
+}
+
+// remove takes wn out, if it is in.
+func (ls *winList) remove(wn *win) {
+	switch {
+	case wn.prev != nil:
+		wn.prev.nextLive = wn.nextLive
+	case ls.head == wn:
+		ls.head = wn.nextLive
+	default:
+		return // not in
+	}
+	if wn.nextLive != nil {
+		wn.nextLive.prev = wn.prev
+	}
+	wn.prev, wn.nextLive = nil, nil
+}
+
+// all returns the windows in the list, for a step of each that may take
+// them out.
+func (ls *winList) all() []*win {
+	var out []*win
+	for wn := ls.head; wn != nil; wn = wn.nextLive {
+		out = append(out, wn)
+	}
+	return out
 }
 
 // ran is how the window's latest attempt went, for the reports of it.
@@ -70,10 +110,11 @@ type loop struct {
 
 	lanes     *lanes.Lanes
 	slots     *lanes.Waiter
-	slotsHeld int         // slots taken and not released
-	ready     *lanes.Fair // active windows waiting for a slot: who gets the next one
-	waiting   int         // ready.Waiting() as last added to Worker.waitingSlot
-	live      map[*win]struct{}
+	slotsHeld int              // slots taken and not released
+	ready     *lanes.Fair      // active windows waiting for a slot: who gets the next one
+	waiting   int              // ready.Waiting() as last added to Worker.waitingSlot
+	live      winList          // the windows not final: what a halt or stop steps
+	acts      []machine.Action // step's buffer
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -202,7 +243,6 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 		lanes:     lanes.New(),
 		ready:     lanes.NewFair(),
 		slots:     w.slots.Waiter(),
-		live:      map[*win]struct{}{},
 		running:   map[*attempt]struct{}{},
 		deadlines: map[int64]*deadline{},
 		slow:      map[string]bool{},
@@ -217,7 +257,7 @@ func (w *Worker) serve(ctx context.Context, o *partition.Owned) {
 func (l *loop) run() {
 	defer func() {
 		l.dog.stop()
-		for wn := range l.live { // none waits: halt stopped every Wait
+		for _, wn := range l.live.all() { // none waits: halt stopped every Wait
 			if wn.timer != nil {
 				wn.timer.Stop()
 			}
@@ -344,7 +384,7 @@ func (l *loop) halt() {
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
 	l.endClaims()
-	for wn := range l.live {
+	for _, wn := range l.live.all() {
 		l.step(wn, machine.Halted{})
 	}
 }
@@ -368,7 +408,7 @@ func (l *loop) stop() {
 	for a := range l.running {
 		a.noteCancelled(monoOf(now))
 	}
-	for wn := range l.live {
+	for _, wn := range l.live.all() {
 		l.step(wn, machine.Stopped{Now: now})
 	}
 }
@@ -402,7 +442,7 @@ func (l *loop) arrive() {
 	for _, rec := range recs {
 		msg, err := l.w.parse(rec)
 		wn := &win{rec: rec, msg: msg}
-		l.live[wn] = struct{}{}
+		l.live.add(wn)
 		if err != nil {
 			l.poison(wn, err)
 			continue

@@ -17,8 +17,11 @@ import (
 // a slot, a claim or settlement queued for the next batched store call,
 // a handler started, a dead letter, a timer, a report, the commit point.
 func (l *loop) step(wn *win, e machine.Event) {
-	m, acts := l.rules.Step(wn.m, e)
-	wn.m = m
+	// The actions go into the loop's buffer; a step that an action
+	// causes (a finish admits the lane's next window) finds it taken and
+	// uses one of its own.
+	acts := l.rules.StepAppend(l.acts[:0], &wn.m, e)
+	l.acts = nil
 	for i, a := range acts {
 		switch a := a.(type) {
 		case machine.WantSlot:
@@ -74,8 +77,10 @@ func (l *loop) step(wn *win, e machine.Event) {
 			l.finish(wn)
 		}
 	}
+	clear(acts) // keep no reports' errors alive
+	l.acts = acts[:0]
 	if wn.m.State().Final() {
-		delete(l.live, wn)
+		l.live.remove(wn)
 	}
 }
 

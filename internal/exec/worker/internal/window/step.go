@@ -22,14 +22,23 @@ var ErrAbandoned = errors.New("abandoned after timeout: handler ignored cancella
 // Step is a method of Rules, the worker-wide settings, so that a window
 // carries only its own state and the shell calls rules.Step(w, e).
 func (r Rules) Step(w Window, e Event) (Window, []Action) {
-	s := stepper{r: r, w: w}
+	acts := r.StepAppend(nil, &w, e)
+	return w, acts
+}
+
+// StepAppend is Step for a shell that keeps its windows and a buffer of
+// actions: it changes *w in place and appends the actions to acts, so
+// that a window's step costs no copy of the window and, with a reused
+// buffer, no allocation for its actions. The rules are Step's.
+func (r Rules) StepAppend(acts []Action, w *Window, e Event) []Action {
+	s := stepper{r: r, w: w, acts: acts}
 	s.on(e)
-	return s.w, s.acts
+	return s.acts
 }
 
 type stepper struct {
 	r    Rules
-	w    Window
+	w    *Window
 	acts []Action
 }
 
@@ -49,7 +58,7 @@ const (
 )
 
 func (s *stepper) on(e Event) {
-	w := &s.w
+	w := s.w
 	// A claim taken ahead whose window was dropped meanwhile is given back
 	// whatever the window has become.
 	if w.unchain {
@@ -148,7 +157,7 @@ func errString(err error) string {
 }
 
 func (s *stepper) arrived(e Arrived) {
-	w := &s.w
+	w := s.w
 	if w.state != Fetched {
 		return
 	}
@@ -162,7 +171,7 @@ func (s *stepper) arrived(e Arrived) {
 }
 
 func (s *stepper) admitted() {
-	w := &s.w
+	w := s.w
 	switch {
 	case w.state == New:
 		s.toReady()
@@ -180,7 +189,7 @@ func (s *stepper) admitted() {
 // nothing more, its claim was taken ahead (it goes on at once, on the slot
 // it holds), or a newer window replaced it meanwhile.
 func (s *stepper) toReady() {
-	w := &s.w
+	w := s.w
 	if w.halted {
 		s.giveBack()
 		w.state = Left
@@ -203,7 +212,7 @@ func (s *stepper) toReady() {
 
 // giveBack returns a claim taken ahead, and its slot.
 func (s *stepper) giveBack() {
-	w := &s.w
+	w := s.w
 	if w.state != Ahead {
 		return
 	}
@@ -226,7 +235,7 @@ func (s *stepper) releaseSlot() {
 }
 
 func (s *stepper) dropped(e Dropped) {
-	w := &s.w
+	w := s.w
 	if w.state != New && w.state != Ahead {
 		return // only a window its lane has not started is dropped
 	}
@@ -246,7 +255,7 @@ func (s *stepper) dropped(e Dropped) {
 // settled as superseded at once; a claim or settlement in flight picks the
 // flag up when it answers.
 func (s *stepper) superseded(e Superseded) {
-	w := &s.w
+	w := s.w
 	switch w.state {
 	case Ready, Claiming, Running, Settling, Waiting:
 	default:
@@ -270,7 +279,7 @@ func (s *stepper) superseded(e Superseded) {
 // with cause c unless it was done already (its timeout passed, or an
 // earlier cancel).
 func (s *stepper) cancel(now time.Time, c ctxCause) {
-	w := &s.w
+	w := s.w
 	if w.cause == ctxLive {
 		w.cause = c
 		if !now.Before(w.timeoutAt) {
@@ -286,7 +295,7 @@ func (s *stepper) cancel(now time.Time, c ctxCause) {
 // (Claiming) or of its predecessor's completion (Ahead: kept until its lane
 // admits it).
 func (s *stepper) claimAnswer(e Event) {
-	w := &s.w
+	w := s.w
 	switch w.state {
 	case Ahead:
 		if w.ahead != nil {
@@ -342,7 +351,7 @@ func (s *stepper) claimAnswer(e Event) {
 // claimed handles a claim the window holds: it runs the window, or ends it
 // without running it.
 func (s *stepper) claimed(c Claimed) {
-	w := &s.w
+	w := s.w
 	switch {
 	case w.halted:
 		// Claimed for a window that will not start here: give it back,
@@ -388,7 +397,7 @@ func (s *stepper) claimed(c Claimed) {
 // timer handles a timer: the end of a Wait, or a deadline of the running
 // attempt (the claim's step-down, the handler's abandonment).
 func (s *stepper) timer(e TimerFired) {
-	w := &s.w
+	w := s.w
 	switch w.state {
 	case Waiting:
 		if e.Seq != w.seq {
@@ -421,7 +430,7 @@ func (s *stepper) timer(e TimerFired) {
 // window's outcome. Its slot is given back first (a shell that chains hands
 // it to the lane's next window instead).
 func (s *stepper) ended(err error, abandoned bool, ret Returned) {
-	w := &s.w
+	w := s.w
 	s.releaseSlot()
 	superseded := w.cause == ctxSuperseded
 	switch {
@@ -487,7 +496,7 @@ func (s *stepper) final(err error) bool {
 // claim and claims again after the backoff. reported says whether the
 // dead-lettered outcome was reported already.
 func (s *stepper) failed(err error, jitter float64, reported bool) {
-	w := &s.w
+	w := s.w
 	if s.final(err) {
 		var rep *Report
 		if !reported {
@@ -521,7 +530,7 @@ func (s *stepper) reclaim() {
 }
 
 func (s *stepper) wait(d time.Duration, then waitFor) {
-	w := &s.w
+	w := s.w
 	w.state, w.waitFor = Waiting, then
 	w.seq++
 	s.do(Wait{D: d, Seq: w.seq})
@@ -536,14 +545,14 @@ func (s *stepper) finish() {
 // it as dead in the store, and finishes it. report, if set, is reported
 // once the letter is written.
 func (s *stepper) deadLetter(reason string, attempts int, token int64, report *Report) {
-	w := &s.w
+	w := s.w
 	w.state, w.pending = Settling, pendLetter
 	w.letterReason, w.letterToken, w.letterReport = reason, token, report
 	s.do(DeadLetter{Reason: reason, Attempts: attempts})
 }
 
 func (s *stepper) letter(e Event) {
-	w := &s.w
+	w := s.w
 	if w.state != Settling || w.pending != pendLetter {
 		return
 	}
@@ -573,7 +582,7 @@ func (s *stepper) letter(e Event) {
 // settleIdle settles the window, which holds no claim, without running it:
 // skipped or superseded. A live claim on it is waited out.
 func (s *stepper) settleIdle(op dedupe.Op, reason string) {
-	w := &s.w
+	w := s.w
 	w.state, w.pending, w.idleOp, w.idleReason = Settling, pendIdle, op, reason
 	s.do(Settle{Op: op, Reason: reason})
 }
@@ -581,7 +590,7 @@ func (s *stepper) settleIdle(op dedupe.Op, reason string) {
 // settleHeld settles the window under the claim it holds without
 // completing it, with outcome (of the attempt that ended, if ofAttempt).
 func (s *stepper) settleHeld(op dedupe.Op, reason string, outcome Outcome, cause Cause, ofAttempt bool) {
-	w := &s.w
+	w := s.w
 	w.state, w.pending = Settling, pendHeld
 	w.idleOp, w.idleReason, w.heldOutcome, w.heldCause, w.heldAttempt = op, reason, outcome, cause, ofAttempt
 	s.do(Settle{Op: op, Token: w.token, Reason: reason})
@@ -589,7 +598,7 @@ func (s *stepper) settleHeld(op dedupe.Op, reason string, outcome Outcome, cause
 
 // settled handles the store's answer to the window's settlement.
 func (s *stepper) settled(a Answer) {
-	w := &s.w
+	w := s.w
 	if w.state != Settling {
 		return
 	}
@@ -682,7 +691,7 @@ func (s *stepper) withoutRun(op dedupe.Op, reason string, ofAttempt bool) {
 // halt: the partition starts nothing new. Windows not started are left to
 // the next owner; what holds a claim goes on to its answer.
 func (s *stepper) halt() {
-	w := &s.w
+	w := s.w
 	w.halted = true
 	switch w.state {
 	case Fetched, New:
