@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -24,12 +25,14 @@ const holConcurrency = 100
 
 // holDuration is how long the slow task holds, kjob's measured duration:
 // KJOB_BENCH_DURATION (as make bench's BENCH_DURATION sets it), 60s by
-// default.
+// default, and at least 102s, so that the periodic task runs at least 100
+// times meanwhile (a nearest-rank p99 of fewer is the maximum).
 func holDuration() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("KJOB_BENCH_DURATION")); err == nil && d > 0 {
-		return d
+	d := 60 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("KJOB_BENCH_DURATION")); err == nil && v > 0 {
+		d = v
 	}
-	return 60 * time.Second
+	return max(d, 102*time.Second)
 }
 
 // starts collects, per periodic run, when it was due and when its
@@ -99,7 +102,10 @@ func measureHeadOfLine(b *testing.B, peer string, s *starts, slowStart time.Time
 	if len(ds) < want-1 { // a run may straddle the boundaries of an interval schedule
 		b.Errorf("%s: %d periodic runs started of the %d due while the slow task ran", peer, len(ds), want)
 	}
-	pct := func(p float64) time.Duration { return ds[int(float64(len(ds)-1)*p/100)] }
+	// Nearest rank: the smallest sample with at least p% at or below it.
+	pct := func(p float64) time.Duration {
+		return ds[min(max(int(math.Ceil(p/100*float64(len(ds)))), 1), len(ds))-1]
+	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	settings = fmt.Sprintf("%d samples; %s", len(ds), settings)
 	what := fmt.Sprintf("head-of-line, %s, concurrency %d: fast task due -> handler start, beside a %v handler", peer, holConcurrency, hold)

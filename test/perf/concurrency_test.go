@@ -101,7 +101,9 @@ func BenchmarkHeadOfLine(b *testing.B) {
 }
 
 func headOfLine(b *testing.B) {
-	hold := duration()
+	// A fast window a second while the slow one holds: at least
+	// minSamples of them, whatever the duration.
+	hold := max(duration(), time.Duration(minSamples+2)*time.Second)
 	brokers := broker(b)
 	r := redis(b)
 	cl, adm := admin(b, brokers)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -501,13 +502,21 @@ func lag(ctx context.Context, adm *kadm.Client, group, topic string) (int64, err
 	return total, nil
 }
 
-// percentile returns the p-th percentile (0..100) of sorted durations.
+// minSamples is the fewest samples a p99 is reported from: with fewer, the
+// nearest-rank p99 is the maximum, reported on its own line anyway.
+const minSamples = 100
+
+// percentile returns the p-th percentile (0..100) of sorted durations by
+// nearest rank: the smallest sample with at least p% of the samples at or
+// below it (rank ceil(p/100 * n)), as the peers' figures use. With fewer
+// than 100 samples the p99 is the maximum.
 func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
+	n := len(sorted)
+	if n == 0 {
 		return 0
 	}
-	i := int(float64(len(sorted)-1) * p / 100)
-	return sorted[i]
+	rank := int(math.Ceil(p / 100 * float64(n)))
+	return sorted[min(max(rank, 1), n)-1]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
