@@ -310,12 +310,8 @@ func (s *stepper) claimAnswer(e Event) {
 			}
 			return
 		}
-		if w.halted {
-			w.ahead = e
-			s.giveBack()
-			w.state = Left
-			return
-		}
+		// (A halted window is never Ahead: halt gives a claim ahead back
+		// and leaves the window, and its answer comes to unchain.)
 		w.ahead = e
 		if w.admitted {
 			w.admitted = false

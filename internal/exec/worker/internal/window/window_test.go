@@ -399,6 +399,24 @@ func TestPartitionEnds(t *testing.T) {
 		s.want(Done, "watch +4s", "release-slot", "settle skip token=7: replay r1", "report skipped-replay (attempt) cause=replay", "finish")
 	})
 
+	t.Run("an operator's replay moved past it, but the window is not ours to skip: left for the replay", func(t *testing.T) {
+		s := running(t)
+		s.on(Stopped{Now: at(sec)}, Returned{Err: context.Canceled, Now: at(sec), ReplaySkip: "replay r1"}, Settled{Answer: NotOurs})
+		s.want(Left, "watch +4s", "release-slot", "settle skip token=7: replay r1")
+	})
+
+	t.Run("lost during a retry's release that the store does not answer: left, the claim expires", func(t *testing.T) {
+		s := running(t)
+		s.on(Returned{Err: errBoom, Now: at(sec)}, Stopped{Now: at(sec + ms)}, Settled{Answer: NoAnswer})
+		s.want(Left, "release-slot", "report failed (attempt) err=boom", "settle release token=7: boom")
+	})
+
+	t.Run("lost while a superseded window's settlement gets no answer: left", func(t *testing.T) {
+		s := running(t)
+		s.on(Superseded{By: "j@2", Now: at(sec)}, Returned{Err: context.Canceled, Now: at(sec + ms)}, Stopped{Now: at(2 * sec)}, Settled{Answer: NoAnswer})
+		s.want(Left, "cancel superseded", "watch +4s", "release-slot", "settle supersede token=7: superseded by newer window j@2 (overlap policy replace)")
+	})
+
 	t.Run("halted while claiming: a claim that comes back is given back unstarted", func(t *testing.T) {
 		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Halted{}, claimed(7, 1, 0, 0))
 		s.want(Left, "want-slot", "claim", "release-slot", "unclaim token=7")
