@@ -179,11 +179,37 @@ func (p *process) stop(t testing.TB, timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("%s did not exit within %v of SIGTERM", p.name, timeout)
+		// Where it hangs is in its goroutines: SIGQUIT makes the Go
+		// runtime print them to its log, which is saved.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("%s did not exit within %v of SIGTERM; its log, with its goroutines after a SIGQUIT: %s", p.name, timeout, p.saveLog(t, "stuck"))
 	}
 	if p.err != nil {
 		t.Errorf("%s exited with %v", p.name, p.err)
 	}
+}
+
+// saveLog writes p's whole log to KJOB_TEST_ARTIFACTS (CI keeps it) or a
+// temporary directory, and returns its path or why it could not.
+func (p *process) saveLog(t testing.TB, what string) string {
+	dir := os.Getenv("KJOB_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "not saved: " + err.Error()
+	}
+	p.mu.Lock()
+	body := strings.Join(p.lines, "\n")
+	p.mu.Unlock()
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), p.name, what))
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return "not saved: " + err.Error()
+	}
+	return path
 }
 
 // alive reports whether the process has not exited.
