@@ -61,6 +61,9 @@ type attempt struct {
 	end     func(error) // Config.OnAttempt's end, if any
 	started time.Time
 	ended   bool // the loop handled its result
+	// stepDownAt is the step-down deadline Start gave: an extend that
+	// proved the claim since moved the keepalive's past it.
+	stepDownAt time.Time
 }
 
 // start runs wn's handler under its claim (the rules' Start action). The
@@ -82,6 +85,7 @@ func (l *loop) start(wn *win, s machine.Start) {
 	wn.ran = ran{started: a.started}
 	l.running[a] = struct{}{}
 	a.claim.Init(w.claims, s.StepDownAt.Add(-w.claims.Proof()), a.stepDown)
+	a.stepDownAt = s.StepDownAt
 	a.timeout = l.deadlineFor(monoOf(s.TimeoutAt))
 	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
 	a.cancel = cancel
@@ -245,7 +249,9 @@ func (l *loop) attemptOver(a *attempt, err error, finished time.Time, abandoned 
 	}
 	proof := l.w.claims.Proof()
 	d := a.claim.Deadline()
-	l.step(wn, machine.Extended{At: d.Add(-proof)})
+	if d.After(a.stepDownAt) {
+		l.step(wn, machine.Extended{At: d.Add(-proof)})
+	}
 	switch {
 	case fenced:
 		at := time.Now()

@@ -30,7 +30,9 @@ type Unclaim struct{ Token int64 }
 
 // Start: run the handler under claim Token (Attempt), its context bounded
 // by TimeoutAt; StepDownAt is when it is cancelled unless the claim is
-// proven again (TimerFired then). Answer with Returned.
+// proven again (TimerFired then). Its first deadline is the earlier of
+// StepDownAt and TimeoutAt + Grace: Start comes without a Watch. Answer
+// with Returned.
 type Start struct {
 	Token      int64
 	Attempt    int

@@ -386,8 +386,9 @@ func (s *stepper) claimed(c Claimed) {
 		s.ended(nil, false, Returned{Now: c.Now})
 		return
 	}
-	s.do(Start{Token: w.token, Attempt: w.attempt, TimeoutAt: w.timeoutAt, StepDownAt: w.stepDownAt(s.r)},
-		Watch{At: w.nextDeadline(s.r)})
+	// Start's two deadlines are the attempt's first ones: no Watch with
+	// it (the shell's timer follows Start; a Watch comes when one moves).
+	s.do(Start{Token: w.token, Attempt: w.attempt, TimeoutAt: w.timeoutAt, StepDownAt: w.stepDownAt(s.r)})
 }
 
 // timer handles a timer: the end of a Wait, or a deadline of the running
@@ -401,7 +402,7 @@ func (s *stepper) timer(e TimerFired) {
 		}
 		switch w.waitFor {
 		case waitIdle:
-			s.settleIdle(w.idleOp, w.idleReason)
+			s.settleIdle(w.set.op, w.set.reason)
 		default:
 			s.toReady()
 		}
@@ -543,7 +544,7 @@ func (s *stepper) finish() {
 func (s *stepper) deadLetter(reason string, attempts int, token int64, report *Report) {
 	w := s.w
 	w.state, w.pending = Settling, pendLetter
-	w.letterReason, w.letterToken, w.letterReport = reason, token, report
+	w.set = &settleOf{reason: reason, token: token, report: report}
 	s.do(DeadLetter{Reason: reason, Attempts: attempts})
 }
 
@@ -553,33 +554,33 @@ func (s *stepper) letter(e Event) {
 		return
 	}
 	if _, failed := e.(LetterFailed); failed {
-		if w.letterToken == 0 {
+		if w.set.token == 0 {
 			w.state, w.pending = Left, pendNone
 			return
 		}
 		// Not written before the partition's context ended: not settled;
 		// the next owner re-delivers the window.
 		w.pending = pendLeave
-		s.do(Settle{Op: dedupe.OpRelease, Token: w.letterToken, Reason: "interrupted before dead-lettering: " + w.letterReason})
+		s.do(Settle{Op: dedupe.OpRelease, Token: w.set.token, Reason: "interrupted before dead-lettering: " + w.set.reason})
 		return
 	}
-	if w.letterReport != nil {
-		s.do(*w.letterReport)
-		w.letterReport = nil
+	if w.set.report != nil {
+		s.do(*w.set.report)
+		w.set = &settleOf{reason: w.set.reason, token: w.set.token} // reported
 	}
-	if w.letterToken == 0 {
+	if w.set.token == 0 {
 		s.finish()
 		return
 	}
 	w.pending = pendDead
-	s.do(Settle{Op: dedupe.OpDeadLetter, Token: w.letterToken, Reason: w.letterReason})
+	s.do(Settle{Op: dedupe.OpDeadLetter, Token: w.set.token, Reason: w.set.reason})
 }
 
 // settleIdle settles the window, which holds no claim, without running it:
 // skipped or superseded. A live claim on it is waited out.
 func (s *stepper) settleIdle(op dedupe.Op, reason string) {
 	w := s.w
-	w.state, w.pending, w.idleOp, w.idleReason = Settling, pendIdle, op, reason
+	w.state, w.pending, w.set = Settling, pendIdle, &settleOf{op: op, reason: reason}
 	s.do(Settle{Op: op, Reason: reason})
 }
 
@@ -588,7 +589,7 @@ func (s *stepper) settleIdle(op dedupe.Op, reason string) {
 func (s *stepper) settleHeld(op dedupe.Op, reason string, outcome Outcome, cause Cause, ofAttempt bool) {
 	w := s.w
 	w.state, w.pending = Settling, pendHeld
-	w.idleOp, w.idleReason, w.heldOutcome, w.heldCause, w.heldAttempt = op, reason, outcome, cause, ofAttempt
+	w.set = &settleOf{op: op, reason: reason, outcome: outcome, cause: cause, ofAttempt: ofAttempt}
 	s.do(Settle{Op: op, Token: w.token, Reason: reason})
 }
 
@@ -640,7 +641,7 @@ func (s *stepper) settled(a Answer) {
 	case pendIdle:
 		switch a {
 		case Accepted:
-			s.withoutRun(w.idleOp, w.idleReason, false)
+			s.withoutRun(w.set.op, w.set.reason, false)
 		case WasDone:
 			s.do(Report{Outcome: OutcomeSkippedDone})
 			s.finish()
@@ -656,7 +657,7 @@ func (s *stepper) settled(a Answer) {
 	case pendHeld, pendReplay:
 		switch a {
 		case Accepted:
-			s.do(Report{Outcome: w.heldOutcome, OfAttempt: w.heldAttempt, Cause: w.heldCause, Reason: w.idleReason})
+			s.do(Report{Outcome: w.set.outcome, OfAttempt: w.set.ofAttempt, Cause: w.set.cause, Reason: w.set.reason})
 			s.finish()
 		case WasDone:
 			s.do(Report{Outcome: OutcomeSkippedDone})

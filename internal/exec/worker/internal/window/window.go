@@ -104,19 +104,11 @@ type Window struct {
 	stopped    bool   // the partition's context ended
 
 	pending pending // what the Settle or DeadLetter in flight is for
-	// For a dead letter in flight: its reason, the token it settles under
-	// (0: none), and the error to report once it is written.
-	letterReason string
-	letterToken  int64
-	letterReport *Report
-	// For a token-less skip or supersede (settleIdle): its op and reason,
-	// tried again after a Busy wait.
-	idleOp     dedupe.Op
-	idleReason string
-	// For a settlement under the claim with an outcome of its own.
-	heldOutcome Outcome
-	heldCause   Cause
-	heldAttempt bool // the outcome is an attempt's
+	// What that Settle or DeadLetter carries, for a dead letter, a
+	// settlement without completion, or a token-less skip; nil for a
+	// completion or a release. Replaced, never changed in place, so a
+	// Window copied by Step shares nothing that changes.
+	set *settleOf
 
 	retryIn time.Duration // the backoff before the retry, decided when the attempt failed
 	waitFor waitFor
@@ -141,6 +133,23 @@ const (
 	pendHeld             // a skip or supersede under the claim
 	pendReplay           // a skip under the claim for an operator's replay
 )
+
+// settleOf is what a dead letter or a settlement without completion is
+// for.
+type settleOf struct {
+	// A dead letter in flight: its reason, the token it settles under
+	// (0: none), and the report to make once it is written.
+	// A token-less skip or supersede (settleIdle), or one under the claim
+	// (settleHeld): its op and reason (tried again after a Busy wait),
+	// and for the latter its outcome.
+	reason    string
+	token     int64
+	report    *Report
+	op        dedupe.Op
+	outcome   Outcome
+	cause     Cause
+	ofAttempt bool // the outcome is an attempt's
+}
 
 type waitFor uint8
 

@@ -131,7 +131,7 @@ func running(t *testing.T) *sim {
 	s.on(SlotGranted{})
 	s.want(Claiming, "claim")
 	s.on(claimed(7, 1, 0, 10*ms))
-	s.want(Running, "start token=7 attempt=1 timeout=+30.01s stepdown=+4s", "watch +4s")
+	s.want(Running, "start token=7 attempt=1 timeout=+30.01s stepdown=+4s")
 	return s
 }
 
@@ -171,7 +171,7 @@ func TestFaultTable(t *testing.T) {
 		s.on(TimerFired{Now: at(sec), Seq: 1})
 		s.want(Ready, "want-slot")
 		s.on(SlotGranted{}, claimed(9, 2, sec, sec+5*ms))
-		s.want(Running, "claim", "start token=9 attempt=2 timeout=+31.005s stepdown=+5s", "watch +5s")
+		s.want(Running, "claim", "start token=9 attempt=2 timeout=+31.005s stepdown=+5s")
 	})
 
 	t.Run("worker killed: windows settled above the commit point are skipped as done", func(t *testing.T) {
@@ -224,7 +224,7 @@ func TestFaultTable(t *testing.T) {
 
 	t.Run("redis-server restart: the store answers again and the window runs with a token of the new epoch", func(t *testing.T) {
 		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(1<<32+1, 1, sec, sec))
-		s.want(Running, "want-slot", "claim", "start token=4294967297 attempt=1 timeout=+31s stepdown=+5s", "watch +5s")
+		s.want(Running, "want-slot", "claim", "start token=4294967297 attempt=1 timeout=+31s stepdown=+5s")
 	})
 
 	t.Run("broker restart or a failed offset commit: the redelivered record is skipped as done", func(t *testing.T) {
@@ -323,7 +323,7 @@ func TestRetries(t *testing.T) {
 
 	t.Run("the last attempt fails: dead-lettered, reported once", func(t *testing.T) {
 		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(30, 3, 0, 0))
-		s.want(Running, "want-slot", "claim", "start token=30 attempt=3 timeout=+30s stepdown=+4s", "watch +4s")
+		s.want(Running, "want-slot", "claim", "start token=30 attempt=3 timeout=+30s stepdown=+4s")
 		s.on(Returned{Err: errBoom, Now: at(sec)}, LetterWritten{}, Settled{Answer: Accepted})
 		s.want(Done, "release-slot", "report dead-lettered (attempt) err=boom", "dead-letter attempts=3: boom", "settle dead-letter token=30: boom", "finish")
 	})
@@ -346,7 +346,7 @@ func TestRetries(t *testing.T) {
 		s.want(Settling, "want-slot", "claim", "release-slot",
 			"dead-letter attempts=3: max_attempts (3) used up: this would be attempt 4; the earlier attempts were interrupted (partition revoked or lost, a worker stopped mid-attempt, or a claim that could not be proven while Redis did not answer), and each counts")
 		s.on(LetterWritten{})
-		if s.acts[0] != "report dead-lettered cause=exhausted" || s.acts[1] != "settle dead-letter token=40: "+s.w.letterReason {
+		if s.acts[0] != "report dead-lettered cause=exhausted" || s.acts[1] != "settle dead-letter token=40: "+s.w.set.reason {
 			t.Fatalf("after the letter: %q", s.acts)
 		}
 	})
@@ -481,7 +481,7 @@ func TestAhead(t *testing.T) {
 		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, claimed(8, 1, 0, 0))
 		s.want(Ahead)
 		s.on(Admitted{})
-		s.want(Running, "start token=8 attempt=1 timeout=+30s stepdown=+4s", "watch +4s")
+		s.want(Running, "start token=8 attempt=1 timeout=+30s stepdown=+4s")
 	})
 
 	t.Run("the completion was refused: the slot goes back, the window waits in its lane", func(t *testing.T) {
