@@ -212,7 +212,11 @@ type Consumer struct {
 	cfg Config
 	log *slog.Logger
 	cl  *kgo.Client
-	ran atomic.Bool
+	// stopClient cancels the client's context: Close waits for a join or
+	// sync request in flight, up to the rebalance timeout, unless it is
+	// cancelled (shutdown).
+	stopClient context.CancelFunc
+	ran        atomic.Bool
 
 	wg sync.WaitGroup // partition goroutines
 
@@ -268,11 +272,14 @@ func New(cfg Config) (*Consumer, error) {
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.ClientID(cfg.InstanceID))
 	}
+	cctx, stop := context.WithCancel(context.Background())
+	opts = append(opts, kgo.WithContext(cctx))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("partition: kafka client: %w", err)
 	}
-	c.cl = cl
+	c.cl, c.stopClient = cl, stop
 	return c, nil
 }
 
@@ -313,6 +320,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	if ctx.Err() != nil {
 		c.cl.Close()
+		c.stopClient()
 		return nil
 	}
 	c.mu.Lock()
@@ -425,11 +433,18 @@ func (c *Consumer) shutdown() {
 	c.revoke(context.Background(), parts, "shutdown")
 
 	lctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
-	if err := c.cl.LeaveGroupContext(lctx); err != nil {
-		c.log.Warn("leaving the group failed; the group reassigns our partitions after the session timeout", "err", err, "session_timeout", c.cfg.SessionTimeout)
-	}
+	err := c.cl.LeaveGroupContext(lctx)
 	cancel()
+	if err != nil {
+		c.log.Warn("leaving the group failed; the group reassigns our partitions after the session timeout", "err", err, "session_timeout", c.cfg.SessionTimeout)
+		// A join or sync request in flight (the group's coordinator was
+		// lost and is not answering it) runs on the client's context,
+		// and Close would wait for it until the rebalance timeout: end
+		// it now.
+		c.stopClient()
+	}
 	c.cl.Close()
+	c.stopClient()
 	c.wg.Wait()
 	c.log.Info("consumer stopped")
 }

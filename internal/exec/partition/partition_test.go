@@ -540,6 +540,39 @@ func TestLossCancelsAtOnceAndCommitsNothing(t *testing.T) {
 	}
 }
 
+// A member whose join is not answered (a coordinator that lost it) still
+// shuts down within the leave's timeout: Close would otherwise wait for
+// the join in flight until the rebalance timeout (a chaos run's worker
+// did not exit within 30 s of SIGTERM).
+func TestShutdownIsNotHeldByAJoinInFlight(t *testing.T) {
+	c0 := testenv.Cluster(t, kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	brokers := c0.ListenAddrs()
+	createTopic(t, brokers, "t", 1)
+	c := newConsumer(t, baseConfig(t, brokers, "g", "t", "m", func(context.Context, *kgo.Record) error { return nil }))
+	stop := run(t, c)
+	testenv.Eventually(t, 20*time.Second, c.Joined, "the member joins")
+
+	// From now on every JoinGroup is held until the test ends; the next
+	// heartbeat loses the session, so the member rejoins and waits.
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	t.Cleanup(func() { close(release) })
+	c0.ControlKey(int16(kmsg.JoinGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c0.KeepControl()
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		c0.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	c0.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Group: "g", TopLevel: true, Err: kerr.UnknownMemberID, Count: 1})
+	testenv.Recv(t, held, 20*time.Second, "a rejoin held by the broker")
+
+	if took := stop(); took > leaveTimeout+5*time.Second {
+		t.Errorf("Run returned %v after its context ended, with a join in flight; want within the leave timeout (%v) and a few seconds", took, leaveTimeout)
+	}
+}
+
 // Records of an aborted transaction are never processed (read committed).
 func TestReadCommitted(t *testing.T) {
 	brokers := cluster(t)
