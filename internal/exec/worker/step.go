@@ -118,6 +118,9 @@ func (l *loop) report(wn *win, r machine.Report) {
 		e.Started, e.Finished = now, now
 	}
 	l.w.executed(e)
+	if r.Outcome == machine.OutcomeSkippedReplay && wn.skip != nil {
+		wn.skip.settled.Add(1) // SeekSkipping counts what the loop skipped for it
+	}
 	if r.Outcome == machine.OutcomeSkippedDone { // a redelivery, not a settlement
 		return
 	}
@@ -209,9 +212,6 @@ func (l *loop) logReport(wn *win, r machine.Report, err error) {
 		}
 		l.logger(wn).Info("window skipped", "status", status, "reason", r.Reason)
 	case machine.OutcomeSkippedReplay:
-		if wn.skip != nil {
-			wn.skip.settled.Add(1)
-		}
 		l.logger(wn).Info("window skipped", "status", dedupe.ReplaySkipLabel, "reason", r.Reason)
 	}
 }
