@@ -131,7 +131,7 @@ func (a *attempt) stepDown(x keepalive.Expiry) {
 	why := fmt.Sprintf("no extend succeeded for %v", x.Unproven().Round(time.Millisecond))
 	err := fmt.Errorf("%w: %s; the claim may expire within %v", ErrClaimUnproven, why, a.l.w.claims.Margin())
 	a.l.log.Warn("claim can no longer be proven; cancelling the handler before the claim can expire",
-		"window", a.wn.msg.ID, "token", a.wn.claim.Token, "reason", why, "claim_ttl", ttl)
+		"window", a.wn.msg.ID, "token", a.wn.claim.token, "reason", why, "claim_ttl", ttl)
 	a.cancelWith(err, monoOf(x.At))
 }
 
@@ -159,7 +159,7 @@ func (a *attempt) fence(err error) {
 		return
 	}
 	a.fenced.Store(true)
-	a.l.log.Warn("claim lost while the handler runs; cancelling it", "window", a.wn.msg.ID, "token", a.wn.claim.Token, "err", err)
+	a.l.log.Warn("claim lost while the handler runs; cancelling it", "window", a.wn.msg.ID, "token", a.wn.claim.token, "err", err)
 	a.cancelWith(fmt.Errorf("claim lost: %w", err), mono())
 }
 
@@ -269,13 +269,18 @@ func (l *loop) attemptOver(a *attempt, err error, finished time.Time, abandoned 
 		l.step(wn, machine.TimerFired{Now: later(now, wn.m.AbandonAt(l.rules)), Jitter: rand.Float64()})
 		return
 	}
-	ret := machine.Returned{Err: err, Now: now, Jitter: rand.Float64()}
+	// One Returned of the loop's, passed by pointer: no allocation per
+	// attempt (the rules keep nothing of an event), and no step that this
+	// one causes ends an attempt.
+	ret := &l.ret
+	*ret = machine.Returned{Err: err, Now: now, Jitter: rand.Float64()}
 	if err != nil && l.stopped {
 		if sk, ok := l.w.replaySkips.lookup(l.n, wn.rec.Offset); ok {
-			ret.ReplaySkip, wn.skip = sk.reason, sk
+			ret.ReplaySkip, wn.rare().skip = sk.reason, sk
 		}
 	}
 	l.step(wn, ret)
+	*ret = machine.Returned{} // keep no handler's error alive
 }
 
 func later(a, b time.Time) time.Time {
@@ -303,7 +308,7 @@ func (l *loop) extendClaims() {
 			continue
 		}
 		atts = append(atts, a)
-		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.Token})
+		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.token})
 	}
 	if len(atts) == 0 {
 		return

@@ -26,23 +26,73 @@ type win struct {
 	rec  *kgo.Record
 	msg  *jobmsg.Message // nil for a record that is not a window (bad)
 	item lanes.Item
+	spec machine.Spec // what the rules use of msg (m keeps a pointer to it)
 	m    machine.Window
 
-	claim dedupe.Claim // the latest claim answer (logs, Execution)
-	att   *attempt     // the running attempt
-	ran   ran          // the latest attempt, for its reports
-	timer *time.Timer  // a Wait in progress
+	claim claimOf  // the latest claim answer (logs, Execution)
+	att   *attempt // the running attempt
+	ran   ran      // the latest attempt, for its reports
 	// next is the window this one's completion claims in the same store
 	// call (chaining: dedupe.Settlement.Next), while that call is in
 	// flight.
 	next *win
+	x    *winRare // what few windows need; nil for most
+
+	prev, nextLive *win // in loop.live while not final
+}
+
+// claimOf is what the loop keeps of a window's latest claim answer
+// (dedupe.Claim): what its logs and reports name.
+type claimOf struct {
+	outcome dedupe.Outcome
+	token   int64
+	attempt int
+}
+
+// winRare is what only a window that waits, is not a window of ours, has
+// its settlement refused or is skipped by a replay needs: behind one
+// pointer, so that every window of a burst is that much smaller (the
+// no-op burst's row: its allocation, and the GC's work, per window).
+type winRare struct {
+	timer *time.Timer // a Wait in progress
 	// answer is the store's error for the settlement being stepped
 	// (Settled), which a report of it names.
 	answer error
 	bad    error       // why the record is not a window of ours
 	skip   *replaySkip // the replay its interrupted attempt is skipped for
+}
 
-	prev, nextLive *win // in loop.live while not final
+// rare returns wn's winRare, made on first use.
+func (wn *win) rare() *winRare {
+	if wn.x == nil {
+		wn.x = new(winRare)
+	}
+	return wn.x
+}
+
+// answer is the store's error for the settlement being stepped; nil if
+// none.
+func (wn *win) answer() error {
+	if wn.x == nil {
+		return nil
+	}
+	return wn.x.answer
+}
+
+// bad is why the record is not a window of ours; nil for a window.
+func (wn *win) bad() error {
+	if wn.x == nil {
+		return nil
+	}
+	return wn.x.bad
+}
+
+// skip is the replay that skips wn's interrupted attempt; nil if none.
+func (wn *win) skip() *replaySkip {
+	if wn.x == nil {
+		return nil
+	}
+	return wn.x.skip
 }
 
 // winList is the loop's windows that are not final, linked through the
@@ -110,11 +160,20 @@ type loop struct {
 
 	lanes     *lanes.Lanes
 	slots     *lanes.Waiter
-	slotsHeld int              // slots taken and not released
-	ready     *lanes.Fair      // active windows waiting for a slot: who gets the next one
-	waiting   int              // ready.Waiting() as last added to Worker.waitingSlot
-	live      winList          // the windows not final: what a halt or stop steps
-	acts      []machine.Action // step's buffer
+	slotsHeld int         // slots taken and not released
+	ready     *lanes.Fair // active windows waiting for a slot: who gets the next one
+	waiting   int         // ready.Waiting() as last added to Worker.waitingSlot
+	live      winList     // the windows not final: what a halt or stop steps
+	// step's action buffers, a stack: a step takes one and gives it back
+	// when its actions are done, so the steps its actions cause (a finish
+	// admits the lane's next window) take others, and no step allocates
+	// one (the no-op burst's row).
+	acts [][]machine.Action
+	// The events of every window, passed by pointer so that a step
+	// boxes no copy of them (the rules keep nothing of an event): no
+	// step that one of them causes is of the same kind.
+	ret     machine.Returned // attemptOver's
+	arrived machine.Arrived  // arrive's
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -258,8 +317,8 @@ func (l *loop) run() {
 	defer func() {
 		l.dog.stop()
 		for _, wn := range l.live.all() { // none waits: halt stopped every Wait
-			if wn.timer != nil {
-				wn.timer.Stop()
+			if wn.x != nil && wn.x.timer != nil {
+				wn.x.timer.Stop()
 			}
 		}
 		for _, d := range l.deadlines { // none: every attempt ended
@@ -363,7 +422,7 @@ func (l *loop) receive(in input) {
 	case extendAnswered:
 		l.extend = false
 	case waitOver:
-		in.wn.timer = nil
+		in.wn.x.timer = nil // set by wait
 		l.step(in.wn, machine.TimerFired{Now: time.Now(), Seq: in.seq})
 	}
 }
@@ -448,7 +507,9 @@ func (l *loop) arrive() {
 			continue
 		}
 		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
-		l.step(wn, machine.Arrived{Spec: l.specOf(wn)})
+		wn.spec = l.specOf(wn)
+		l.arrived = machine.Arrived{Spec: &wn.spec} // by pointer, as attemptOver's Returned
+		l.step(wn, &l.arrived)
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
 	l.slots.Want(l.ready.Startable())
@@ -469,7 +530,7 @@ func (l *loop) specOf(wn *win) machine.Spec {
 		born = born.Add(time.Since(l.w.cfg.Now()))
 	}
 	p := msg.Policy
-	return machine.Spec{ID: msg.ID, Job: msg.Job, MaxAttempts: p.MaxAttempts, Backoff: time.Duration(p.Backoff),
+	return machine.Spec{MaxAttempts: p.MaxAttempts, Backoff: time.Duration(p.Backoff),
 		MaxBackoff: time.Duration(p.MaxBackoff), Timeout: time.Duration(p.Timeout), Born: born}
 }
 
@@ -477,19 +538,17 @@ func (l *loop) specOf(wn *win) machine.Spec {
 // err ErrForeignNamespace) a window of another deployment, unclaimed.
 func (l *loop) poison(wn *win, err error) {
 	rec, msg := wn.rec, wn.msg
-	wn.bad = err
+	wn.rare().bad = err
 	reason := "undecodable record: " + err.Error()
 	if errors.Is(err, errUnverified) || errors.Is(err, ErrForeignNamespace) {
 		reason = err.Error()
 	}
-	var spec machine.Spec
 	if msg != nil {
-		spec.ID, spec.Job = msg.ID, msg.Job
 		l.log.Error("dead-lettering a window of another deployment without running it", "offset", rec.Offset, "window", msg.ID, "job", msg.Job, "err", err)
 	} else {
 		l.log.Error("dead-lettering a record that is not a valid window", "offset", rec.Offset, "err", err)
 	}
-	l.step(wn, machine.Arrived{Spec: spec, Invalid: reason})
+	l.step(wn, machine.Arrived{Invalid: reason})
 }
 
 // apply turns a lanes decision into its windows' events.
@@ -551,7 +610,7 @@ func (l *loop) claimed(in claimAnswer) {
 // claimEvent maps the claim c of wn, taken by a call that started at
 // proven and answered by now, to its event.
 func (l *loop) claimEvent(wn *win, c dedupe.Claim, proven, now time.Time) machine.Event {
-	wn.claim = c
+	wn.claim = claimOf{outcome: c.Outcome, token: c.Token, attempt: c.Attempt}
 	switch c.Outcome {
 	case dedupe.Claimed:
 		wn.ran = ran{started: now, finished: now, notStarted: now.Sub(proven)}
@@ -613,13 +672,13 @@ func (l *loop) putSlot(wn *win) {
 // wait delivers TimerFired{Seq} to wn after d, unless stopWait comes
 // first.
 func (l *loop) wait(wn *win, d time.Duration, seq uint64) {
-	wn.timer = time.AfterFunc(d, func() { l.inbox.post(waitOver{wn: wn, seq: seq}) })
+	wn.rare().timer = time.AfterFunc(d, func() { l.inbox.post(waitOver{wn: wn, seq: seq}) })
 }
 
 func (l *loop) stopWait(wn *win) {
-	if wn.timer != nil {
-		wn.timer.Stop()
-		wn.timer = nil
+	if wn.x != nil && wn.x.timer != nil {
+		wn.x.timer.Stop()
+		wn.x.timer = nil
 	}
 }
 
@@ -647,8 +706,8 @@ func winAttrs(wn *win, more ...any) []any {
 	if wn.msg != nil {
 		attrs = append(attrs, "window", wn.msg.ID, "job", wn.msg.Job)
 	}
-	if wn.claim.Outcome == dedupe.Claimed && wn.claim.Token != 0 {
-		attrs = append(attrs, "token", wn.claim.Token, "attempt", wn.claim.Attempt)
+	if wn.claim.outcome == dedupe.Claimed && wn.claim.token != 0 {
+		attrs = append(attrs, "token", wn.claim.token, "attempt", wn.claim.attempt)
 	}
 	return append(attrs, more...)
 }
@@ -671,5 +730,5 @@ func policyOf(msg *jobmsg.Message) lanes.Policy {
 
 // jobOf returns the job for a handler attempt.
 func (l *loop) jobOf(wn *win) *handler.Job {
-	return handler.NewJob(wn.msg, wn.claim.Attempt, wn.claim.Token, l.w.cfg.WorkerID, wn.rec.Partition, wn.rec.Offset)
+	return handler.NewJob(wn.msg, wn.claim.attempt, wn.claim.token, l.w.cfg.WorkerID, wn.rec.Partition, wn.rec.Offset)
 }

@@ -141,9 +141,13 @@ func (l *loop) answer() {
 				l.chainAnswered(o.wn, r, rp)
 			}
 			l.logAnswer(o, r.Err)
-			o.wn.answer = r.Err
+			if r.Err != nil {
+				o.wn.rare().answer = r.Err
+			}
 			l.step(o.wn, settled(r.Err))
-			o.wn.answer = nil
+			if o.wn.x != nil {
+				o.wn.x.answer = nil
+			}
 		}
 		if rp.next == len(rp.batch) {
 			l.doneLogged(rp.batch, rp.res, rp.err)
@@ -199,7 +203,7 @@ func (l *loop) logAnswer(o op, err error) {
 			l.logger(o.wn).Warn("cannot release the claim; it expires after the store's claim TTL", "err", err)
 		}
 	case dedupe.OpSkip:
-		if o.wn.skip != nil {
+		if o.wn.skip() != nil {
 			l.logger(o.wn).Warn("cannot settle the window a replay skips; the replay settles it after the seek", "err", err)
 		}
 	}

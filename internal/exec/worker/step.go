@@ -17,11 +17,11 @@ import (
 // a slot, a claim or settlement queued for the next batched store call,
 // a handler started, a dead letter, a timer, a report, the commit point.
 func (l *loop) step(wn *win, e machine.Event) {
-	// The actions go into the loop's buffer; a step that an action
-	// causes (a finish admits the lane's next window) finds it taken and
-	// uses one of its own.
-	acts := l.rules.StepAppend(l.acts[:0], &wn.m, e)
-	l.acts = nil
+	var buf []machine.Action
+	if n := len(l.acts); n > 0 {
+		buf, l.acts = l.acts[n-1], l.acts[:n-1]
+	}
+	acts := l.rules.StepAppend(buf, &wn.m, e)
 	for i, a := range acts {
 		switch a := a.(type) {
 		case machine.WantSlot:
@@ -78,7 +78,7 @@ func (l *loop) step(wn *win, e machine.Event) {
 		}
 	}
 	clear(acts) // keep no reports' errors alive
-	l.acts = acts[:0]
+	l.acts = append(l.acts, acts[:0])
 	if wn.m.State().Final() {
 		l.live.remove(wn)
 	}
@@ -108,8 +108,8 @@ func (l *loop) report(wn *win, r machine.Report) {
 	outcome := string(r.Outcome)
 	e := Execution{WindowID: wn.msg.ID, Job: wn.msg.Job, Partition: wn.rec.Partition, Offset: wn.rec.Offset,
 		ScheduledAt: wn.msg.ScheduledAt, PublishedAt: wn.msg.PublishedAt, Outcome: outcome, Err: err}
-	if wn.claim.Token != 0 {
-		e.Attempt, e.Token = wn.claim.Attempt, wn.claim.Token
+	if wn.claim.token != 0 {
+		e.Attempt, e.Token = wn.claim.attempt, wn.claim.token
 	}
 	if r.OfAttempt {
 		e.Started, e.Finished = wn.ran.started, wn.ran.finished
@@ -118,8 +118,8 @@ func (l *loop) report(wn *win, r machine.Report) {
 		e.Started, e.Finished = now, now
 	}
 	l.w.executed(e)
-	if r.Outcome == machine.OutcomeSkippedReplay && wn.skip != nil {
-		wn.skip.settled.Add(1) // SeekSkipping counts what the loop skipped for it
+	if r.Outcome == machine.OutcomeSkippedReplay && wn.skip() != nil {
+		wn.skip().settled.Add(1) // SeekSkipping counts what the loop skipped for it
 	}
 	if r.Outcome == machine.OutcomeSkippedDone { // a redelivery, not a settlement
 		return
@@ -149,12 +149,12 @@ func (l *loop) reportErr(wn *win, r machine.Report) error {
 	case machine.OutcomeSkipped, machine.OutcomeSuperseded, machine.OutcomeSkippedReplay:
 		return errors.New(r.Reason)
 	case machine.OutcomeFenced:
-		if wn.answer != nil { // its completion was refused
-			return wn.answer
+		if wn.answer() != nil { // its completion was refused
+			return wn.answer()
 		}
 	case machine.OutcomeFailed:
 		if r.Reason != "" { // its completion got no answer
-			return fmt.Errorf("complete: %w", wn.answer)
+			return fmt.Errorf("complete: %w", wn.answer())
 		}
 	case machine.OutcomeDeadLettered:
 		switch r.Cause {
@@ -163,7 +163,7 @@ func (l *loop) reportErr(wn *win, r machine.Report) error {
 		case machine.CauseExhausted:
 			return fmt.Errorf("%w: %s", ErrAttemptsExhausted, r.Reason)
 		case machine.CauseInvalid:
-			return wn.bad
+			return wn.bad()
 		case machine.CauseRefused:
 			return r.Err
 		}
@@ -187,7 +187,7 @@ func (l *loop) logReport(wn *win, r machine.Report, err error) {
 			l.logger(wn).Debug("window done", "duration", wn.ran.finished.Sub(wn.ran.started), "lateness", wn.ran.started.Sub(wn.msg.ScheduledAt))
 		}
 	case machine.OutcomeFenced:
-		if wn.answer != nil {
+		if wn.answer() != nil {
 			l.logger(wn).Warn("handler succeeded but the window is not ours to complete (a zombie attempt: another attempt got there)", "err", err)
 		} else {
 			l.logger(wn).Warn("claim taken over while the handler ran; discarding the attempt's result", "err", err)
@@ -199,7 +199,7 @@ func (l *loop) logReport(wn *win, r machine.Report, err error) {
 	case machine.OutcomeFailed:
 		switch {
 		case r.Reason != "":
-			l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", wn.answer)
+			l.logger(wn).Warn("handler succeeded but completing the window failed before the partition's context ended; the next owner decides", "err", wn.answer())
 		case l.stopped:
 			l.logger(wn).Warn("attempt interrupted: partition revoked or lost; releasing the window for its next owner", "err", err)
 		default:
@@ -218,7 +218,7 @@ func (l *loop) logReport(wn *win, r machine.Report, err error) {
 
 // logLetter logs why wn is dead-lettered, as it is decided.
 func (l *loop) logLetter(wn *win, e machine.Event, a machine.DeadLetter) {
-	if wn.bad != nil {
+	if wn.bad() != nil {
 		return // logged as it arrived (poison)
 	}
 	if !endsAttempt(e) || wn.ran.err == nil {
@@ -229,7 +229,7 @@ func (l *loop) logLetter(wn *win, e machine.Event, a machine.DeadLetter) {
 	}
 	why := "permanent failure"
 	if !errors.Is(wn.ran.err, handler.ErrPermanent) {
-		why = fmt.Sprintf("attempt %d of %d failed", wn.claim.Attempt, wn.msg.Policy.MaxAttempts)
+		why = fmt.Sprintf("attempt %d of %d failed", wn.claim.attempt, wn.msg.Policy.MaxAttempts)
 	}
 	l.logger(wn).Error("dead-lettering window: "+why, handler.ErrorAttrs(wn.ran.err)...)
 }
@@ -238,7 +238,7 @@ func (l *loop) logLetter(wn *win, e machine.Event, a machine.DeadLetter) {
 // returned, or a timer abandoned it.
 func endsAttempt(e machine.Event) bool {
 	switch e.(type) {
-	case machine.Returned, machine.TimerFired:
+	case machine.Returned, *machine.Returned, machine.TimerFired:
 		return true
 	}
 	return false

@@ -11,9 +11,10 @@ type Event interface{ event() }
 // Arrived: the record was fetched and decoded (Invalid empty), or could not
 // be made a window of this deployment (Invalid is why: not a window, a
 // signature refused, another namespace's). An invalid record is
-// dead-lettered without a claim.
+// dead-lettered without a claim. A shell may pass an *Arrived instead, as
+// a *Returned.
 type Arrived struct {
-	Spec    Spec
+	Spec    *Spec // the shell's, not changed after: the window keeps it
 	Invalid string
 }
 
@@ -102,6 +103,10 @@ type Fenced struct{ Now time.Time }
 // it). ReplaySkip, if set, is the reason of an operator's replay that moves
 // the partition past this window with consent to skip it (SeekSkipping);
 // the shell sets it only once the partition's context has ended.
+//
+// A shell may pass a *Returned instead, to spare the allocation of boxing
+// one per attempt (the no-op burst's row): the rules read it during the
+// step and keep nothing of it.
 type Returned struct {
 	Err        error
 	Now        time.Time

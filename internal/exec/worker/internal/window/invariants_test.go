@@ -58,7 +58,7 @@ func (d *driver) events() []Event {
 	w := d.w
 	add := func(e ...Event) { es = append(es, e...) }
 	if w.State() == Fetched {
-		return []Event{Arrived{Spec: spec()}, Arrived{Spec: spec()}, Arrived{Invalid: "not JSON"}}
+		return []Event{Arrived{Spec: ptr(spec())}, Arrived{Spec: ptr(spec())}, Arrived{Invalid: "not JSON"}}
 	}
 	claim := func() {
 		d.nextToken += int64(1 + d.choose(3))

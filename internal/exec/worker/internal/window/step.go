@@ -81,6 +81,8 @@ func (s *stepper) on(e Event) {
 	switch e := e.(type) {
 	case Arrived:
 		s.arrived(e)
+	case *Arrived:
+		s.arrived(*e)
 	case Admitted:
 		s.admitted()
 	case Dropped:
@@ -121,7 +123,7 @@ func (s *stepper) on(e Event) {
 		}
 	case Fenced:
 		if w.Extendable() {
-			w.fenced = true
+			w.editCancel().fenced = true
 			s.cancel(e.Now, ctxFenced)
 			s.do(Cancel{Cause: CauseFenced}, Watch{At: w.nextDeadline(s.r)})
 		}
@@ -130,6 +132,10 @@ func (s *stepper) on(e Event) {
 	case Returned:
 		if w.state == Running {
 			s.ended(e.Err, false, e)
+		}
+	case *Returned:
+		if w.state == Running {
+			s.ended(e.Err, false, *e)
 		}
 	case Settled:
 		s.settled(e.Answer)
@@ -280,14 +286,18 @@ func (s *stepper) superseded(e Superseded) {
 // earlier cancel).
 func (s *stepper) cancel(now time.Time, c ctxCause) {
 	w := s.w
-	if w.cause == ctxLive {
-		w.cause = c
+	if cx := w.cancel(); cx.cause != ctxLive && !cx.at.IsZero() {
+		return
+	}
+	cx := w.editCancel()
+	if cx.cause == ctxLive {
+		cx.cause = c
 		if !now.Before(w.timeoutAt) {
-			w.cause = ctxTimeout
+			cx.cause = ctxTimeout
 		}
 	}
-	if w.cancelledAt.IsZero() {
-		w.cancelledAt = now
+	if cx.at.IsZero() {
+		cx.at = now
 	}
 }
 
@@ -378,10 +388,10 @@ func (s *stepper) claimed(c Claimed) {
 	// Start it, unless the claim is no longer proven: then its attempt
 	// ends stepped down before it started.
 	w.state = Running
-	w.proven, w.cancelledAt, w.steppedDown, w.fenced, w.cause = c.ProvenAt, time.Time{}, false, false, ctxLive
+	w.proven, w.cx = c.ProvenAt, nil
 	w.timeoutAt = c.Now.Add(w.spec.Timeout)
 	if age := c.Now.Sub(c.ProvenAt); age >= s.r.Proof {
-		w.steppedDown = true
+		w.editCancel().steppedDown = true
 		w.timeoutAt = c.Now
 		s.ended(nil, false, Returned{Now: c.Now})
 		return
@@ -410,7 +420,7 @@ func (s *stepper) timer(e TimerFired) {
 		if w.Extendable() && !e.Now.Before(w.stepDownAt(s.r)) {
 			// No extend proved the claim in time: cancel the handler
 			// strictly before the claim can expire.
-			w.steppedDown = true
+			w.editCancel().steppedDown = true
 			s.cancel(e.Now, ctxUnproven)
 			s.do(Cancel{Cause: CauseUnproven})
 		}
@@ -429,18 +439,19 @@ func (s *stepper) timer(e TimerFired) {
 func (s *stepper) ended(err error, abandoned bool, ret Returned) {
 	w := s.w
 	s.releaseSlot()
-	superseded := w.cause == ctxSuperseded
+	cx := w.cancel()
+	superseded := cx.cause == ctxSuperseded
 	switch {
-	case superseded && !w.fenced && !w.steppedDown:
+	case superseded && !cx.fenced && !cx.steppedDown:
 		// Replaced by a newer window: whatever the handler returned, the
 		// window ends as superseded, never retried.
 		s.settleHeld(dedupe.OpSupersede, w.superseded, OutcomeSuperseded, CauseSuperseded, true)
 
-	case w.fenced:
+	case cx.fenced:
 		s.do(Report{Outcome: OutcomeFenced, OfAttempt: true, Cause: CauseFenced})
 		s.reclaim() // Claim reports Busy or AlreadyDone now
 
-	case w.steppedDown && !abandoned:
+	case cx.steppedDown && !abandoned:
 		// Neither completed nor released: claiming again waits for the
 		// store, and for this claim to expire if it still lives.
 		s.do(Report{Outcome: OutcomeSteppedDown, OfAttempt: true, Cause: CauseUnproven})
@@ -502,7 +513,7 @@ func (s *stepper) failed(err error, jitter float64, reported bool) {
 		s.deadLetter(err.Error(), w.attempt, w.token, rep)
 		return
 	}
-	w.retryIn = retryDelay(w.spec, w.attempt, jitter)
+	w.retryIn = retryDelay(*w.spec, w.attempt, jitter)
 	w.state, w.pending = Settling, pendRelease
 	s.do(Settle{Op: dedupe.OpRelease, Token: w.token, Reason: err.Error()})
 }

@@ -63,8 +63,6 @@ type Rules struct {
 // Spec is what a window's record says that the rules use. It is fixed
 // when the window arrives.
 type Spec struct {
-	// ID is the window id; Job its job (the lane).
-	ID, Job string
 	// MaxAttempts bounds the attempts (jobmsg.Policy.MaxAttempts, >= 1).
 	MaxAttempts int
 	// Backoff and MaxBackoff shape the wait before a retry:
@@ -81,10 +79,7 @@ type Spec struct {
 // Step(w, Arrived{...}) decodes it into its lane. Windows are values:
 // Step returns the next one and never changes its argument.
 type Window struct {
-	spec  Spec
-	state State
-
-	slot bool // holds a slot of the worker's Concurrency
+	spec *Spec // fixed at arrival: shared, never changed; nil before
 
 	// The latest claim: held while token != 0 and the window is
 	// Claiming (answered), Running or Settling under it.
@@ -92,32 +87,65 @@ type Window struct {
 	attempt int
 
 	// The running attempt.
-	proven      time.Time // start of the last call that proved the claim
-	timeoutAt   time.Time // the handler's own timeout
-	cancelledAt time.Time // when its context was cancelled early; zero if not
-	steppedDown bool      // cancelled: its claim could not be proven in time
-	fenced      bool      // cancelled: an extend found its claim taken over
-	cause       ctxCause  // the first cause its context was done with
+	proven    time.Time // start of the last call that proved the claim
+	timeoutAt time.Time // the handler's own timeout
+	// How its context was done early; nil while it is live (the common
+	// case: a window is one pointer smaller for what is rare). Replaced,
+	// never changed in place, as set.
+	cx *cancelled
 
 	superseded string // why a newer window replaced it (overlap policy replace)
-	halted     bool   // the partition starts nothing new
-	stopped    bool   // the partition's context ended
 
-	pending pending // what the Settle or DeadLetter in flight is for
-	// What that Settle or DeadLetter carries, for a dead letter, a
-	// settlement without completion, or a token-less skip; nil for a
+	// What the Settle or DeadLetter in flight carries, for a dead letter,
+	// a settlement without completion, or a token-less skip; nil for a
 	// completion or a release. Replaced, never changed in place, so a
 	// Window copied by Step shares nothing that changes.
 	set *settleOf
 
 	retryIn time.Duration // the backoff before the retry, decided when the attempt failed
-	waitFor waitFor
-	seq     uint64 // numbers the Waits; a TimerFired of an older one is stale
+	seq     uint64        // numbers the Waits; a TimerFired of an older one is stale
 
 	// Chaining (Ahead).
-	ahead    Event // the answer to the claim taken ahead; nil while in flight
-	admitted bool  // admitted by its lane while the claim ahead was in flight
-	unchain  bool  // dropped while its claim ahead was in flight: give it back
+	ahead Event // the answer to the claim taken ahead; nil while in flight
+
+	// The one-byte fields together, so that a window (one per record in
+	// flight) has no padding between them.
+	state    State
+	slot     bool    // holds a slot of the worker's Concurrency
+	halted   bool    // the partition starts nothing new
+	stopped  bool    // the partition's context ended
+	pending  pending // what the Settle or DeadLetter in flight is for
+	waitFor  waitFor
+	admitted bool // admitted by its lane while the claim ahead was in flight
+	unchain  bool // dropped while its claim ahead was in flight: give it back
+}
+
+// cancelled is how a running attempt's context was done before its
+// handler returned.
+type cancelled struct {
+	at          time.Time // when its context was cancelled early; zero if not
+	steppedDown bool      // cancelled: its claim could not be proven in time
+	fenced      bool      // cancelled: an extend found its claim taken over
+	cause       ctxCause  // the first cause its context was done with
+}
+
+// cancel returns how the running attempt's context was done early (the
+// zero cancelled while it is live).
+func (w Window) cancel() cancelled {
+	if w.cx == nil {
+		return cancelled{}
+	}
+	return *w.cx
+}
+
+// editCancel replaces w's cancelled with a copy to change.
+func (w *Window) editCancel() *cancelled {
+	c := new(cancelled)
+	if w.cx != nil {
+		*c = *w.cx
+	}
+	w.cx = c
+	return c
 }
 
 type pending uint8
@@ -160,7 +188,12 @@ const (
 )
 
 // Spec returns the window's spec.
-func (w Window) Spec() Spec { return w.spec }
+func (w Window) Spec() Spec {
+	if w.spec == nil {
+		return Spec{}
+	}
+	return *w.spec
+}
 
 // State returns the window's state.
 func (w Window) State() State { return w.state }
@@ -187,7 +220,8 @@ func (w Window) Chainable() bool {
 // Extendable reports whether the window's claim is to be extended: its
 // handler runs and the claim is neither stepped down nor fenced.
 func (w Window) Extendable() bool {
-	return w.state == Running && !w.steppedDown && !w.fenced
+	cx := w.cancel()
+	return w.state == Running && !cx.steppedDown && !cx.fenced
 }
 
 // RetryIn is the backoff before a failed attempt's window is claimed
@@ -210,8 +244,8 @@ func (w Window) stepDownAt(r Rules) time.Time { return w.proven.Add(r.Proof) }
 // cancel).
 func (w Window) abandonAt(r Rules) time.Time {
 	done := w.timeoutAt
-	if !w.cancelledAt.IsZero() && w.cancelledAt.Before(done) {
-		done = w.cancelledAt
+	if at := w.cancel().at; !at.IsZero() && at.Before(done) {
+		done = at
 	}
 	return done.Add(r.Grace)
 }
@@ -220,7 +254,7 @@ func (w Window) abandonAt(r Rules) time.Time {
 // while its claim is live, and its abandonment.
 func (w Window) nextDeadline(r Rules) time.Time {
 	at := w.abandonAt(r)
-	if !w.steppedDown && !w.fenced {
+	if cx := w.cancel(); !cx.steppedDown && !cx.fenced {
 		if sd := w.stepDownAt(r); sd.Before(at) {
 			at = sd
 		}

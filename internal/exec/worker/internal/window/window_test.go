@@ -29,7 +29,7 @@ var rules = Rules{Proof: 4 * sec, Grace: 10 * sec, Retention: 7 * 24 * time.Hour
 // spec is a window published at t0 with 3 attempts, backoff 1s..10s and a
 // 30s timeout.
 func spec() Spec {
-	return Spec{ID: "j@1", Job: "j", MaxAttempts: 3, Backoff: sec, MaxBackoff: 10 * sec, Timeout: 30 * sec, Born: t0}
+	return Spec{MaxAttempts: 3, Backoff: sec, MaxBackoff: 10 * sec, Timeout: 30 * sec, Born: t0}
 }
 
 // sim drives one window through Step the way the partition loop would,
@@ -126,7 +126,7 @@ func claimed(token int64, attempt int, proven, now time.Duration) Claimed {
 // running brings a window to its first attempt's start at +10ms (token 7),
 // and checks the way there.
 func running(t *testing.T) *sim {
-	s := newSim(t).on(Arrived{Spec: spec()}, Admitted{})
+	s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{})
 	s.want(Ready, "want-slot")
 	s.on(SlotGranted{})
 	s.want(Claiming, "claim")
@@ -159,14 +159,14 @@ func TestFaultTable(t *testing.T) {
 	})
 
 	t.Run("worker stopped gracefully: windows not started are left to the next owner", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, Halted{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, Halted{})
 		s.want(Left, "want-slot", "withdraw-slot")
-		s = newSim(t).on(Arrived{Spec: spec()}, Halted{})
+		s = newSim(t).on(Arrived{Spec: ptr(spec())}, Halted{})
 		s.want(Left)
 	})
 
 	t.Run("worker killed mid-handler: the next owner waits out the live claim, then runs with a higher token", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Busy{Retry: 3 * sec})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, Busy{Retry: 3 * sec})
 		s.want(Waiting, "want-slot", "claim", "release-slot", "wait 1s")
 		s.on(TimerFired{Now: at(sec), Seq: 1})
 		s.want(Ready, "want-slot")
@@ -175,7 +175,7 @@ func TestFaultTable(t *testing.T) {
 	})
 
 	t.Run("worker killed: windows settled above the commit point are skipped as done", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, AlreadyDone{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, AlreadyDone{})
 		s.want(Done, "want-slot", "claim", "release-slot", "report skipped-done", "finish")
 	})
 
@@ -213,22 +213,22 @@ func TestFaultTable(t *testing.T) {
 	})
 
 	t.Run("worker cut from Redis: a claim answered too late is not started", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 4*sec))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 4*sec))
 		s.want(Ready, "want-slot", "claim", "release-slot", "report stepped-down (attempt) cause=unproven", "want-slot")
 	})
 
 	t.Run("Redis down until the partition's context ends: nothing runs, nothing is committed", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Stopped{Now: at(30 * sec)}, ClaimFailed{Ended: true})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, Stopped{Now: at(30 * sec)}, ClaimFailed{Ended: true})
 		s.want(Left, "want-slot", "claim", "release-slot")
 	})
 
 	t.Run("redis-server restart: the store answers again and the window runs with a token of the new epoch", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(1<<32+1, 1, sec, sec))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(1<<32+1, 1, sec, sec))
 		s.want(Running, "want-slot", "claim", "start token=4294967297 attempt=1 timeout=+31s stepdown=+5s")
 	})
 
 	t.Run("broker restart or a failed offset commit: the redelivered record is skipped as done", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, AlreadyDone{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, AlreadyDone{})
 		s.want(Done, "want-slot", "claim", "release-slot", "report skipped-done", "finish")
 	})
 
@@ -322,14 +322,14 @@ func TestRetries(t *testing.T) {
 	})
 
 	t.Run("the last attempt fails: dead-lettered, reported once", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(30, 3, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(30, 3, 0, 0))
 		s.want(Running, "want-slot", "claim", "start token=30 attempt=3 timeout=+30s stepdown=+4s")
 		s.on(Returned{Err: errBoom, Now: at(sec)}, LetterWritten{}, Settled{Answer: Accepted})
 		s.want(Done, "release-slot", "report dead-lettered (attempt) err=boom", "dead-letter attempts=3: boom", "settle dead-letter token=30: boom", "finish")
 	})
 
 	t.Run("the last attempt is abandoned: reported abandoned, then dead-lettered once the letter is written", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(30, 3, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(30, 3, 0, 0))
 		s.acts = nil
 		for i := time.Duration(1); i <= 20; i++ {
 			s.on(Extended{At: at(2 * i * sec)})
@@ -342,7 +342,7 @@ func TestRetries(t *testing.T) {
 	})
 
 	t.Run("attempts used up by interruptions: dead-lettered without running", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, claimed(40, 4, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(40, 4, 0, 0))
 		s.want(Settling, "want-slot", "claim", "release-slot",
 			"dead-letter attempts=3: max_attempts (3) used up: this would be attempt 4; the earlier attempts were interrupted (partition revoked or lost, a worker stopped mid-attempt, or a claim that could not be proven while Redis did not answer), and each counts")
 		s.on(LetterWritten{})
@@ -358,7 +358,7 @@ func TestRetries(t *testing.T) {
 	})
 
 	t.Run("a stale timer of a stopped wait changes nothing", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Busy{Retry: 5 * ms})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, Busy{Retry: 5 * ms})
 		s.want(Waiting, "want-slot", "claim", "release-slot", "wait 20ms")
 		s.on(TimerFired{Now: at(sec), Seq: 7})
 		s.want(Waiting)
@@ -369,7 +369,7 @@ func TestRetries(t *testing.T) {
 func TestBeyondHorizon(t *testing.T) {
 	sp := spec()
 	sp.Born = t0.Add(-8 * 24 * time.Hour)
-	s := newSim(t).on(Arrived{Spec: sp}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 0), LetterWritten{}, Settled{Answer: Accepted})
+	s := newSim(t).on(Arrived{Spec: &sp}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 0), LetterWritten{}, Settled{Answer: Accepted})
 	want := "published 8d ago, more than the replay horizon (the store's retention, WorkerConfig.Retention = 7d): its done marker may have expired, so whether it already ran is unknown; redrive it with kjobctl dlq redrive if it must still run"
 	s.want(Done, "want-slot", "claim", "release-slot", "dead-letter attempts=1: "+want, "report dead-lettered cause=horizon", "settle dead-letter token=7: "+want, "finish")
 }
@@ -418,7 +418,7 @@ func TestPartitionEnds(t *testing.T) {
 	})
 
 	t.Run("halted while claiming: a claim that comes back is given back unstarted", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Halted{}, claimed(7, 1, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, Halted{}, claimed(7, 1, 0, 0))
 		s.want(Left, "want-slot", "claim", "release-slot", "unclaim token=7")
 	})
 
@@ -432,12 +432,12 @@ func TestPartitionEnds(t *testing.T) {
 // Overlap policies: what the lanes decide, as the window sees it.
 func TestOverlap(t *testing.T) {
 	t.Run("skip: dropped while another window of the job runs", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Dropped{By: "j@0", Policy: DropSkip}, Settled{Answer: Accepted})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Dropped{By: "j@0", Policy: DropSkip}, Settled{Answer: Accepted})
 		s.want(Done, "settle skip token=0: window j@0 of the job was still running (overlap policy skip)", "report skipped cause=policy", "finish")
 	})
 
 	t.Run("latest: dropped for a newer window; a live claim on it is waited out", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Dropped{By: "j@3", Policy: DropLatest}, Settled{Answer: ClaimLive})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Dropped{By: "j@3", Policy: DropLatest}, Settled{Answer: ClaimLive})
 		reason := "a newer window j@3 arrived while it waited (overlap policy latest keeps only the newest)"
 		s.want(Waiting, "settle skip token=0: "+reason, "wait 1s")
 		s.on(TimerFired{Now: at(sec), Seq: 1}, Settled{Answer: WasDone})
@@ -445,17 +445,17 @@ func TestOverlap(t *testing.T) {
 	})
 
 	t.Run("replace: dropped before it started", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Dropped{By: "j@2", Policy: DropReplace}, Settled{Answer: Accepted})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Dropped{By: "j@2", Policy: DropReplace}, Settled{Answer: Accepted})
 		s.want(Done, "settle supersede token=0: superseded by window j@2 before it started (overlap policy replace)", "report superseded cause=policy", "finish")
 	})
 
 	t.Run("replace: superseded while waiting for a slot", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, Superseded{By: "j@2", Now: at(ms)})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, Superseded{By: "j@2", Now: at(ms)})
 		s.want(Settling, "want-slot", "withdraw-slot", "settle supersede token=0: superseded by newer window j@2 (overlap policy replace)")
 	})
 
 	t.Run("replace: superseded while claiming; the claim is settled as superseded", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, Admitted{}, SlotGranted{}, Superseded{By: "j@2", Now: at(ms)}, claimed(7, 1, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, Superseded{By: "j@2", Now: at(ms)}, claimed(7, 1, 0, 0))
 		s.want(Settling, "want-slot", "claim", "release-slot", "settle supersede token=7: superseded by newer window j@2 (overlap policy replace)")
 	})
 
@@ -478,36 +478,60 @@ func TestOverlap(t *testing.T) {
 // completion, as the next window sees it.
 func TestAhead(t *testing.T) {
 	t.Run("claimed ahead, then admitted: runs at once on the slot it holds", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, claimed(8, 1, 0, 0))
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, claimed(8, 1, 0, 0))
 		s.want(Ahead)
 		s.on(Admitted{})
 		s.want(Running, "start token=8 attempt=1 timeout=+30s stepdown=+4s")
 	})
 
 	t.Run("the completion was refused: the slot goes back, the window waits in its lane", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, AheadRefused{}, Admitted{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, AheadRefused{}, Admitted{})
 		s.want(Ready, "release-slot", "want-slot")
 	})
 
 	t.Run("dropped with its claim ahead: the claim and slot are given back, then it is skipped", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, claimed(8, 1, 0, 0), Dropped{By: "j@0", Policy: DropSkip})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, claimed(8, 1, 0, 0), Dropped{By: "j@0", Policy: DropSkip})
 		s.want(Settling, "unclaim token=8", "release-slot", "settle skip token=0: window j@0 of the job was still running (overlap policy skip)")
 	})
 
 	t.Run("dropped while its claim ahead is in flight: the answer gives it back", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, Dropped{By: "j@0", Policy: DropSkip}, Settled{Answer: Accepted})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, Dropped{By: "j@0", Policy: DropSkip}, Settled{Answer: Accepted})
 		s.want(Done, "settle skip token=0: window j@0 of the job was still running (overlap policy skip)", "report skipped cause=policy", "finish")
 		s.on(claimed(8, 1, 0, 0))
 		s.want(Done, "release-slot", "unclaim token=8")
 	})
 
 	t.Run("halted with its claim ahead: given back", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, claimed(8, 1, 0, 0), Halted{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, claimed(8, 1, 0, 0), Halted{})
 		s.want(Left, "unclaim token=8", "release-slot")
 	})
 
 	t.Run("a claim ahead that found the window done: skipped as done when admitted", func(t *testing.T) {
-		s := newSim(t).on(Arrived{Spec: spec()}, ChainOffered{}, AlreadyDone{}, Admitted{})
+		s := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, AlreadyDone{}, Admitted{})
 		s.want(Done, "release-slot", "report skipped-done", "finish")
 	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A shell may pass *Arrived and *Returned (no allocation for boxing them):
+// the rules decide the same as for the values, and keep nothing of the
+// event, so the shell may reuse it.
+func TestPointerEvents(t *testing.T) {
+	for _, err := range []error{nil, errors.New("boom")} {
+		byValue := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 10*ms),
+			Returned{Err: err, Now: at(sec), Jitter: 0.5})
+		arrived := &Arrived{Spec: ptr(spec())}
+		ret := &Returned{Err: err, Now: at(sec), Jitter: 0.5}
+		byPointer := newSim(t).on(arrived, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 10*ms), ret)
+		*arrived, *ret = Arrived{}, Returned{} // reused by the shell: nothing of them was kept
+		byValue.on(Settled{Answer: Accepted})
+		byPointer.on(Settled{Answer: Accepted})
+		if !slices.Equal(byValue.acts, byPointer.acts) || byValue.w.State() != byPointer.w.State() {
+			t.Fatalf("err %v: by value: %v %q; by pointer: %v %q", err, byValue.w.State(), byValue.acts, byPointer.w.State(), byPointer.acts)
+		}
+		if len(byValue.acts) < 5 {
+			t.Fatalf("err %v: the history did not reach its settlement: %q", err, byValue.acts)
+		}
+	}
 }
