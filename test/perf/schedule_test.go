@@ -177,7 +177,10 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 	until = from.Add(d)
 	mu.Unlock()
 	b.ResetTimer()
-	time.Sleep(time.Until(until.Add(2 * time.Second))) // the workload is wall-clock time: windows fire each second
+	time.Sleep(time.Until(from)) // the workload is wall-clock time: windows fire each second
+	cs0 := commandStats(b, r)
+	time.Sleep(time.Until(until.Add(2 * time.Second)))
+	cs1 := commandStats(b, r)
 	b.StopTimer()
 	want := jobs * int(d/time.Second)
 	settings := fmt.Sprintf("%d jobs @every 1s for %v (%d windows due), %d partitions, producer process + 1 in-process worker, in-process no-op handler that records when it starts, log level info; %s", jobs, d, want, partitions, machine())
@@ -185,6 +188,14 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 		b.Errorf("%d windows executed in the measured period, want %d", got, want)
 	}
 	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> handler start", jobs), lat, settings)
+	var scripts int64
+	for cmd, calls := range cs1 {
+		if strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall") {
+			scripts += calls - cs0[cmd]
+		}
+	}
+	report(b, fmt.Sprintf("lateness %d jobs: Redis script calls per window", jobs), float64(scripts)/float64(want), "calls/window",
+		settings+"; EVAL/EVALSHA calls from INFO commandstats over the measured period and 2s after (claims, settlements, the lease's renewals)")
 	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> published_at", jobs), pub, settings)
 }
 
