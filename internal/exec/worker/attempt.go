@@ -61,21 +61,21 @@ type attempt struct {
 	end     func(error) // Config.OnAttempt's end, if any
 	started time.Time
 	ended   bool // the loop handled its result
-	// stepDownAt is the step-down deadline Start gave: an extend that
+	// stepDownAt is the step-down deadline at Start: an extend that
 	// proved the claim since moved the keepalive's past it.
 	stepDownAt time.Time
 }
 
 // start runs wn's handler under its claim (the rules' Start action). The
-// handler's context is bounded by the window's timeout (Start.TimeoutAt,
+// handler's context is bounded by the window's timeout (Window.TimeoutAt,
 // rounded down to the millisecond: deadlineFor) and the partition's
 // ownership, and is cancelled with cause ErrClaimUnproven at
-// Start.StepDownAt, a margin before the claim could expire, unless an
+// Window.StepDownAt, a margin before the claim could expire, unless an
 // extend proved it again (w.claims.Proof() after the start of the last
 // successful claim or extend): the claim's keepalive and the partition's
 // watchdog keep that deadline on their own goroutine, so stepping down
 // never waits for the loop.
-func (l *loop) start(wn *win, s machine.Start) {
+func (l *loop) start(wn *win) {
 	w := l.w
 	a := &attempt{l: l, wn: wn, started: time.Now(), dog: -1}
 	if !w.realClock {
@@ -84,9 +84,10 @@ func (l *loop) start(wn *win, s machine.Start) {
 	wn.att = a
 	wn.ran = ran{started: a.started}
 	l.running[a] = struct{}{}
-	a.claim.Init(w.claims, s.StepDownAt.Add(-w.claims.Proof()), a.stepDown)
-	a.stepDownAt = s.StepDownAt
-	a.timeout = l.deadlineFor(monoOf(s.TimeoutAt))
+	stepDownAt := wn.m.StepDownAt(l.rules)
+	a.claim.Init(w.claims, stepDownAt.Add(-w.claims.Proof()), a.stepDown)
+	a.stepDownAt = stepDownAt
+	a.timeout = l.deadlineFor(monoOf(wn.m.TimeoutAt()))
 	hctx, cancel := context.WithCancelCause(a.timeout.ctx)
 	a.cancel = cancel
 	job := l.jobOf(wn)

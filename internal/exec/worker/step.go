@@ -44,7 +44,7 @@ func (l *loop) step(wn *win, e machine.Event) {
 		case machine.Unclaim:
 			l.queue(nil, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpUnclaim, Token: a.Token})
 		case machine.Start:
-			l.start(wn, a)
+			l.start(wn)
 		case machine.Cancel:
 			// A fence or a step-down cancelled the handler already, on
 			// the goroutine that found it (attempt.go); a supersede is the

@@ -28,17 +28,14 @@ type Claim struct{}
 // number. Nothing waits for the answer.
 type Unclaim struct{ Token int64 }
 
-// Start: run the handler under claim Token (Attempt), its context bounded
-// by TimeoutAt; StepDownAt is when it is cancelled unless the claim is
-// proven again (TimerFired then). Its first deadline is the earlier of
-// StepDownAt and TimeoutAt + Grace: Start comes without a Watch. Answer
-// with Returned.
-type Start struct {
-	Token      int64
-	Attempt    int
-	TimeoutAt  time.Time
-	StepDownAt time.Time
-}
+// Start: run the handler under the window's claim (Window.Token,
+// Window.Attempt), its context bounded by Window.TimeoutAt;
+// Window.StepDownAt is when it is cancelled unless the claim is proven
+// again (TimerFired then). Its first deadline is the earlier of StepDownAt
+// and TimeoutAt + Grace: Start comes without a Watch. Answer with
+// Returned. It carries no fields, so that returning it boxes nothing (the
+// no-op burst's row): the window, as the step leaves it, has them.
+type Start struct{}
 
 // Extend: extend the claim Token (one settlement of the partition's extend
 // call); answer with Extended or Fenced, or nothing if the call failed.

@@ -59,7 +59,8 @@ type ChainOffered struct{}
 // Claimed: a claim call (ClaimBatch, or a predecessor's completion) gave
 // the window a claim with a new fencing Token; Attempt counts it. ProvenAt
 // is when that call started: the claim is proven from then. Now is when
-// the answer is handled.
+// the answer is handled. A shell may pass a *Claimed instead, as a
+// *Returned: the rules copy it only to keep a claim taken ahead.
 type Claimed struct {
 	Token    int64
 	Attempt  int

@@ -114,7 +114,7 @@ func (d *driver) step() bool {
 	d.w = w
 	line := fmt.Sprintf("%T%+v -> %v:", e, e, w.State())
 	for _, a := range acts {
-		line += " [" + show(a) + "]"
+		line += " [" + show(a, w) + "]"
 	}
 	d.trail = append(d.trail, line)
 
@@ -167,7 +167,7 @@ func (d *driver) step() bool {
 			switch a.(type) {
 			case ReleaseSlot, Unclaim:
 			default:
-				d.fail("a final window acted: %s", show(a))
+				d.fail("a final window acted: %s", show(a, w))
 			}
 		}
 		switch a := a.(type) {
@@ -193,21 +193,22 @@ func (d *driver) step() bool {
 				d.fail("unclaims token %d, not a claim it holds unstarted", a.Token)
 			}
 		case Start:
+			tok := w.Token()
 			switch {
-			case !d.claimedTokens[a.Token]:
-				d.fail("starts under token %d, never claimed", a.Token)
-			case d.started[a.Token]:
-				d.fail("starts token %d twice", a.Token)
+			case !d.claimedTokens[tok]:
+				d.fail("starts under token %d, never claimed", tok)
+			case d.started[tok]:
+				d.fail("starts token %d twice", tok)
 			case d.finished > 0:
 				d.fail("starts after it was finished")
 			case before.halted:
 				d.fail("starts in a halted partition")
 			case !d.slot:
 				d.fail("starts without a slot")
-			case a.Attempt > spec().MaxAttempts:
-				d.fail("starts attempt %d of %d", a.Attempt, spec().MaxAttempts)
+			case w.Attempt() > spec().MaxAttempts:
+				d.fail("starts attempt %d of %d", w.Attempt(), spec().MaxAttempts)
 			}
-			d.started[a.Token], d.running, d.runTok = true, true, a.Token
+			d.started[tok], d.running, d.runTok = true, true, tok
 		case Extend:
 			if !d.running || a.Token != d.runTok {
 				d.fail("extends token %d while not running it", a.Token)

@@ -68,6 +68,11 @@ func (s *stepper) on(e Event) {
 			s.do(ReleaseSlot{}, Unclaim{Token: e.Token})
 			w.slot = false
 			return
+		case *Claimed:
+			w.unchain = false
+			s.do(ReleaseSlot{}, Unclaim{Token: e.Token})
+			w.slot = false
+			return
 		case AlreadyDone, Busy, AheadRefused:
 			w.unchain = false
 			s.do(ReleaseSlot{})
@@ -98,7 +103,7 @@ func (s *stepper) on(e Event) {
 		if w.Chainable() {
 			w.state, w.slot = Ahead, true
 		}
-	case Claimed, AlreadyDone, Busy, AheadRefused:
+	case Claimed, *Claimed, AlreadyDone, Busy, AheadRefused:
 		s.claimAnswer(e)
 	case ClaimFailed:
 		if w.state != Claiming {
@@ -322,6 +327,9 @@ func (s *stepper) claimAnswer(e Event) {
 		}
 		// (A halted window is never Ahead: halt gives a claim ahead back
 		// and leaves the window, and its answer comes to unchain.)
+		if c, ok := e.(*Claimed); ok {
+			e = *c // kept: the shell's is reused
+		}
 		w.ahead = e
 		if w.admitted {
 			w.admitted = false
@@ -336,6 +344,9 @@ func (s *stepper) claimAnswer(e Event) {
 	case Claimed:
 		w.token, w.attempt = e.Token, e.Attempt
 		s.claimed(e)
+	case *Claimed:
+		w.token, w.attempt = e.Token, e.Attempt
+		s.claimed(*e)
 	case AlreadyDone:
 		s.releaseSlot()
 		if w.halted {
@@ -398,7 +409,7 @@ func (s *stepper) claimed(c Claimed) {
 	}
 	// Start's two deadlines are the attempt's first ones: no Watch with
 	// it (the shell's timer follows Start; a Watch comes when one moves).
-	s.do(Start{Token: w.token, Attempt: w.attempt, TimeoutAt: w.timeoutAt, StepDownAt: w.stepDownAt(s.r)})
+	s.do(Start{})
 }
 
 // timer handles a timer: the end of a Wait, or a deadline of the running
@@ -605,6 +616,10 @@ func (s *stepper) settleHeld(op dedupe.Op, reason string, outcome Outcome, cause
 }
 
 // settled handles the store's answer to the window's settlement.
+// reportDone is the report of every window that ran and completed, boxed
+// once: returning it allocates nothing (the no-op burst's row).
+var reportDone Action = Report{Outcome: OutcomeDone, OfAttempt: true}
+
 func (s *stepper) settled(a Answer) {
 	w := s.w
 	if w.state != Settling {
@@ -614,7 +629,7 @@ func (s *stepper) settled(a Answer) {
 	case pendComplete:
 		switch a {
 		case Accepted:
-			s.do(Report{Outcome: OutcomeDone, OfAttempt: true})
+			s.do(reportDone)
 			s.finish()
 		case WasDone, NotOurs:
 			// A zombie attempt: another attempt got there.

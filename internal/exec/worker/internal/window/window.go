@@ -237,7 +237,13 @@ func (w Window) AbandonAt(r Rules) time.Time { return w.abandonAt(r) }
 
 // StepDownAt is when a running attempt is cancelled unless its claim is
 // proven again: Proof after the start of the last call that proved it.
+func (w Window) StepDownAt(r Rules) time.Time { return w.stepDownAt(r) }
+
 func (w Window) stepDownAt(r Rules) time.Time { return w.proven.Add(r.Proof) }
+
+// TimeoutAt is when the running attempt's handler times out: its claim's
+// answer plus the window's timeout.
+func (w Window) TimeoutAt() time.Time { return w.timeoutAt }
 
 // abandonAt is when a running handler is abandoned if it has not
 // returned: Grace after its context was done (its timeout, or an earlier

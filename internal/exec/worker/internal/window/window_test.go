@@ -47,7 +47,7 @@ func (s *sim) on(events ...Event) *sim {
 		w, acts := rules.Step(s.w, e)
 		s.w = w
 		for _, a := range acts {
-			s.acts = append(s.acts, show(a))
+			s.acts = append(s.acts, show(a, w))
 		}
 	}
 	return s
@@ -65,7 +65,9 @@ func (s *sim) want(state State, acts ...string) {
 
 func rel(t time.Time) string { return "+" + t.Sub(t0).String() }
 
-func show(a Action) string {
+// show writes action a as a line; w is the window as the step that
+// returned a left it (Start's fields are the window's).
+func show(a Action, w Window) string {
 	switch a := a.(type) {
 	case WantSlot:
 		return "want-slot"
@@ -78,7 +80,7 @@ func show(a Action) string {
 	case Unclaim:
 		return fmt.Sprintf("unclaim token=%d", a.Token)
 	case Start:
-		return fmt.Sprintf("start token=%d attempt=%d timeout=%s stepdown=%s", a.Token, a.Attempt, rel(a.TimeoutAt), rel(a.StepDownAt))
+		return fmt.Sprintf("start token=%d attempt=%d timeout=%s stepdown=%s", w.Token(), w.Attempt(), rel(w.TimeoutAt()), rel(w.StepDownAt(rules)))
 	case Extend:
 		return fmt.Sprintf("extend token=%d", a.Token)
 	case Cancel:
@@ -522,9 +524,10 @@ func TestPointerEvents(t *testing.T) {
 		byValue := newSim(t).on(Arrived{Spec: ptr(spec())}, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 10*ms),
 			Returned{Err: err, Now: at(sec), Jitter: 0.5})
 		arrived := &Arrived{Spec: ptr(spec())}
+		c := ptr(claimed(7, 1, 0, 10*ms))
 		ret := &Returned{Err: err, Now: at(sec), Jitter: 0.5}
-		byPointer := newSim(t).on(arrived, Admitted{}, SlotGranted{}, claimed(7, 1, 0, 10*ms), ret)
-		*arrived, *ret = Arrived{}, Returned{} // reused by the shell: nothing of them was kept
+		byPointer := newSim(t).on(arrived, Admitted{}, SlotGranted{}, c, ret)
+		*arrived, *c, *ret = Arrived{}, Claimed{}, Returned{} // reused by the shell: nothing of them was kept
 		byValue.on(Settled{Answer: Accepted})
 		byPointer.on(Settled{Answer: Accepted})
 		if !slices.Equal(byValue.acts, byPointer.acts) || byValue.w.State() != byPointer.w.State() {
@@ -533,5 +536,15 @@ func TestPointerEvents(t *testing.T) {
 		if len(byValue.acts) < 5 {
 			t.Fatalf("err %v: the history did not reach its settlement: %q", err, byValue.acts)
 		}
+	}
+	// A claim taken ahead is kept until the lane admits the window: the
+	// rules copy a *Claimed, which the shell reuses meanwhile.
+	byValue := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, claimed(7, 1, 0, 10*ms), Admitted{})
+	c := ptr(claimed(7, 1, 0, 10*ms))
+	byPointer := newSim(t).on(Arrived{Spec: ptr(spec())}, ChainOffered{}, c)
+	*c = Claimed{}
+	byPointer.on(Admitted{})
+	if !slices.Equal(byValue.acts, byPointer.acts) || byValue.w.State() != byPointer.w.State() || byPointer.w.State() != Running {
+		t.Fatalf("ahead: by value: %v %q; by pointer: %v %q", byValue.w.State(), byValue.acts, byPointer.w.State(), byPointer.acts)
 	}
 }
