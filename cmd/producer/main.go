@@ -16,6 +16,7 @@ import (
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
+	"github.com/kjob/kjob/internal/base/gctune"
 	"github.com/kjob/kjob/internal/exec/producer"
 	"github.com/kjob/kjob/internal/store/lease"
 	"github.com/kjob/kjob/schedule"
@@ -25,21 +26,24 @@ const usage = `producer: publish kjob job windows to Kafka from the lease-holdin
 
 Usage: producer [flags]`
 
-// gcPercent is the producer's GOGC unless the environment sets one. Its
-// heap is almost all long-lived state (the view of every job, the timer
-// heap, the parsed schedules file) and it allocates little once running,
-// so the default 100, which lets the heap grow to twice the live heap
-// before a collection, mostly holds garbage: at 100,000 jobs from a file
-// the live heap is about 76 MB and the heap reached 128 MB. 50 keeps the
-// row "100k schedules: producer RSS" within its 200 MB target with room
-// (docs/performance.md, "GOGC 50"), for a cost measured there. Prometheus
-// made the same trade for the same reason (GOGC 75 by default since 2.53,
-// prometheus/prometheus#14288). GOGC in the environment overrides it.
-const gcPercent = 50
+// gcTuning is the producer's GOGC unless the environment sets one: Go's
+// default 100 while the live heap is small, 50 once it reaches 32 MiB
+// (internal/base/gctune). A large producer heap is almost all long-lived
+// state (the view of every job, the timer heap, the parsed schedules
+// file) and it allocates little once running, so GOGC 100, which lets the
+// heap grow to twice the live heap before a collection, mostly holds
+// garbage: at 100,000 jobs from a file the live heap is about 76 MB and
+// the heap reached 128 MB; 50 keeps the row "100k schedules: producer RSS"
+// within its 200 MB target with room (Prometheus made the same trade,
+// GOGC 75 by default since 2.53, prometheus/prometheus#14288). A small
+// one gains little from 50 and pays in collections during each herd of
+// windows: with 1,000 jobs due at once, 50 started them 12% later at the
+// p99 (docs/performance.md, "GOGC by live heap").
+var gcTuning = gctune.Config{Small: 100, Large: 50, From: 32 << 20}
 
 func main() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
+		gctune.Start(gcTuning)
 	}
 	os.Exit(cli.Exit(os.Stderr, "producer", run(context.Background(), os.Args[1:])))
 }
