@@ -19,8 +19,8 @@
 // timers into events, and carries out the actions. The running attempt's
 // timing is the one part the shell keeps on other goroutines, so that
 // stepping down never waits for the loop: the claim's keepalive and the
-// partition's watchdog cancel the handler at Start's StepDownAt, an
-// extend that finds the claim taken over cancels it at once, and the
+// partition's watchdog cancel the handler at Window.StepDownAt as Start
+// found it, an extend that finds the claim taken over cancels it at once, and the
 // watchdog abandons it at AbandonAt; when the attempt ends, the shell
 // steps the window with what they found (Extended at the last proof,
 // Fenced, TimerFired at the step-down, the abandonment's TimerFired)
