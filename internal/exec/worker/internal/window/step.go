@@ -615,11 +615,11 @@ func (s *stepper) settleHeld(op dedupe.Op, reason string, outcome Outcome, cause
 	s.do(Settle{Op: op, Token: w.token, Reason: reason})
 }
 
-// settled handles the store's answer to the window's settlement.
 // reportDone is the report of every window that ran and completed, boxed
 // once: returning it allocates nothing (the no-op burst's row).
 var reportDone Action = Report{Outcome: OutcomeDone, OfAttempt: true}
 
+// settled handles the store's answer to the window's settlement.
 func (s *stepper) settled(a Answer) {
 	w := s.w
 	if w.state != Settling {
