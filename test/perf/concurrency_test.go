@@ -319,16 +319,14 @@ func inFlight(b *testing.B, n int) {
 		b.Errorf("only %d of %d windows still running after the steady %v: the figures include ended handlers", c, n, steady)
 	}
 	perSec := func(calls int64) float64 { return float64(calls) / steady.Seconds() }
-	var scripts, all int64
+	var all int64
 	for cmd, calls := range cs1 {
 		d := calls - cs0[cmd]
 		if cmd != "info" {
 			all += d
 		}
-		if strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall") {
-			scripts += d
-		}
 	}
+	scripts := scriptCalls(cs0, cs1)
 	what := fmt.Sprintf("%d in flight", n)
 	steadyText := fmt.Sprintf("; over a steady %v once all were running", steady)
 	report(b, what+": assignment to all running", allRunning.Seconds(), "s", settings+"; from the group's assignment to the Redis time of the last window's claim")
@@ -342,6 +340,18 @@ func inFlight(b *testing.B, n int) {
 	report(b, what+": Redis script calls per second (claim extension)", perSec(scripts), "calls/s", settings+steadyText+"; EVAL/EVALSHA calls from INFO commandstats")
 	report(b, what+": Redis commands per second, scripts' commands included", perSec(all), "commands/s", settings+steadyText+"; all commands in INFO commandstats but INFO")
 	report(b, what+": redis-server CPU", 100*float64(redis1.cpu-redis0.cpu)/float64(steady), "% of one core", settings+steadyText)
+}
+
+// scriptCalls is how many EVAL/EVALSHA/FCALL calls INFO commandstats
+// counted between the readings cs0 and cs1.
+func scriptCalls(cs0, cs1 map[string]int64) int64 {
+	var n int64
+	for cmd, calls := range cs1 {
+		if strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall") {
+			n += calls - cs0[cmd]
+		}
+	}
+	return n
 }
 
 // commandStats returns the calls of each command from INFO commandstats

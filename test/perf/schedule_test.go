@@ -188,13 +188,7 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 		b.Errorf("%d windows executed in the measured period, want %d", got, want)
 	}
 	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> handler start", jobs), lat, settings)
-	var scripts int64
-	for cmd, calls := range cs1 {
-		if strings.HasPrefix(cmd, "eval") || strings.HasPrefix(cmd, "fcall") {
-			scripts += calls - cs0[cmd]
-		}
-	}
-	report(b, fmt.Sprintf("lateness %d jobs: Redis script calls per window", jobs), float64(scripts)/float64(want), "calls/window",
+	report(b, fmt.Sprintf("lateness %d jobs: Redis script calls per window", jobs), float64(scriptCalls(cs0, cs1))/float64(want), "calls/window",
 		settings+"; EVAL/EVALSHA calls from INFO commandstats over the measured period and 2s after (claims, settlements, the lease's renewals)")
 	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> published_at", jobs), pub, settings)
 }
