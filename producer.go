@@ -94,10 +94,12 @@ type ProducerConfig struct {
 	// LeaseTTL is the leader lease's TTL: a crashed leader is replaced
 	// within about this long. The default Redis lease uses it and
 	// LeaseRenew; an Elector of your own should use the same values, as
-	// the misfire-grace warning assumes them. Default 5s.
+	// the misfire-grace warning assumes them. Default 2s: safety rests on
+	// the transactional id's fencing, not on the lease, so a short TTL
+	// costs only renewals (docs/performance.md, producer failover).
 	LeaseTTL time.Duration
 	// LeaseRenew is how often the leader renews its lease; less than
-	// LeaseTTL/2. Default 1s, or LeaseTTL/5
+	// LeaseTTL/2. Default 300ms, or LeaseTTL/5
 	// if that is shorter.
 	LeaseRenew time.Duration
 

@@ -119,7 +119,7 @@ type clientset struct {
 	holders []string // holder identity after each accepted create or update
 }
 
-func newClientset(t *testing.T) *clientset {
+func newClientset(t testing.TB) *clientset {
 	cl := &clientset{Clientset: fake.NewClientset()}
 	cl.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		cl.mu.Lock()

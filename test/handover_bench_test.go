@@ -19,8 +19,8 @@ const handoverSchedules = `jobs:
 `
 
 // BenchmarkProducerHandover measures the graceful producer handover between
-// separate producer processes at their default settings (lease TTL 5s,
-// renew 1s) with the dev broker and a real redis-server: from SIGTERM to
+// separate producer processes at their default settings (lease TTL 2s,
+// renew 300ms) with the dev broker and a real redis-server: from SIGTERM to
 // the leader until the standby logs "publishing as leader" (lease taken,
 // transactional id fenced, state read, timers set), taken from the
 // standby's log timestamp. KJOB_HANDOVER_REPS repetitions (default 20),

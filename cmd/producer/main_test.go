@@ -31,11 +31,11 @@ func TestRunRefusesBadSettings(t *testing.T) {
 		want string
 	}{
 		{"renew not below ttl/2", map[string]string{"KJOB_LEASE_RENEW": "3s"}, nil,
-			"--lease-renew/KJOB_LEASE_RENEW=3s, --lease-ttl/KJOB_LEASE_TTL=5s: kjob: ProducerConfig.LeaseRenew = 3s must be less than ProducerConfig.LeaseTTL/2 (2.5s; LeaseTTL 5s), or the leader cannot renew before its lease expires: lower it or raise ProducerConfig.LeaseTTL"},
+			"--lease-renew/KJOB_LEASE_RENEW=3s, --lease-ttl/KJOB_LEASE_TTL=2s: kjob: ProducerConfig.LeaseRenew = 3s must be less than ProducerConfig.LeaseTTL/2 (1s; LeaseTTL 2s), or the leader cannot renew before its lease expires: lower it or raise ProducerConfig.LeaseTTL"},
 		{"renew zero", nil, []string{"--lease-renew", "0s"},
-			"--lease-renew/KJOB_LEASE_RENEW=0s: not positive: set a duration below --lease-ttl/2 (2.5s)"},
+			"--lease-renew/KJOB_LEASE_RENEW=0s: not positive: set a duration below --lease-ttl/2 (1s)"},
 		{"ttl too short", nil, []string{"--lease-ttl", "1ms"},
-			"--lease-ttl/KJOB_LEASE_TTL=1ms: kjob: ProducerConfig.LeaseTTL = 1ms is too short: set at least 10ms (seconds in production), or 0 for the default 5s"},
+			"--lease-ttl/KJOB_LEASE_TTL=1ms: kjob: ProducerConfig.LeaseTTL = 1ms is too short: set at least 10ms (seconds in production), or 0 for the default 2s"},
 		{"replication factor wraps int16", map[string]string{"KJOB_REPLICATION_FACTOR": "70000"}, nil,
 			"--replication-factor/KJOB_REPLICATION_FACTOR=70000: out of range: want a whole number from 1 to 32767"},
 		{"partitions negative", nil, []string{"--partitions", "-3"},

@@ -447,7 +447,7 @@ func benchScheduleTakeover(b *testing.B, n int) {
 	if follows {
 		standby = "follows the schedules topic while standing by (read to its end before the kill)"
 	}
-	settings := fmt.Sprintf("%d jobs applied through kjob.Schedules (mixed specs), 2 producer processes (lease TTL 5s, renew 1s; the standby %s), leader SIGKILLed, expiry = kill + Redis PTTL of the lease; embedded broker, 4 partitions; %s",
+	settings := fmt.Sprintf("%d jobs applied through kjob.Schedules (mixed specs), 2 producer processes (lease TTL 2s, renew 300ms, their defaults; the standby %s), leader SIGKILLed, expiry = kill + Redis PTTL of the lease; embedded broker, 4 partitions; %s",
 		n, standby, machine())
 	report(b, "takeover 100k specs: lease expiry -> new leader's lease acquired", acquired.at.Sub(expiry).Seconds(), "s", settings)
 	report(b, "takeover 100k specs: lease expiry -> new leader leading", leading.at.Sub(expiry).Seconds(), "s", settings)

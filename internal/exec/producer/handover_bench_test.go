@@ -46,8 +46,8 @@ func (h markHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h markHandler) WithGroup(string) slog.Handler      { return h }
 
 // BenchmarkHandover measures the graceful handover of two producers, each
-// with a Redis lease Elector at the binaries' defaults (TTL 5s, renew and
-// retry 1s), on an in-process kfake broker and a real redis-server: from
+// with a Redis lease Elector at the binaries' defaults (TTL 2s, renew and
+// retry 300ms), on an in-process kfake broker and a real redis-server: from
 // the leader's shutdown (its Run's context cancelled, as SIGTERM does in
 // cmd/producer) to the standby logging "lease acquired" and then
 // "publishing as leader" (fenced, state read, timers set). It runs

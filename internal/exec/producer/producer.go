@@ -149,7 +149,7 @@ type Config struct {
 	// so keep MisfireGrace above the longest leaderless gap to be absorbed:
 	// for a crashed or paused leader, the lease TTL plus the standby's
 	// retry interval, plus a margin for a publish that was under way.
-	// Default DefaultMisfireGrace (10s: twice the lease's default 5s TTL);
+	// Default DefaultMisfireGrace (10s: five times the lease's default 2s TTL);
 	// negative: no grace, only Catchup applies.
 	MisfireGrace time.Duration
 	// MaxBatch bounds the windows published in one transaction. Default

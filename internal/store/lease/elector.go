@@ -17,17 +17,25 @@ import (
 
 // Defaults and bounds of Config.
 const (
-	// DefaultTTL is Config.TTL when it is zero.
-	DefaultTTL = 5 * time.Second
+	// DefaultTTL is Config.TTL when it is zero: a crashed leader is
+	// replaced within about 2s (the lease's expiry, at which a standby
+	// tries again). Safety does not rest on it (a new leader's
+	// transactional id fences the old one), so it is short; its cost is
+	// the renewals, DefaultRenewInterval apart.
+	DefaultTTL = 2 * time.Second
 	// MinTTL is the shortest Config.TTL NewElector accepts. Production
 	// deployments want seconds; the low floor is for tests.
 	MinTTL = 10 * time.Millisecond
 	// DefaultRenewInterval is Config.RenewInterval when it is zero, unless
 	// TTL/5 is shorter, in which case that is the default.
-	DefaultRenewInterval = time.Second
+	DefaultRenewInterval = 300 * time.Millisecond
 	// ReleaseTimeout bounds the Release call made when a term ends (with a
 	// fresh context, since Run's may be cancelled by then).
 	ReleaseTimeout = 2 * time.Second
+	// expiryMargin is how long after a held lease's Remaining a standby
+	// tries again: the reply's own trip makes it late already, and
+	// Redis expires a key on the first access past its deadline.
+	expiryMargin = 2 * time.Millisecond
 )
 
 // Config configures an Elector. Zero durations take their defaults; Lock
@@ -51,16 +59,19 @@ type Config struct {
 	// where s is when the last successful renewal (or the acquisition)
 	// started by the local monotonic clock and margin = max(RenewInterval,
 	// TTL/5): strictly before the lease can expire in the backend. With the
-	// defaults a leader that cannot reach Redis stops after 4s and a
-	// standby takes over after at most 5s.
+	// defaults a leader that cannot reach Redis stops after 1.6s and a
+	// standby takes over after at most 2s.
 	RenewInterval time.Duration
 	// RetryInterval is how often a replica that does not lead tries to
 	// acquire the lease, and how long one waits after its term ends before
 	// campaigning again. If Lock implements Watcher (RedisLock does), a
 	// standby also tries the moment another replica's release is
-	// announced, so a graceful handover does not wait for this; polling
-	// remains the fallback, for a lease that expires (a crashed leader)
-	// and for announcements that were missed. Default RenewInterval.
+	// announced, so a graceful handover does not wait for this; and if
+	// TryAcquire says how long the holder's lease has left
+	// (Record.Remaining; RedisLock does) and that is sooner, it tries
+	// the moment the lease expires, so a crashed leader is replaced at
+	// its lease's expiry. Polling remains the fallback, for announcements
+	// that were missed. Default RenewInterval.
 	RetryInterval time.Duration
 	// Logger receives acquisitions, losses and releases (keys holder,
 	// epoch, reason) and backend errors. Default slog.Default().
@@ -330,10 +341,19 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 				observed = rec
 			}
 		}
+		wait := e.retryInterval
+		if !ok && err == nil && rec.Remaining > 0 && rec.Remaining < wait {
+			// The holder's lease runs out before the next retry: try the
+			// moment it does, so a crashed leader is replaced at its
+			// lease's expiry, not up to a RetryInterval later (the
+			// producer failover row of docs/performance.md). A holder
+			// that renewed meanwhile only costs this one call.
+			wait = rec.Remaining + expiryMargin
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(e.retryInterval):
+		case <-time.After(wait):
 		case <-wake: // a release was announced: try at once
 			e.log.Debug("lease: release announced; trying to acquire", "holder", e.holder)
 		}

@@ -279,10 +279,10 @@ func TestNewElectorValidation(t *testing.T) {
 		{lease.Config{Holder: "a"}, `lease: Config.Lock is nil: set it to a Lock, e.g. lease.NewRedisLock(client, "kjob:{<deployment>}:producer-lease")`},
 		{lease.Config{Lock: nilLock, Holder: "a"}, `lease: Config.Lock is nil: set it to a Lock, e.g. lease.NewRedisLock(client, "kjob:{<deployment>}:producer-lease")`},
 		{lease.Config{Lock: l}, "lease: Config.Holder is empty: set a unique id per replica, e.g. hostname-pid"},
-		{lease.Config{Lock: l, Holder: "a", TTL: -time.Second}, "lease: Config.TTL = -1s is too short: use at least 10ms, or 0 for the default 5s"},
-		{lease.Config{Lock: l, Holder: "a", TTL: 5 * time.Millisecond}, "lease: Config.TTL = 5ms is too short: use at least 10ms, or 0 for the default 5s"},
+		{lease.Config{Lock: l, Holder: "a", TTL: -time.Second}, "lease: Config.TTL = -1s is too short: use at least 10ms, or 0 for the default 2s"},
+		{lease.Config{Lock: l, Holder: "a", TTL: 5 * time.Millisecond}, "lease: Config.TTL = 5ms is too short: use at least 10ms, or 0 for the default 2s"},
 		{lease.Config{Lock: l, Holder: "a", RenewInterval: -time.Second}, "lease: Config.RenewInterval = -1s is negative: use a positive duration below TTL/2, or 0 for the default"},
-		{lease.Config{Lock: l, Holder: "a", RenewInterval: 3 * time.Second}, "lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 2.5s (Config.TTL = 5s): lower RenewInterval or raise TTL"},
+		{lease.Config{Lock: l, Holder: "a", RenewInterval: 3 * time.Second}, "lease: Config.RenewInterval = 3s must be less than Config.TTL/2 = 1s (Config.TTL = 2s): lower RenewInterval or raise TTL"},
 		{lease.Config{Lock: l, Holder: "a", TTL: 2 * time.Second, RenewInterval: time.Second}, "lease: Config.RenewInterval = 1s must be less than Config.TTL/2 = 1s (Config.TTL = 2s): lower RenewInterval or raise TTL"},
 		{lease.Config{Lock: l, Holder: "a", RetryInterval: -time.Millisecond}, "lease: Config.RetryInterval = -1ms is negative: use a positive duration, or 0 for the default (RenewInterval)"},
 	} {
@@ -747,5 +747,32 @@ func TestElectorHandoverWithoutChannelGrant(t *testing.T) {
 	b.nextTerm(t, 5*time.Second) // by polling every 50ms
 	if m := act.max.Load(); m != 1 {
 		t.Errorf("%d leads ran at once, want 1", m)
+	}
+}
+
+// A standby whose retry interval is long still takes over the moment a
+// crashed leader's lease expires: TryAcquire tells it how long the lease
+// has left. Without that it would wait out its 10s retry interval.
+func TestElectorTakesOverAtExpiry(t *testing.T) {
+	l, rc := newLock(t)
+	// A leader that crashed: its lease stays for 400ms and is never renewed.
+	const left = 400 * time.Millisecond
+	if err := rc.Set(ctxT(t), testKey, fmt.Sprintf("crashed|7|%d", time.Now().UnixMilli()), left).Err(); err != nil {
+		t.Fatal(err)
+	}
+	set := time.Now()
+	var act active
+	b := startReplica(t, "b", l, &act, func(c *lease.Config) { c.RetryInterval = 10 * time.Second })
+	tm := b.nextTerm(t, 5*time.Second)
+	took := tm.started.Sub(set)
+	t.Logf("standby led %v after the crashed leader's lease was set to expire in %v", took, left)
+	if took < left {
+		t.Errorf("standby led %v after the lease was set for %v: before it expired", took, left)
+	}
+	if took > left+time.Second {
+		t.Errorf("standby led %v after the lease was set for %v; want about %v (its expiry), not its 10s retry interval", took, left, left)
+	}
+	if tm.rec.Epoch <= 7 {
+		t.Errorf("new epoch %d, want above the crashed leader's 7", tm.rec.Epoch)
 	}
 }

@@ -19,7 +19,7 @@ import (
 type pollOnly struct{ lease.Lock }
 
 // BenchmarkHandover measures graceful handovers between two Electors with
-// the binaries' default timings (TTL 5s, renew 1s, retry 1s) on a real
+// the binaries' default timings (TTL 2s, renew 300ms, retry 300ms) on a real
 // redis-server: the time from the leader's shutdown (its Run's context
 // cancelled, as on SIGTERM) to the standby's lead being called, over
 // KJOB_HANDOVER_REPS repetitions (default 20) per mode, with and without
@@ -44,7 +44,7 @@ func BenchmarkHandover(b *testing.B) {
 		samples []time.Duration
 	}
 	var rows []row
-	for i, mode := range []string{"release announced (RedisLock Watcher)", "polling only (RetryInterval 1s)"} {
+	for i, mode := range []string{"release announced (RedisLock Watcher)", "polling only (RetryInterval 300ms)"} {
 		key := fmt.Sprintf("kjob:{bench%d}:producer-lease", i)
 		watch := i == 0
 		var subscribers int64
@@ -106,7 +106,12 @@ type benchReplica struct {
 }
 
 func startBenchReplica(b *testing.B, lock lease.Lock, name string) *benchReplica {
-	el, err := lease.NewElector(lease.Config{Lock: lock, Holder: name, Logger: slog.New(slog.DiscardHandler)})
+	return startBenchReplicaWith(b, lease.Config{Lock: lock, Holder: name})
+}
+
+func startBenchReplicaWith(b *testing.B, cfg lease.Config) *benchReplica {
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	el, err := lease.NewElector(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -77,6 +77,13 @@ type Record struct {
 	// Acquired is when the tenure began by the backend's clock,
 	// informational only: never compare it with the local clock.
 	Acquired time.Time
+	// Remaining is, in a Record that TryAcquire returns with false, how
+	// long the holder's lease had left by the backend's clock when the
+	// backend answered; zero if the backend does not say. A standby
+	// retries at that moment instead of a RetryInterval later, so a
+	// crashed leader is replaced as its lease expires (the producer
+	// failover row of docs/performance.md).
+	Remaining time.Duration
 }
 
 // sameTenure reports whether r and o identify the same tenure.

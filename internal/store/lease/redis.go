@@ -28,7 +28,7 @@ import (
 // Returns {1, value} when acquired, {0, current value} when held.
 var acquireScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur then return {0, cur} end
+if cur then return {0, cur, redis.call('PTTL', KEYS[1])} end
 local epoch = redis.call('INCR', KEYS[2])
 local floor = tonumber(ARGV[3])
 if epoch <= floor then
@@ -160,7 +160,7 @@ func (l *RedisLock) TryAcquire(ctx context.Context, holder string, ttl time.Dura
 	if err != nil {
 		return Record{}, false, fmt.Errorf("lease: acquire %s: %w", l.key, err)
 	}
-	if len(res) != 2 {
+	if len(res) < 2 {
 		return Record{}, false, fmt.Errorf("lease: acquire %s: unexpected script reply %v", l.key, res)
 	}
 	ok, _ := res[0].(int64)
@@ -168,6 +168,11 @@ func (l *RedisLock) TryAcquire(ctx context.Context, holder string, ttl time.Dura
 	rec, err := l.parse(val)
 	if err != nil {
 		return Record{}, false, err
+	}
+	if len(res) > 2 {
+		if ms, _ := res[2].(int64); ms > 0 { // PTTL: -1 no expiry, -2 gone
+			rec.Remaining = time.Duration(ms) * time.Millisecond
+		}
 	}
 	return rec, ok == 1, nil
 }

@@ -68,6 +68,10 @@ func TestRedisLockAcquireRenewRelease(t *testing.T) {
 	if err != nil || ok || cur.Holder != "a" || cur.Epoch != 1 {
 		t.Fatalf("TryAcquire(b) while held = %+v, %v, %v; want a's record, false", cur, ok, err)
 	}
+	// It is also told how long a's lease has left, by Redis's clock.
+	if cur.Remaining <= 0 || cur.Remaining > time.Minute {
+		t.Errorf("TryAcquire(b) while held: Remaining = %v, want in (0, 1m] (a's TTL)", cur.Remaining)
+	}
 	// Nor can the holder itself start a second tenure.
 	if _, ok, err := l.TryAcquire(ctx, "a", time.Second); err != nil || ok {
 		t.Fatalf("TryAcquire(a) while a holds = %v, %v; want false", ok, err)
