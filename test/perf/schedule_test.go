@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/base/stagetrace"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/worker"
 	"github.com/kjob/kjob/internal/store/dedupe"
@@ -106,16 +108,46 @@ func BenchmarkLateness(b *testing.B) {
 	for _, jobs := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
 			for range b.N {
-				benchLateness(b, jobs, 4)
+				benchLateness(b, jobs, 4, time.Second, duration())
 			}
 		})
 	}
 }
 
-func benchLateness(b *testing.B, jobs int, partitions int32) {
+// herdTicks is how many ticks BenchmarkHerd measures:
+// KJOB_PEERS_HERD_TICKS, as bench/peers' herd, 5 by default.
+func herdTicks() int {
+	if n, err := strconv.Atoi(os.Getenv("KJOB_PEERS_HERD_TICKS")); err == nil && n > 0 {
+		return n
+	}
+	return 5
+}
+
+// BenchmarkHerd: 1,000 and 10,000 jobs due at the same instant every 10s
+// ("*/10 * * * * *"), the herd workload of bench/peers (asynq, River,
+// gocron), for herdTicks ticks: how long after its window's start each
+// handler starts. make bench-peers runs it beside the peers.
+func BenchmarkHerd(b *testing.B) {
+	for _, jobs := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			for range b.N {
+				benchLateness(b, jobs, 4, 10*time.Second, time.Duration(herdTicks())*10*time.Second)
+			}
+		})
+	}
+}
+
+// benchLateness runs jobs jobs due at the same instant every every (1s or
+// a whole number of seconds dividing a minute) for at least d.
+func benchLateness(b *testing.B, jobs int, partitions int32, every, d time.Duration) {
 	// At least minSamples windows, so that the p99 is one: a single job
 	// runs 100 ticks whatever the duration.
-	d := max(duration(), time.Duration((minSamples+jobs-1)/jobs)*time.Second)
+	d = max(d, time.Duration((minSamples+jobs-1)/jobs)*every)
+	d = d.Truncate(every)
+	spec := "@every 1s"
+	if every != time.Second {
+		spec = fmt.Sprintf("*/%d * * * * *", every/time.Second)
+	}
 	brokers := broker(b)
 	r := redis(b)
 	_, adm := admin(b, brokers)
@@ -124,7 +156,7 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 	var y strings.Builder
 	y.WriteString("jobs:\n")
 	for i := range jobs {
-		fmt.Fprintf(&y, "  - name: every-%04d\n    schedule: \"@every 1s\"\n    handler: noop\n    catchup: 0s\n", i)
+		fmt.Fprintf(&y, "  - name: every-%05d\n    schedule: %q\n    handler: noop\n    catchup: 0s\n", i, spec)
 	}
 	schedules := writeSchedules(b, y.String())
 
@@ -173,24 +205,52 @@ func benchLateness(b *testing.B, jobs int, partitions int32) {
 	p.wait(b, 60*time.Second, "leadership")
 	// Measure whole seconds, starting two seconds after the leader began.
 	mu.Lock()
-	from = time.Now().Truncate(time.Second).Add(2 * time.Second)
+	from = time.Now().Truncate(every).Add(2 * every)
 	until = from.Add(d)
 	mu.Unlock()
 	b.ResetTimer()
+	// The trace of the measured windows' way to their handlers (the
+	// worker is in this process).
+	tr := stagetrace.Start(from, until)
+	defer tr.Stop()
 	time.Sleep(time.Until(from)) // the workload is wall-clock time: windows fire each second
 	cs0 := commandStats(b, r)
 	time.Sleep(time.Until(until.Add(2 * time.Second)))
+	if every > time.Second { // a 10,000 herd may run longer: wait for it, bounded
+		deadline := until.Add(every)
+		for len(lat.sorted()) < jobs*int(d/every) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // polling the handler's record: there is no event to wait on
+		}
+	}
 	cs1 := commandStats(b, r)
 	b.StopTimer()
-	want := jobs * int(d/time.Second)
-	settings := fmt.Sprintf("%d jobs @every 1s for %v (%d windows due), %d partitions, producer process + 1 in-process worker, in-process no-op handler that records when it starts, log level info; %s", jobs, d, want, partitions, machine())
+	tr.Stop()
+	want := jobs * int(d/every)
+	settings := fmt.Sprintf("%d jobs %q for %v (%d windows due), %d partitions, producer process + 1 in-process worker (concurrency %d, its default), in-process no-op handler that records when it starts, log level info; %s",
+		jobs, spec, d, want, partitions, defaultConcurrency, machine())
 	if got := len(lat.sorted()); got != want {
 		b.Errorf("%d windows executed in the measured period, want %d", got, want)
 	}
-	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> handler start", jobs), lat, settings)
-	report(b, fmt.Sprintf("lateness %d jobs: Redis script calls per window", jobs), float64(scriptCalls(cs0, cs1))/float64(want), "calls/window",
+	what := fmt.Sprintf("lateness %d jobs", jobs)
+	if every != time.Second {
+		what = fmt.Sprintf("herd %d jobs every %v", jobs, every)
+	}
+	reportLateness(b, what+": window start -> handler start", lat, settings)
+	report(b, what+": Redis script calls per window", float64(scriptCalls(cs0, cs1))/float64(want), "calls/window",
 		settings+"; EVAL/EVALSHA calls from INFO commandstats over the measured period and 2s after (claims, settlements, the lease's renewals)")
-	reportLateness(b, fmt.Sprintf("lateness %d jobs: window start -> published_at", jobs), pub, settings)
+	reportLateness(b, what+": window start -> published_at", pub, settings)
+	// Where the time went: each stage's distribution, since each window's
+	// start (internal/base/stagetrace).
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\ntrace of %d jobs %q, %d windows, time since each window's start (nearest rank):\n", jobs, spec, want)
+	for _, s := range tr.Stages() {
+		fmt.Fprintf(&sb, "  %s\n", s)
+		if s.N >= minSamples {
+			report(b, fmt.Sprintf("%s trace: window start -> %s p99", what, s.Stage), ms(s.P99), "ms",
+				fmt.Sprintf("%d samples, max %.2f ms, p50 %.2f ms; %s", s.N, ms(s.Max), ms(s.P50), settings))
+		}
+	}
+	fmt.Fprint(os.Stdout, sb.String())
 }
 
 // BenchmarkSchedules: 100,000 schedules of mixed cron specs in one
@@ -335,7 +395,7 @@ func benchIdle(b *testing.B) {
 	time.Sleep(d) // the workload is idleness over wall-clock time
 	pu1, wu1, lu1 := readUsage(b, p.cmd.Process.Pid), readUsage(b, w.cmd.Process.Pid), readUsage(b, pl.cmd.Process.Pid)
 	b.StopTimer()
-	settings := fmt.Sprintf("over %v after start-up; lease TTL 5s renewed every 1s; group heartbeat 1s; commit interval 1s; defaults otherwise; %s", d, machine())
+	settings := fmt.Sprintf("over %v after start-up; lease TTL 2s renewed every 300ms; group heartbeat 1s; commit interval 1s; defaults otherwise; %s", d, machine())
 	report(b, "idle leading producer CPU", 100*float64(pu1.cpu-pu0.cpu)/float64(d), "% of one core", settings)
 	report(b, "idle leading producer RSS", float64(pu1.rss)/(1<<20), "MiB", settings)
 	report(b, "idle leading producer RSS, anonymous only (without the mapped binary)", float64(pu1.anon)/(1<<20), "MiB", settings)

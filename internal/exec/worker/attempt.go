@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/internal/base/keepalive"
+	"github.com/kjob/kjob/internal/base/stagetrace"
 	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 )
@@ -83,6 +84,7 @@ func (l *loop) start(wn *win) {
 	}
 	wn.att = a
 	wn.ran = ran{started: a.started}
+	stagetrace.Stamp(stagetrace.Started, wn.msg.ScheduledAt, a.started)
 	l.running[a] = struct{}{}
 	stepDownAt := wn.m.StepDownAt(l.rules)
 	a.claim.Init(w.claims, stepDownAt.Add(-w.claims.Proof()), a.stepDown)

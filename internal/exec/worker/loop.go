@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kjob/kjob/internal/base/stagetrace"
 	"github.com/kjob/kjob/internal/exec/handler"
 	"github.com/kjob/kjob/internal/exec/partition"
 	"github.com/kjob/kjob/internal/exec/worker/internal/lanes"
@@ -372,6 +373,12 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // take moves newly fetched records to fetched, where arrive decodes them.
 func (l *loop) take() {
 	recs := l.o.Take()
+	if stagetrace.On() { // the herd's trace (docs/performance.md)
+		now := time.Now()
+		for _, r := range recs {
+			stagetrace.Fetch(r, now)
+		}
+	}
 	if !l.halted {
 		l.fetched = append(l.fetched, recs...)
 	}
@@ -507,6 +514,11 @@ func (l *loop) arrive() {
 			l.poison(wn, err)
 			continue
 		}
+		if stagetrace.On() { // the herd's trace (docs/performance.md)
+			stagetrace.Stamp(stagetrace.Published, msg.ScheduledAt, msg.PublishedAt)
+			stagetrace.StampFetched(rec, msg.ScheduledAt)
+			stagetrace.Stamp(stagetrace.Decoded, msg.ScheduledAt, time.Now())
+		}
 		wn.item = lanes.Item{Key: msg.Job, Policy: policyOf(msg), Data: wn}
 		wn.spec = l.specOf(wn)
 		l.arrived = machine.Arrived{Spec: &wn.spec} // by pointer, as attemptOver's Returned
@@ -583,6 +595,9 @@ func (l *loop) granted(n int) {
 		if it == nil {
 			break
 		}
+		if stagetrace.On() {
+			stagetrace.Stamp(stagetrace.SlotGranted, it.Data.(*win).msg.ScheduledAt, time.Now())
+		}
 		l.step(it.Data.(*win), machine.SlotGranted{})
 	}
 	if n > 0 {
@@ -604,6 +619,9 @@ func (l *loop) claimed(in claimAnswer) {
 	}
 	now := time.Now()
 	for i, wn := range in.batch {
+		if stagetrace.On() {
+			stagetrace.Stamp(stagetrace.Claimed, wn.msg.ScheduledAt, now)
+		}
 		l.step(wn, l.claimEvent(wn, in.cs[i], in.proven, now))
 	}
 }

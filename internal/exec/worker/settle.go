@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/internal/base/backoff"
+	"github.com/kjob/kjob/internal/base/stagetrace"
 	machine "github.com/kjob/kjob/internal/exec/worker/internal/window"
 	"github.com/kjob/kjob/internal/store/dedupe"
 )
@@ -64,6 +65,12 @@ func (l *loop) kick() {
 		ids := make([]string, len(batch))
 		for i, wn := range batch {
 			ids[i] = wn.msg.ID
+		}
+		if stagetrace.On() { // the herd's trace (docs/performance.md)
+			now := time.Now()
+			for _, wn := range batch {
+				stagetrace.Stamp(stagetrace.ClaimSent, wn.msg.ScheduledAt, now)
+			}
 		}
 		go func() {
 			cs, proven, err := l.w.claimBatch(l.ctx, ids)
