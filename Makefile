@@ -84,22 +84,30 @@ bench:
 	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-table.tsv | \
 		awk -F'\t' '{ printf "%-62s %10s  %-14s %s\n", $$1, $$2, $$3, $$4 }'
 
-## bench-peers: asynq and River on the same burst and head-of-line
-## workloads as bench (bench/peers, a Go module of its own), printed as one
-## table for docs/performance.md; BENCH_DURATION is the head-of-line
-## workload's slow handler, as in bench. Needs redis-server on PATH and a
-## PostgreSQL server with trust authentication (KJOB_PEERS_DATABASE_URL,
-## default postgres://postgres@127.0.0.1:5432/postgres; each run creates
-## and drops its own database). Not part of make test or CI, which never
-## build it.
+## bench-peers: kjob, asynq, River and gocron (with a Redis lock, 2
+## replicas) on the same workloads in one run: the no-op burst (20,000
+## windows), the I/O burst, head-of-line and the herd (1,000 jobs due at
+## once every 10s, PEERS_HERD_TICKS ticks), kjob's rows from test/perf and
+## the peers' from bench/peers (a Go module of its own), printed as one
+## table and as ratios to kjob for docs/performance.md; BENCH_DURATION is
+## the head-of-line workload's slow handler, as in bench. Needs
+## redis-server on PATH and a PostgreSQL server with trust authentication
+## (KJOB_PEERS_DATABASE_URL, default
+## postgres://postgres@127.0.0.1:5432/postgres; each run creates and drops
+## its own database). Not part of make test or CI, which never build it.
+PEERS_HERD_TICKS ?= 5
 bench-peers:
 	rm -f bin/bench-peers.tsv
 	mkdir -p bin
-	cd bench/peers && KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
-		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 30m .
+	KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) KJOB_BENCH_BURST=20000 KJOB_PEERS_HERD_TICKS=$(PEERS_HERD_TICKS) \
+		$(GO) test -run='^$$' -bench='BenchmarkBurst/partitions=1/log=info$$|BenchmarkIOBurst/partitions=1$$|BenchmarkHeadOfLine$$|BenchmarkHerd/jobs=1000$$' -benchtime=1x -timeout 30m ./test/perf/
+	cd bench/peers && KJOB_PEERS_HERD_TICKS=$(PEERS_HERD_TICKS) KJOB_BENCH_TABLE=$(CURDIR)/bin/bench-peers.tsv KJOB_BENCH_DURATION=$(BENCH_DURATION) \
+		$(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m .
 	@echo
 	@printf 'figure\tvalue\tunit\tsettings\n' | cat - bin/bench-peers.tsv | \
 		awk -F'\t' '{ printf "%-75s %10s  %-8s %s\n", $$1, $$2, $$3, $$4 }'
+	@echo
+	$(GO) run ./cmd/internal/peerratio bin/bench-peers.tsv
 
 ## bench-failover: time from each fault (producer and worker: graceful stop,
 ## SIGKILL, SIGSTOP zombie; broker and redis restart) to the next executed
