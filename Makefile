@@ -111,7 +111,8 @@ bench-peers:
 
 ## bench-failover: time from each fault (producer and worker: graceful stop,
 ## SIGKILL, SIGSTOP zombie; broker and redis restart) to the next executed
-## window, p50/p99/max over 10 repetitions (KJOB_FAILOVER_REPS), printed as a
+## window, p50/p99/max over 10 repetitions (KJOB_FAILOVER_REPS; KJOB_FAILOVER_FAULTS, a
+## regular expression, picks the rows; KJOB_TEST_ARTIFACTS keeps the processes' logs), printed as a
 ## table with the settings, each row's target and whether it is met, and the
 ## windows missed (must be 0)
 bench-failover:

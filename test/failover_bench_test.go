@@ -164,6 +164,11 @@ func BenchmarkFailover(b *testing.B) {
 		return at
 	})
 
+	if os.Getenv("KJOB_TEST_ARTIFACTS") != "" { // what each process saw, to explain a slow sample
+		for _, p := range append(append([]*process(nil), c.producers...), c.workers...) {
+			b.Logf("%s's log: %s", p.name, p.saveLog(b, "failover"))
+		}
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nfailover: %d repetitions per fault; 1 job every 1s (catch-up 1m), 1 partition, 2 producers, 2 workers (dev broker, %s)\n", reps, c.redis)
 	fmt.Fprintf(&sb, "settings: lease TTL %v, lease renew %v; session timeout %v, heartbeat %v; claim TTL %v\n",
