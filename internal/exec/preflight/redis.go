@@ -32,7 +32,7 @@ import (
 // dashboard (kjob-operator): redrive records, backfill markers,
 // the audit stream, window states, the run history and the producer lease.
 var (
-	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "time", "publish", "subscribe", "hgetall", "hdel"}
+	RedisProducerCommands = []string{"ping", "hello", "eval", "evalsha", "get", "set", "incr", "del", "pexpire", "pttl", "time", "publish", "subscribe", "hgetall", "hdel"}
 	RedisWorkerCommands   = []string{"ping", "hello", "eval", "evalsha", "hmget", "hset", "incrby", "pexpire", "del", "time", "zadd", "zremrangebyrank", "zremrangebyscore", "hkeys", "hdel", "info"}
 	RedisOperatorCommands = []string{"hello", "eval", "evalsha", "time", "hmget", "del", "get", "set", "exists", "hget", "hsetnx", "hset", "hdel", "hgetall", "zrevrangebyscore", "xadd", "xrevrange"}
 )
@@ -238,6 +238,9 @@ func ProducerRedisRole(rdb redis.UniversalClient, user, namespace, id, leaseKey 
 		RedisUse{What: "the lease scripts (acquire, renew, release)", Run: func(ctx context.Context) error {
 			return leaseRound(ctx, check, id)
 		}},
+		RedisUse{What: "the lease's remaining time (PTTL of " + live.Key() + ")",
+			Degraded: "a standby replaces a crashed leader up to ProducerConfig.LeaseRenew after its lease expires instead of the moment it does (grant +pttl)",
+			Run:      func(ctx context.Context) error { return rdb.PTTL(ctx, live.Key()).Err() }},
 		RedisUse{What: "the lease release announcements (SUBSCRIBE and PUBLISH on " + live.Channel() + ")",
 			Degraded: "standbys poll the lease every ProducerConfig.LeaseRenew instead of taking over the moment the leader releases it",
 			Run: func(ctx context.Context) error {
@@ -436,6 +439,8 @@ func (r RedisRole) probeCommand(ctx context.Context, c string) error {
 		err = r.rdb.Do(ctx, "incrby", key, "x").Err()
 	case "pexpire":
 		err = r.rdb.Do(ctx, "pexpire", key, "x").Err()
+	case "pttl":
+		err = r.rdb.PTTL(ctx, key).Err()
 	case "zadd":
 		err = r.rdb.Do(ctx, "zadd", key, "x", "m").Err()
 	case "zremrangebyrank":

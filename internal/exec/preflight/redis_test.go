@@ -88,8 +88,9 @@ func TestRedisMissingCommandIsNamed(t *testing.T) {
 	addr, admin := aclServer(t)
 	users := testenv.RedisACLUsers(t, filepath.Join("..", "..", "..", "deploy", "SECURITY.md"))
 	// The role works without these: go-redis falls back from HELLO to
-	// AUTH, and standbys poll the lease without release announcements.
-	optional := map[string][]string{"producer": {"hello", "publish", "subscribe"}, "worker": {"hello", "info"}, "operator": {"hello"}}
+	// AUTH, and standbys poll the lease without release announcements or
+	// the lease's remaining time (PTTL).
+	optional := map[string][]string{"producer": {"hello", "publish", "subscribe", "pttl"}, "worker": {"hello", "info"}, "operator": {"hello"}}
 	for _, role := range []string{"producer", "worker", "operator"} {
 		user := "kjob-" + role
 		for _, cmd := range testenv.RedisACLCommands(users[user]) {

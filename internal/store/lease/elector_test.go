@@ -705,8 +705,8 @@ func TestElectorHandoverOnAnnouncedRelease(t *testing.T) {
 	}
 }
 
-// A Redis user that may not use the release channel can still release
-// (the announcement is best effort) and hand over, by polling.
+// A Redis user that may not use the release channel nor PTTL can still
+// release (the announcement is best effort) and hand over, by polling.
 func TestElectorHandoverWithoutChannelGrant(t *testing.T) {
 	r := testenv.NewRedis(t)
 	if r.Kind != "redis-server" {
@@ -729,8 +729,14 @@ func TestElectorHandoverWithoutChannelGrant(t *testing.T) {
 	if err := lb.WatchReleases(ctx, func(lease.Record) {}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("WatchReleases without a channel grant = %v, want a NOPERM error", err)
 	}
-	// ...and a release still deletes the lease.
+	// A standby of a user without +pttl (an ACL written before the
+	// acquire script asked how long a held lease has left) is still told
+	// who holds it, only not for how long: it polls.
 	rec := mustAcquire(t, la, "x", time.Second)
+	if cur, ok, err := lb.TryAcquire(ctx, "y", time.Second); err != nil || ok || cur.Holder != "x" || cur.Remaining != 0 {
+		t.Fatalf("TryAcquire while held, without +pttl = %+v, %v, %v; want x's record, no Remaining, false, no error", cur, ok, err)
+	}
+	// ...and a release still deletes the lease.
 	if err := la.Release(ctx, rec); err != nil {
 		t.Fatalf("Release without a channel grant: %v", err)
 	}

@@ -28,7 +28,14 @@ import (
 // Returns {1, value} when acquired, {0, current value} when held.
 var acquireScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur then return {0, cur, redis.call('PTTL', KEYS[1])} end
+if cur then
+  -- How long the holder's lease has left, for a standby to try again the
+  -- moment it expires; a user without +pttl (an ACL of before it) gets -1
+  -- and its standby polls as before.
+  local left = redis.pcall('PTTL', KEYS[1])
+  if type(left) ~= 'number' then left = -1 end
+  return {0, cur, left}
+end
 local epoch = redis.call('INCR', KEYS[2])
 local floor = tonumber(ARGV[3])
 if epoch <= floor then
