@@ -45,5 +45,5 @@ func (o *Observability) KafkaOpts(clientLabel bool) []kgo.Opt {
 	if clientLabel {
 		popts = append(popts, kprom.WithClientLabel())
 	}
-	return append([]kgo.Opt{kgo.WithHooks(kprom.NewMetrics("kjob", popts...))}, o.Tracing.ClientOpts()...)
+	return append([]kgo.Opt{kgo.WithHooks(&syncedMetrics{m: kprom.NewMetrics("kjob", popts...)})}, o.Tracing.ClientOpts()...)
 }
