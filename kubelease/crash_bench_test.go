@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/kjob/kjob/internal/testkit/testenv"
 	"github.com/kjob/kjob/kubelease"
 )
 
@@ -37,14 +37,7 @@ import (
 //
 // (the repetitions are inside; b.N is not used).
 func BenchmarkCrash(b *testing.B) {
-	reps := 10
-	if s := os.Getenv("KJOB_CRASH_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_CRASH_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_CRASH_REPS", 10)
 	var out strings.Builder
 	fmt.Fprintf(&out, "\nKubernetes Lease crash failover: leader's writes refused (no renewal, no release) -> standby's lead called; %d repetitions; leader + 1 standby; client-go fake clientset with resourceVersion conflicts\n", reps)
 	fmt.Fprintf(&out, "%-62s %9s %9s %9s  %12s %13s\n", "setting (--lease-ttl, --lease-renew)", "p50", "p99", "max", "GET/s", "UPDATE/s")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,14 +42,7 @@ type failoverSample struct{ next, added time.Duration }
 // and prints a table with the settings. Run it with `make bench-failover`
 // (-benchtime=1x: the repetitions are inside, b.N is not used).
 func BenchmarkFailover(b *testing.B) {
-	reps := 10
-	if s := os.Getenv("KJOB_FAILOVER_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_FAILOVER_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_FAILOVER_REPS", 10)
 	c := newClusterWith(b, failoverSchedules, 1, testenv.NewDurableRedis(b), "")
 	c.env = append(c.env, "KJOB_LOG_LEVEL=info")
 	f := &failover{b: b, c: c}

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -30,14 +29,7 @@ const handoverSchedules = `jobs:
 //
 // (the repetitions are inside; b.N is not used).
 func BenchmarkProducerHandover(b *testing.B) {
-	reps := 20
-	if s := os.Getenv("KJOB_HANDOVER_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_HANDOVER_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_HANDOVER_REPS", 20)
 	c := newCluster(b, handoverSchedules, 1)
 	c.env = append(c.env, "KJOB_LOG_LEVEL=info")
 	next := 0

@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 )
 
 // holConcurrency is the concurrency of the head-of-line workload, kjob's
@@ -231,21 +229,9 @@ func BenchmarkRiverHeadOfLine(b *testing.B) {
 func riverHeadOfLine(b *testing.B) {
 	b.StopTimer()
 	hold := holDuration()
-	dbURL, pgVersion := database(b)
 	ctx, cancel := context.WithTimeout(context.Background(), hold+5*time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		b.Fatalf("river migrations: %v", err)
-	}
+	pool, pgVersion := riverDatabase(ctx, b)
 	s := newStarts()
 	w := &holWorker{hold: hold, s: s, slowStarted: make(chan time.Time, 1)}
 	workers := river.NewWorkers()

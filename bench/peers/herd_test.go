@@ -19,11 +19,9 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/hibiken/asynq"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/robfig/cron/v3"
 )
 
@@ -207,22 +205,10 @@ func (w *herdWorker) Work(_ context.Context, job *river.Job[herdArgs]) error {
 
 func riverHerd(b *testing.B) {
 	b.StopTimer()
-	dbURL, pgVersion := database(b)
 	ticks := herdTicks()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ticks+6)*herdEvery+5*time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		b.Fatalf("river migrations: %v", err)
-	}
+	pool, pgVersion := riverDatabase(ctx, b)
 	every, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse("*/10 * * * * *")
 	if err != nil {
 		b.Fatal(err)

@@ -101,21 +101,9 @@ func database(b *testing.B) (dbURL, serverVersion string) {
 
 func benchRiver(b *testing.B, w workload, conc int) {
 	b.StopTimer()
-	dbURL, pgVersion := database(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pool.Close()
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		b.Fatalf("river migrations: %v", err)
-	}
+	pool, pgVersion := riverDatabase(ctx, b)
 
 	fin := &finishLine{n: w.n}
 	workers := river.NewWorkers()
@@ -166,4 +154,25 @@ func benchRiver(b *testing.B, w workload, conc int) {
 		version("github.com/riverqueue/river"), version("github.com/jackc/pgx/v5"), conc, pool.Config().MaxConns, w.n, w.handlerText(),
 		river.FetchCooldownDefault, river.FetchPollIntervalDefault, pgVersion, machine())
 	reportBurst(b, "River", w, conc, t0, last, settled, settings)
+}
+
+// riverDatabase creates a database of its own for one River run (database),
+// migrates River's schema into it and returns a pool on it, closed when b
+// ends, and the server's version.
+func riverDatabase(ctx context.Context, b *testing.B) (*pgxpool.Pool, string) {
+	b.Helper()
+	dbURL, pgVersion := database(b)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		b.Fatalf("river migrations: %v", err)
+	}
+	return pool, pgVersion
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -58,14 +57,7 @@ func (h markHandler) WithGroup(string) slog.Handler      { return h }
 //
 // (the repetitions are inside; b.N is not used).
 func BenchmarkHandover(b *testing.B) {
-	reps := 20
-	if s := os.Getenv("KJOB_HANDOVER_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_HANDOVER_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_HANDOVER_REPS", 20)
 	brokers := testenv.Brokers(b)
 	rc := testenv.NewRedis(b).Client()
 	type row struct {

@@ -64,14 +64,7 @@ func (c *crashable) Release(ctx context.Context, rec lease.Record) error {
 // (the repetitions are inside; b.N is not used). The whole failover, to
 // the next window's handler, is test.BenchmarkFailover's.
 func BenchmarkCrash(b *testing.B) {
-	reps := 10
-	if s := os.Getenv("KJOB_CRASH_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_CRASH_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_CRASH_REPS", 10)
 	r := testenv.NewRedis(b)
 	rc := r.Client()
 	type setting struct {

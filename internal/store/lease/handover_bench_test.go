@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -29,14 +28,7 @@ type pollOnly struct{ lease.Lock }
 //
 // (the repetitions are inside; b.N is not used).
 func BenchmarkHandover(b *testing.B) {
-	reps := 20
-	if s := os.Getenv("KJOB_HANDOVER_REPS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("KJOB_HANDOVER_REPS=%q: want a whole number of at least 1", s)
-		}
-		reps = n
-	}
+	reps := testenv.Reps(b, "KJOB_HANDOVER_REPS", 20)
 	r := testenv.NewRedis(b)
 	rc := r.Client()
 	type row struct {
