@@ -77,6 +77,13 @@ type ProducerConfig struct {
 	// otherwise). Default 10s; negative
 	// turns it off.
 	MisfireGrace time.Duration
+	// PublishLead: each window is published this long before its start,
+	// so that the workers hold it, claimed, when it comes and start its
+	// handler at its start (never before). A schedule change, pause or
+	// delete takes effect this long after it is committed. Default
+	// 500ms (producer.DefaultPublishLead); at most 10s; negative
+	// publishes at the start.
+	PublishLead time.Duration
 
 	// Jobs are the jobs of a schedules file, as schedule.Load parses it;
 	// names are unique. Optional: the leader imports them into the
@@ -158,6 +165,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	}
 	if c.MisfireGrace == 0 {
 		c.MisfireGrace = producer.DefaultMisfireGrace
+	}
+	if c.PublishLead == 0 {
+		c.PublishLead = producer.DefaultPublishLead
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = lease.DefaultTTL
@@ -295,6 +305,7 @@ func (p *Producer) assemble() (*producer.Producer, error) {
 		TransactionalID:    c.TransactionalID,
 		TransactionTimeout: c.TransactionTimeout,
 		MisfireGrace:       c.MisfireGrace,
+		PublishLead:        c.PublishLead,
 		Jobs:               c.Jobs,
 		FileSource:         fileSource(c.Jobs),
 		Replica:            c.ID,

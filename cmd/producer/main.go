@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/kjob/kjob"
 	"github.com/kjob/kjob/cmd/internal/cli"
@@ -86,6 +87,18 @@ func run(ctx context.Context, args []string) error {
 			}
 			return ""
 		})
+	f.Duration(&c.PublishLead, "publish-lead", "KJOB_PUBLISH_LEAD", producer.DefaultPublishLead,
+		"publish each window this long before its start, so that workers hold it claimed and start it on time (a schedule change takes effect this long after it is committed; 0 publishes at the start)").
+		Feeds("ProducerConfig.PublishLead").
+		Require(func() string {
+			switch {
+			case c.PublishLead < 0:
+				return "is negative: use a duration such as 500ms, or 0 to publish at each window's start"
+			case c.PublishLead > 10*time.Second:
+				return "is above 10s: a change would take effect that late, and workers would hold claims that long; use 500ms"
+			}
+			return ""
+		})
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -115,6 +128,9 @@ func run(ctx context.Context, args []string) error {
 	c.SkipKafkaAccessCheck, c.SkipRedisAccessCheck, c.NoJobLabel, c.MaxJobLabels = !p.CheckKafkaACLs, !p.CheckRedisACLs, !p.JobLabel, p.MaxJobs
 	if c.MisfireGrace == 0 {
 		c.MisfireGrace = -1 // --misfire-grace 0 turns the grace off; ProducerConfig's zero is the default
+	}
+	if c.PublishLead == 0 {
+		c.PublishLead = -1 // --publish-lead 0 publishes at the start; ProducerConfig's zero is the default
 	}
 	if c.Elector, err = newElector(f, leaseBackend, leaseNS, leaseName, c); err != nil {
 		return err

@@ -76,7 +76,11 @@ func (p *Producer) migratePauses(ctx context.Context, cl *kgo.Client, snap *spec
 		f := p.cfg.Clock.Now()
 		q := &specs.Request{ID: "migration-" + strconv.FormatInt(f.UnixNano(), 36), Namespace: p.cfg.Namespace, Actor: p.actor(),
 			Source: specs.Source{Kind: specs.SourceMigration}, Note: "migrated from the Redis pause list", IssuedAt: f, Edits: edits[:n]}
-		recs, changes, res := p.plan(ctx, q, snap, live, f, true)
+		// Effective PublishLead from now, as every change (apply): an
+		// earlier leader's windows published ahead until then stand.
+		at := f
+		f = f.Add(p.cfg.PublishLead)
+		recs, changes, res := p.plan(ctx, q, snap, live, at, f, true)
 		if res.Refused != nil {
 			return nil, fmt.Errorf("migrate the Redis pause list: the leader refused its own request: %s %s: %s", res.Refused.Kind, res.Refused.Job, res.Refused.Reason)
 		}

@@ -152,6 +152,17 @@ type Config struct {
 	// Default DefaultMisfireGrace (10s: five times the lease's default 2s TTL);
 	// negative: no grace, only Catchup applies.
 	MisfireGrace time.Duration
+	// PublishLead is how long before its start a window is published: the
+	// leader's timer fires PublishLead before each start and publishes the
+	// windows due by then, so that 1,000 windows due at one instant are
+	// committed, fetched, decoded and claimed by the workers before it,
+	// and their handlers start at it (the worker never starts a handler
+	// before its window's start; docs/performance.md, the herd). A
+	// schedule change, pause or delete committed at T takes effect at
+	// T + PublishLead: the windows published ahead by then stand (the
+	// change's EffectiveFrom is T + PublishLead). Default
+	// DefaultPublishLead (500ms); negative: publish at the start (0).
+	PublishLead time.Duration
 	// MaxBatch bounds the windows published in one transaction. Default
 	// 5000: a burst of windows due at the same instant (thousands of jobs
 	// at the top of the minute) goes out in few transactions.
@@ -268,6 +279,19 @@ const StateReadStall = 30 * time.Second
 // retry interval, 6s) is still published.
 const DefaultMisfireGrace = 10 * time.Second
 
+// maxPublishLead bounds Config.PublishLead.
+const maxPublishLead = 10 * time.Second
+
+// DefaultPublishLead is Config.PublishLead when it is zero: long enough
+// for the transaction of 10,000 windows due at one instant, its
+// read-committed fetch and the workers' claims to finish before the
+// instant on kfake here (the herd trace in docs/performance.md: 10,000
+// windows fetched within ~150ms, claimed within ~300ms), with room for a
+// real cluster's commit and fetch latencies and for clock skew between
+// producer and worker hosts. A change takes effect this long after it is
+// committed.
+const DefaultPublishLead = 500 * time.Millisecond
+
 // configError is a *configerr.Error about field of Config (the producer's
 // messages name its fields without "Config.").
 func configError(field string, value any, reason string) error {
@@ -344,6 +368,15 @@ func New(cfg Config) (*Producer, error) {
 	}
 	if cfg.MisfireGrace < 0 {
 		cfg.MisfireGrace = 0
+	}
+	if cfg.PublishLead == 0 {
+		cfg.PublishLead = DefaultPublishLead
+	}
+	if cfg.PublishLead < 0 {
+		cfg.PublishLead = 0
+	}
+	if cfg.PublishLead > maxPublishLead {
+		return nil, configError("PublishLead", cfg.PublishLead, fmt.Sprintf(": must be at most %v (a change takes effect this long after it is committed, and workers hold claims on the windows published ahead)", maxPublishLead))
 	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = defaultMaxBatch
@@ -711,13 +744,16 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	// read from the control topic. It returns the Result it committed (nil
 	// for a dropped request).
 	apply := func(req *specs.Request, own bool) (*specs.Result, error) {
-		f := p.cfg.Clock.Now()
-		if age := f.Sub(req.IssuedAt); age > specs.RequestTTL {
+		// The change takes effect PublishLead from now: the windows up
+		// to then may be out already, published ahead under the old spec.
+		now := p.cfg.Clock.Now()
+		f := now.Add(p.cfg.PublishLead)
+		if age := now.Sub(req.IssuedAt); age > specs.RequestTTL {
 			p.log.Warn("dropping a schedule request older than its time to live; its writer has given up on it",
 				"request", req.ID, "actor", req.Actor, "age", age.Round(time.Millisecond), "ttl", specs.RequestTTL)
 			return nil, nil
 		}
-		recs, changes, res := p.plan(ctx, req, snap, live, f, own)
+		recs, changes, res := p.plan(ctx, req, snap, live, now, f, own)
 		rr, err := res.Record(p.cfg.ControlTopic)
 		if err != nil {
 			return nil, err
@@ -774,7 +810,9 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 	for {
 		var fire <-chan time.Time
 		if at, ok := q.peek(); ok {
-			timer.Reset(at.Sub(p.cfg.Clock.Now()))
+			// PublishLead before the start: the herd's row (1,000 jobs due
+			// at once) needs its windows at the workers by then.
+			timer.Reset(at.Sub(p.cfg.Clock.Now()) - p.cfg.PublishLead)
 			fire = timer.C()
 		}
 		select {
@@ -790,7 +828,7 @@ func (p *Producer) term(ctx context.Context, t *tenure) error {
 			continue
 		case <-fire:
 		}
-		batch := due(p.cfg.Clock.Now())
+		batch := due(p.cfg.Clock.Now().Add(p.cfg.PublishLead))
 		if len(batch) == 0 {
 			continue
 		}

@@ -212,6 +212,34 @@ func TestPublishesEachWindowAtItsStart(t *testing.T) {
 	}
 }
 
+// Each window is published PublishLead before its start, not earlier,
+// so that the workers hold it when it comes (the herd's row); a schedule
+// change committed meanwhile takes effect after the windows published
+// ahead.
+func TestPublishesAheadByTheLead(t *testing.T) {
+	brokers := testenv.Brokers(t)
+	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	const lead = 300 * time.Millisecond
+	r := startProducer(t, brokers, clk, jobs(t, everyTen), alwaysLeader{}, func(c *producer.Config) { c.PublishLead = lead })
+	waitLeading(t, r)
+	start := t0.Add(5 * time.Second) // 10:00:10
+	clk.Set(start.Add(-lead - time.Millisecond))
+	time.Sleep(50 * time.Millisecond) // a timer that fired would publish within this: the next check shows if it did
+	if n := len(r.published()); n != 0 {
+		t.Fatalf("%d windows published %v before their start, more than the lead %v", n, lead+time.Millisecond, lead)
+	}
+	clk.Set(start.Add(-lead))
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(r.published()) == 2 }, "the windows of 10:00:10 not published %v ahead", lead)
+	r.stop(t)
+	_, msgs := windowIDs(t, brokers)
+	for _, m := range msgs {
+		if !m.ScheduledAt.Equal(start) || !m.PublishedAt.Equal(start.Add(-lead)) {
+			t.Errorf("%s: scheduled %v, published %v; want published %v before its start", m.ID, m.ScheduledAt, m.PublishedAt, lead)
+		}
+	}
+}
+
 func TestNewLeaderCatchesUpWithinLimitAndSkipsOlder(t *testing.T) {
 	brokers := testenv.Brokers(t)
 	t0 := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
@@ -332,8 +360,10 @@ func TestNewJobsFirstWindowSurvivesHandover(t *testing.T) {
 	}, "r1 did not import the new job into the schedules topic")
 	r1.stop(t)
 	e, err := specs.ParseSpecRecord(testenv.ReadCommitted(t, brokers, "kjob.windows.schedules")[0], "")
-	if err != nil || e.Job != "fresh" || e.Version != 1 || !e.Record.EffectiveFrom.Equal(t0) || e.Record.Source.Kind != specs.SourceFile {
-		t.Fatalf("imported record = %+v, %v; want job fresh, version 1 from the file, EffectiveFrom %v", e.Record, err, t0)
+	// A change takes effect PublishLead after it is committed.
+	eff := t0.Add(producer.DefaultPublishLead)
+	if err != nil || e.Job != "fresh" || e.Version != 1 || !e.Record.EffectiveFrom.Equal(eff) || !e.Record.SetAt.Equal(t0) || e.Record.Source.Kind != specs.SourceFile {
+		t.Fatalf("imported record = %+v, %v; want job fresh, version 1 from the file, set at %v, EffectiveFrom %v", e.Record, err, t0, eff)
 	}
 
 	// r1 stopped before :10; r2 takes over at :10.2.
@@ -447,7 +477,9 @@ func TestLongKafkaOutageIsBoundedLikeCatchup(t *testing.T) {
     schedule: "@every 1s"
     handler: log
 `)
-	r := startProducer(t, brokers, clk, js, alwaysLeader{})
+	// Published at their starts (no lead), so that the first window,
+	// 10:00:01, is not out before the outage begins.
+	r := startProducer(t, brokers, clk, js, alwaysLeader{}, func(c *producer.Config) { c.PublishLead = -1 })
 	waitLeading(t, r)
 	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "kjob.windows", Err: kerr.InvalidRecord, Count: -1})
 	// Five minutes pass while every produce fails; the producer keeps

@@ -162,8 +162,12 @@ func conflict(i int, job string, l *liveJob, reason string) *specs.Refusal {
 // which lists nothing as applied. own says q is the leader's own (the file
 // import, the migration of the Redis pause list): only those may carry
 // migrated pauses.
-func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
-	recs, changes, res := p.planEdits(ctx, q, snap, live, f, own)
+//
+// at is when the leader commits it (the result's, the change log's and
+// the spec record's time); f, PublishLead later, is when it takes effect
+// (its EffectiveFrom): the windows up to f may be published already.
+func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, at, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
+	recs, changes, res := p.planEdits(ctx, q, snap, live, at, f, own)
 	if res.Refused != nil {
 		// The edits before the refused one were planned, not committed.
 		res.Applied = nil
@@ -172,8 +176,8 @@ func (p *Producer) plan(ctx context.Context, q *specs.Request, snap *specs.Snaps
 	return recs, changes, res
 }
 
-func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
-	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: f}
+func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.Snapshot, live map[string]*liveJob, at, f time.Time, own bool) ([]*kgo.Record, []change, *specs.Result) {
+	res := &specs.Result{Namespace: p.cfg.Namespace, RequestID: q.ID, Leader: p.cfg.Replica, At: at}
 	if !own {
 		if q.Source.Kind == specs.SourceMigration {
 			res.Refused = refusal(specs.RefusedInvalid, 0, "", `source "migration" is the producer leader's own migration of the Redis pause list; use the source of the writer (cli, dashboard, api, file)`)
@@ -296,7 +300,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 					res.Applied = append(res.Applied, specs.Applied{Job: e.Job, Op: e.Op, VersionBefore: l.version, VersionAfter: l.version, Unchanged: true})
 					continue
 				}
-				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: f}
+				pause = &specs.Pause{Note: e.Note, By: q.Actor, At: at}
 				if e.Migrated != nil {
 					m := *e.Migrated
 					pause = &m
@@ -336,7 +340,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			src = specs.Source{Kind: specs.SourceMigration}
 		}
 		ch := &specs.Change{Namespace: p.cfg.Namespace, ID: fmt.Sprintf("%s/%d", q.ID, i), Request: q.ID, Job: e.Job, Op: e.Op,
-			VersionAfter: v, Actor: q.Actor, Source: src, Note: q.Note, At: f}
+			VersionAfter: v, Actor: q.Actor, Source: src, Note: q.Note, At: at}
 		if exists {
 			ch.VersionBefore = l.version
 		}
@@ -357,7 +361,7 @@ func (p *Producer) planEdits(ctx context.Context, q *specs.Request, snap *specs.
 			changes = append(changes, change{job: e.Job, deleted: v})
 		} else {
 			rec := &specs.Record{Namespace: p.cfg.Namespace, Job: e.Job, Version: v, Spec: *spec, Paused: pause, SetBy: q.Actor,
-				Source: src, Note: ch.Note, SetAt: f, ChangeID: ch.ID, EffectiveFrom: f}
+				Source: src, Note: ch.Note, SetAt: at, ChangeID: ch.ID, EffectiveFrom: f}
 			if exists {
 				rec.FileHash = l.fileHash.String()
 			}

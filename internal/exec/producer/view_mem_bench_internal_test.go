@@ -119,7 +119,7 @@ func BenchmarkViewMemory(b *testing.B) {
 					req.Edits = append(req.Edits, specs.Edit{Op: specs.OpPut, Job: s.Name, Spec: &s})
 				}
 				f := t0.Add(time.Duration(k) * time.Millisecond)
-				_, changes, res := p.plan(context.Background(), req, v.snap, v.live, f, false)
+				_, changes, res := p.plan(context.Background(), req, v.snap, v.live, f, f, false)
 				if res.Refused != nil {
 					b.Fatalf("refused: %+v", res.Refused)
 				}
