@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kjob/kjob/internal/exec/producer"
 	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/testkit/chaos"
@@ -36,6 +37,11 @@ const (
 	// chaosMaxSleep bounds the sleepy jobs' run time (the ledger answers
 	// after a random 0..chaosMaxSleep).
 	chaosMaxSleep = 3 * time.Second
+	// chaosPublishLead is how long before its start a producer publishes
+	// a window: the default, passed to the producers explicitly (an
+	// inherited KJOB_PUBLISH_LEAD cannot change it) and given to the
+	// checker (History.PublishLead; rules (a), (o) to (q) and (s)).
+	chaosPublishLead = producer.DefaultPublishLead
 )
 
 // chaosSchedules mixes what a worker running windows concurrently must
@@ -506,7 +512,7 @@ func (r *chaosRun) failOf(e ledgerEntry) bool {
 
 func (r *chaosRun) startProducer() *process {
 	r.next++
-	return r.c.startProducer(r.t, fmt.Sprintf("producer-%d", r.next))
+	return r.c.startProducer(r.t, fmt.Sprintf("producer-%d", r.next), "KJOB_PUBLISH_LEAD="+chaosPublishLead.String())
 }
 
 func (r *chaosRun) startWorker(extra ...string) *process {
@@ -722,7 +728,7 @@ var (
 func (r *chaosRun) history(dueUntil time.Time, lag int64) chaos.History {
 	t := r.t
 	h := chaos.History{Jobs: chaosJobs, DueUntil: dueUntil, FinalLag: lag, DeadLettered: map[string]bool{}, States: map[string]chaos.State{},
-		Partitions: chaosPartitions, LeaseStoreOutages: r.redisDown, StoreLosses: r.storeLosses}
+		Partitions: chaosPartitions, LeaseStoreOutages: r.redisDown, StoreLosses: r.storeLosses, PublishLead: chaosPublishLead}
 	read := testenv.ReadTopic(t, []string{r.c.broker}, "kjob.windows")
 	h.TopicEnds, h.TopicReadTo = read.Ends, read.ReadTo
 	for _, rec := range read.Records {

@@ -17,8 +17,9 @@
 //	    For a job with spec changes (History.SpecChanges) the windows due
 //	    are those of the version in force at each start: version V's
 //	    schedule's starts in (EffectiveFrom of V, EffectiveFrom of the
-//	    next version]; none while a delete, pause or enabled: false is in
-//	    force. A window that both sides of a change call for is judged
+//	    next version] (a delete's: its commit plus History.PublishLead,
+//	    as in rule (p)); none while a delete, pause or enabled: false is
+//	    in force. A window that both sides of a change call for is judged
 //	    by rule (q) instead;
 //	(b) no window completes twice;
 //	(c) a window runs again only after an attempt that did not complete,
@@ -120,11 +121,13 @@
 //	    produced it).
 //	(p) no window of a deleted, paused or disabled job is published for a
 //	    start after the delete, pause or disable took effect
-//	    (EffectiveFrom; Committed for a delete, whose tombstone carries no
-//	    record), until a later change re-creates, resumes or enables it;
-//	    windows due at or before that instant were flushed by the change's
-//	    transaction. A resumed job does not catch up the paused windows:
-//	    rule (a) expects none of them.
+//	    (EffectiveFrom, the commit plus the producers' publish lead;
+//	    Committed + History.PublishLead for a delete, whose tombstone
+//	    carries no record), until a later change re-creates, resumes or
+//	    enables it; windows due at or before that instant were published
+//	    ahead or flushed by the change's transaction, and stand. A resumed
+//	    job does not catch up the paused windows: rule (a) expects none of
+//	    them.
 //	(q) across a change, no window is published twice: a window id
 //	    published under two versions is a violation (rule (a) also counts
 //	    its records); a version never takes effect before the one it
@@ -133,6 +136,19 @@
 //	    new one's), due during the run, is published, explained only by
 //	    the catch-up limit and lease outages as in rule (a), where a
 //	    change's commit also shows a leader acted for the job.
+//
+// and, for windows published ahead of their start (History.PublishLead):
+//
+//	(r) no handler attempt starts before its window's start: every
+//	    attempt in the ledger of a window whose published record is known
+//	    starts at or after the record's Start (no tolerance: the ledger
+//	    and the workers share the machine's clock). A worker holds a
+//	    window published ahead, may claim it early, and starts its
+//	    handler only at its start.
+//	(s) no window is published more than History.PublishLead before its
+//	    start: every record's PublishedAt is at or after its Start minus
+//	    PublishLead minus 1ms (the record's times are rounded to the
+//	    millisecond). A record without PublishedAt is not judged.
 //
 // Check refuses to judge incomplete input: an empty ledger, a topic not
 // read to its end, a published window whose store state was not read, an
@@ -389,11 +405,19 @@ type History struct {
 	// have at least one (its creation or import). A job's catch-up limit
 	// and overlap policy stay its Job's for every version.
 	SpecChanges []SpecChange
+	// PublishLead is the producers' Config.PublishLead in the run (the
+	// lead they ran with: producer.DefaultPublishLead when they were
+	// given none): windows may be published up to this long before their
+	// start (rule (s)), and a delete, or a change without EffectiveFrom,
+	// committed at T takes effect at T + PublishLead (rules (a), (o), (p),
+	// (q)). 0: every window is published at or after its start. Negative
+	// is refused.
+	PublishLead time.Duration
 }
 
 // Violation is one breach of a rule.
 type Violation struct {
-	// Rule is a letter, "a" to "q".
+	// Rule is a letter, "a" to "s".
 	Rule string
 	// Window is the window concerned, if any.
 	Window string
@@ -408,7 +432,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("(%s) %s: %s", v.Rule, v.Window, v.Detail)
 }
 
-// Check returns every violation of rules (a) to (q) in h, ordered by rule
+// Check returns every violation of rules (a) to (s) in h, ordered by rule
 // then window. No violation and a nil error mean the run kept every
 // guarantee. If h lacks what the rules need, Check judges nothing and
 // returns an error wrapping ErrIncomplete that says what is missing.
@@ -433,6 +457,8 @@ func Check(h History) ([]Violation, error) {
 	checkNamespaces(h, add)
 	checkStoreLosses(h, add)
 	checkMaxAttempts(h, add)
+	checkEarlyStarts(h, add)
+	checkPublishLead(h, add)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Rule != out[j].Rule {
 			return out[i].Rule < out[j].Rule
@@ -551,6 +577,9 @@ func complete(h History) error {
 	if h.FinalLag < 0 {
 		miss("final consumer-group lag unknown (could not be read)")
 	}
+	if h.PublishLead < 0 {
+		miss("PublishLead %v negative: want the lead the producers ran with (0 or more; producer.DefaultPublishLead when they were given none)", h.PublishLead)
+	}
 	if len(missing) == 0 {
 		return nil
 	}
@@ -558,6 +587,41 @@ func complete(h History) error {
 }
 
 type addFunc func(rule, window, format string, args ...any)
+
+// checkEarlyStarts is rule (r): no attempt of a window starts before the
+// window's start.
+func checkEarlyStarts(h History, add addFunc) {
+	starts := map[string]time.Time{}
+	for _, r := range h.Published {
+		if s, ok := starts[r.Window]; !ok || r.Start.Before(s) {
+			starts[r.Window] = r.Start
+		}
+	}
+	for _, a := range h.Attempts {
+		s, ok := starts[a.Window]
+		if !ok || !a.Start.Before(s) {
+			continue
+		}
+		add("r", a.Window, "attempt with token %d on %s started at %s, %v before the window's start %s",
+			a.Token, a.Worker, stamp(a.Start), s.Sub(a.Start), stamp(s))
+	}
+}
+
+// publishRounding is the tolerance of rule (s): a record's start and
+// publication time are rounded to the millisecond.
+const publishRounding = time.Millisecond
+
+// checkPublishLead is rule (s): no window is published more than
+// PublishLead before its start.
+func checkPublishLead(h History, add addFunc) {
+	for _, r := range h.Published {
+		if r.PublishedAt.IsZero() || !r.PublishedAt.Before(r.Start.Add(-h.PublishLead-publishRounding)) {
+			continue
+		}
+		add("s", r.Window, "published at %s (%d/%d), %v before its start %s: more than the publish lead %v (+%v rounding)",
+			stamp(r.PublishedAt), r.Partition, r.Offset, r.Start.Sub(r.PublishedAt), stamp(r.Start), h.PublishLead, publishRounding)
+	}
+}
 
 // checkMaxAttempts is rule (n).
 func checkMaxAttempts(h History, add addFunc) {

@@ -544,9 +544,11 @@ func TestOverlapViolations(t *testing.T) {
 			h.Completions[1] = Completion{Window: wid("job", 1), Token: 10, Worker: "w2"}
 			h.States[wid("job", 1)] = State{Status: "done", Token: 10}
 		}},
-		{"queue: k+1 overlaps k by a millisecond", OverlapQueue, "f", wid("job", 3), "ended at 2026-11-23T02:00:02.5Z", func(t *testing.T, h *History) {
-			attemptOf(t, h, 2).End = at(2500)
-			attemptOf(t, h, 3).Start = at(2499)
+		{"queue: k+1 overlaps k by a millisecond", OverlapQueue, "f", wid("job", 3), "ended at 2026-11-23T02:00:03.011Z", func(t *testing.T, h *History) {
+			// Window 3 starts at its start (rule (r)), a millisecond
+			// before window 2's attempt ended.
+			attemptOf(t, h, 2).End = at(3011)
+			attemptOf(t, h, 3).Start = at(3010)
 		}},
 		{"queue: k+1 runs although k was never settled", OverlapQueue, "f", wid("job", 2), "was never settled (status \"running\")", func(t *testing.T, h *History) {
 			attemptOf(t, h, 1).End, attemptOf(t, h, 1).OK = time.Time{}, false

@@ -26,10 +26,13 @@ type SpecChange struct {
 	Committed time.Time
 	// EffectiveFrom is the instant the version applies from: its windows
 	// start strictly after it (specs.Record.EffectiveFrom of the record
-	// the change wrote). Zero on the first change of a job means an
-	// import with no bound (an upgrade keeps its catch-up); zero on any
-	// other change, or on a delete (a tombstone carries no record), means
-	// Committed.
+	// the change wrote: Committed + the producers' PublishLead, since the
+	// windows up to then may have been published ahead). Zero on the
+	// first change of a job means an import with no bound (an upgrade
+	// keeps its catch-up); zero on any other change, or on a delete (a
+	// tombstone carries no record), means Committed +
+	// History.PublishLead: the windows published ahead before the change
+	// stand.
 	EffectiveFrom time.Time
 	// Schedule and Timezone are the version's cron spec and time zone as
 	// written (specs.Record.Spec.Schedule and .Timezone), parsed with
@@ -220,7 +223,10 @@ func timelines(h History) map[string]*timeline {
 			case i == 0 && !v.stops():
 				v.unbounded = true
 			default:
-				v.lo = v.Committed
+				// A delete (or a change without EffectiveFrom) takes
+				// effect PublishLead after its commit: the windows up to
+				// then may have been published ahead, and stand.
+				v.lo = v.Committed.Add(h.PublishLead)
 			}
 			if i > 0 {
 				tl.vs[i-1].hi = v.lo
