@@ -301,11 +301,20 @@ func later(a, b time.Time) time.Time {
 // cancel any handler whose claim goes unproven meanwhile.
 func (l *loop) extendClaims() {
 	l.flushRuns = true // history of a quiet partition: with the next kick
-	if l.extend || len(l.running) == 0 {
+	if l.extend || len(l.running) == 0 && l.held == 0 {
 		return
 	}
 	var atts []*attempt
 	var ss []dedupe.Settlement
+	var held []heldClaim
+	if l.held > 0 {
+		for wn := l.live.head; wn != nil; wn = wn.nextLive {
+			if wn.m.State() == machine.Held {
+				held = append(held, heldClaim{wn: wn, token: wn.m.Token()})
+				ss = append(ss, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpExtend, Token: wn.m.Token()})
+			}
+		}
+	}
 	for a := range l.running {
 		if a.claim.Err() != nil { // fenced or stepped down
 			continue
@@ -313,7 +322,7 @@ func (l *loop) extendClaims() {
 		atts = append(atts, a)
 		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.token})
 	}
-	if len(atts) == 0 {
+	if len(ss) == 0 {
 		return
 	}
 	l.extend = true
@@ -337,6 +346,9 @@ func (l *loop) extendClaims() {
 			case errors.Is(res[i].Err, dedupe.ErrFenced), errors.Is(res[i].Err, dedupe.ErrAlreadyDone):
 				a.fence(res[i].Err)
 			}
+		}
+		if len(held) > 0 && err == nil {
+			l.inbox.post(heldExtended{claims: held, at: at, res: res[len(atts):]})
 		}
 		l.inbox.post(extendAnswered{})
 	}()
@@ -379,5 +391,40 @@ func (l *loop) releaseDeadline(d *deadline) {
 	if d.refs--; d.refs == 0 {
 		d.cancel()
 		delete(l.deadlines, d.at)
+	}
+}
+
+// heldClaim is the claim of a Held window an extend call carries.
+type heldClaim struct {
+	wn    *win
+	token int64
+}
+
+// heldExtended: the extend call that started at at answered res for the
+// claims of Held windows (extendClaims).
+type heldExtended struct {
+	claims []heldClaim
+	at     time.Time
+	res    []dedupe.Result
+}
+
+func (heldExtended) input() {}
+
+// heldExtended steps the Held windows with what the extend call found: a
+// claim proven again, or taken over. A window that moved on since (its
+// start came and it runs, or the partition halted) ignores it.
+func (l *loop) heldExtended(in heldExtended) {
+	now := time.Now()
+	for i, h := range in.claims {
+		if h.wn.m.State() != machine.Held || h.wn.m.Token() != h.token {
+			continue
+		}
+		switch err := in.res[i].Err; {
+		case err == nil:
+			l.step(h.wn, machine.Extended{At: in.at})
+		case errors.Is(err, dedupe.ErrFenced), errors.Is(err, dedupe.ErrAlreadyDone):
+			l.logger(h.wn).Warn("the claim held until the window's start was taken over; claiming it again", "err", err)
+			l.step(h.wn, machine.Fenced{Now: now})
+		}
 	}
 }

@@ -134,7 +134,16 @@
 //     Store.ClaimBatch (Worker.claimBatch), answered to the inbox as a
 //     claimAnswer. ⇒ ⇒
 //  6. loop.go loop.receive → loop.claimed → claimEvent: step(Claimed) →
-//     Start (or AlreadyDone → Report, Finish; Busy → Wait).
+//     Start (or AlreadyDone → Report, Finish; Busy → Wait). A window
+//     claimed before its start (the producer publishes PublishLead ahead)
+//     is Held instead: it gives its slot back and waits (Wait) for its
+//     start, its claim extended by extendClaims (attempt.go); at its
+//     start step(TimerFired) → WantSlot, and loop.granted's
+//     step(SlotGranted) → Start under the claim it holds, with no claim's
+//     round trip (the herd's row). A halt gives the claim back (Unclaim).
+//     A window of a skip, latest or replace job fetched before its start
+//     waits in loop.early and enters its lane only at its start
+//     (arriveEarly), so its overlap policy decides then.
 //  7. attempt.go loop.start: the claim's keepalive, the timeout's shared
 //     context (deadlineFor), the watchdog; runner.go loop.dispatch runs
 //     the handler on a runner. ⇒

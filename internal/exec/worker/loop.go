@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -173,9 +174,22 @@ type loop struct {
 	// The events of every window, passed by pointer so that a step
 	// boxes no copy of them (the rules keep nothing of an event): no
 	// step that one of them causes is of the same kind.
-	ret     machine.Returned // attemptOver's
-	arrived machine.Arrived  // arrive's
-	claim   machine.Claimed  // claimEvent's
+	ret     machine.Returned    // attemptOver's
+	arrived machine.Arrived     // arrive's
+	claim   machine.Claimed     // claimEvent's
+	grant   machine.SlotGranted // granted's
+
+	// early are decoded windows of jobs whose overlap policy decides on
+	// arrival (skip, latest, replace), fetched before their start
+	// (published ahead: the producer's PublishLead), in start order: they
+	// arrive in their lanes at their start, as if published then, so that
+	// a window published ahead neither skips nor cancels a run that
+	// would have ended by its start. earlyAt fires at the first one's.
+	early   []*win
+	earlyAt *time.Timer
+	// held counts the windows Held (claimed before their start), whose
+	// claims the extend tick keeps proven (extendClaims).
+	held int
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -326,6 +340,9 @@ func (l *loop) run() {
 		for _, d := range l.deadlines { // none: every attempt ended
 			d.cancel()
 		}
+		if l.earlyAt != nil {
+			l.earlyAt.Stop()
+		}
 		l.slots.Close()
 		l.slots.Release(l.slotsHeld)
 		l.w.waitingSlot.Add(int64(-l.waiting))
@@ -348,6 +365,8 @@ func (l *loop) run() {
 			l.granted(l.slots.Take())
 		case <-tick.C:
 			l.extendClaims()
+		case <-l.earlyC():
+			l.arriveEarly()
 		case <-halted:
 			halted = nil
 			l.halt()
@@ -432,6 +451,8 @@ func (l *loop) receive(in input) {
 	case waitOver:
 		in.wn.x.timer = nil // set by wait
 		l.step(in.wn, machine.TimerFired{Now: time.Now(), Seq: in.seq})
+	case heldExtended:
+		l.heldExtended(in)
 	}
 }
 
@@ -450,6 +471,7 @@ func (l *loop) halt() {
 		l.slots.Want(0)
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
+	l.early = nil   // New: the Halted below leaves them
 	l.endClaims()
 	for _, wn := range l.live.all() {
 		l.step(wn, machine.Halted{})
@@ -470,6 +492,7 @@ func (l *loop) stop() {
 		l.slots.Want(0)
 	}
 	l.fetched = nil
+	l.early = nil
 	l.endClaims()
 	now := time.Now()
 	for a := range l.running {
@@ -523,8 +546,66 @@ func (l *loop) arrive() {
 		wn.spec = l.specOf(wn)
 		l.arrived = machine.Arrived{Spec: &wn.spec} // by pointer, as attemptOver's Returned
 		l.step(wn, &l.arrived)
+		if wn.item.Policy != lanes.Queue && wn.item.Policy != lanes.Allow && wn.spec.Start.After(time.Now()) {
+			l.addEarly(wn)
+			continue
+		}
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
+	l.slots.Want(l.ready.Startable())
+}
+
+// addEarly keeps wn, decoded before its start, out of its lane until then
+// (loop.early).
+func (l *loop) addEarly(wn *win) {
+	i := len(l.early)
+	for i > 0 && l.early[i-1].spec.Start.After(wn.spec.Start) {
+		i--
+	}
+	l.early = slices.Insert(l.early, i, wn)
+	if i == 0 {
+		l.armEarly()
+	}
+}
+
+// armEarly sets earlyAt to the first early window's start.
+func (l *loop) armEarly() {
+	if len(l.early) == 0 {
+		return
+	}
+	d := time.Until(l.early[0].spec.Start)
+	if l.earlyAt == nil {
+		l.earlyAt = time.NewTimer(d)
+		return
+	}
+	l.earlyAt.Reset(d)
+}
+
+// earlyC is earlyAt's channel while windows wait in early; nil otherwise.
+func (l *loop) earlyC() <-chan time.Time {
+	if len(l.early) == 0 || l.earlyAt == nil {
+		return nil
+	}
+	return l.earlyAt.C
+}
+
+// arriveEarly puts the early windows whose start came in their lanes.
+func (l *loop) arriveEarly() {
+	now := time.Now()
+	n := 0
+	for n < len(l.early) && !l.early[n].spec.Start.After(now) {
+		wn := l.early[n]
+		l.early[n] = nil
+		n++
+		if wn.m.State() == machine.New { // not left by a halt
+			l.apply(l.lanes.Arrive(&wn.item))
+		}
+	}
+	l.early = l.early[n:]
+	if len(l.early) == 0 {
+		l.early = nil
+	}
+	l.armEarly()
 	l.slots.Want(l.ready.Startable())
 }
 
@@ -542,9 +623,13 @@ func (l *loop) specOf(wn *win) machine.Spec {
 	if !l.w.realClock {
 		born = born.Add(time.Since(l.w.cfg.Now()))
 	}
+	start := msg.ScheduledAt
+	if !l.w.realClock {
+		start = start.Add(time.Since(l.w.cfg.Now()))
+	}
 	p := msg.Policy
 	return machine.Spec{MaxAttempts: p.MaxAttempts, Backoff: time.Duration(p.Backoff),
-		MaxBackoff: time.Duration(p.MaxBackoff), Timeout: time.Duration(p.Timeout), Born: born}
+		MaxBackoff: time.Duration(p.MaxBackoff), Timeout: time.Duration(p.Timeout), Born: born, Start: start}
 }
 
 // poison dead-letters a record that is not a valid window, or (msg set,
@@ -590,15 +675,25 @@ func (l *loop) apply(d lanes.Decision) {
 // max_concurrent, the job holding the fewest slots first).
 func (l *loop) granted(n int) {
 	l.slotsHeld += n
+	now := time.Now()
 	for ; n > 0; n-- {
 		it := l.ready.Pop()
 		if it == nil {
 			break
 		}
+		wn := it.Data.(*win)
 		if stagetrace.On() {
-			stagetrace.Stamp(stagetrace.SlotGranted, it.Data.(*win).msg.ScheduledAt, time.Now())
+			stagetrace.Stamp(stagetrace.SlotGranted, wn.msg.ScheduledAt, now)
 		}
-		l.step(it.Data.(*win), machine.SlotGranted{})
+		if wn.m.State() == machine.Held { // starts now under its claim: for its reports
+			wn.ran = ran{started: now, finished: now, notStarted: now.Sub(wn.m.ProvenAt())}
+			if !l.w.realClock {
+				wn.ran.started = l.w.cfg.Now()
+				wn.ran.finished = wn.ran.started
+			}
+		}
+		l.grant = machine.SlotGranted{Now: now} // by pointer, as attemptOver's Returned
+		l.step(wn, &l.grant)
 	}
 	if n > 0 {
 		l.slotsHeld -= n

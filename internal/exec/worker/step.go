@@ -21,7 +21,15 @@ func (l *loop) step(wn *win, e machine.Event) {
 	if n := len(l.acts); n > 0 {
 		buf, l.acts = l.acts[n-1], l.acts[:n-1]
 	}
+	held := wn.m.State() == machine.Held
 	acts := l.rules.StepAppend(buf, &wn.m, e)
+	if now := wn.m.State() == machine.Held; now != held {
+		if now {
+			l.held++
+		} else {
+			l.held--
+		}
+	}
 	for i, a := range acts {
 		switch a := a.(type) {
 		case machine.WantSlot:

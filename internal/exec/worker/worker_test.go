@@ -131,6 +131,20 @@ func (s *countingStore) proved(id string, token int64, at time.Time) {
 	s.mu.Unlock()
 }
 
+// proofOf returns when the first claim of id that succeeded was proven
+// (its claim call's start, or an extend since); zero if none.
+func (s *countingStore) proofOf(id string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	for k, at := range s.proofs {
+		if strings.HasPrefix(k, id+"/") && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first
+}
+
 // proof returns when the claim of token on id was last proven.
 func (s *countingStore) proof(id string, token int64) time.Time {
 	s.mu.Lock()

@@ -56,6 +56,10 @@
 //	Running   its handler runs under its claim (holds a slot)
 //	Settling  a store settlement or a dead letter of it is in flight
 //	Waiting   a backoff, or a live claim of another attempt, is waited out
+//	Held      claimed before its start (published ahead): holds no slot, its
+//	          claim kept alive by the extend tick, until its start; then
+//	          waits for a slot and starts at once under that claim. Given
+//	          back (Unclaim) if the partition halts first
 //	Done      settled: its record may be committed (Finish was returned)
 //	Left      ends without being settled: the partition's next owner decides
 //

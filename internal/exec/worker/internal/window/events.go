@@ -47,8 +47,9 @@ type Superseded struct {
 	Now time.Time
 }
 
-// SlotGranted: the window got a slot (lanes.Fair.Pop after a grant).
-type SlotGranted struct{}
+// SlotGranted: the window got a slot (lanes.Fair.Pop after a grant) at
+// Now. A shell may pass a *SlotGranted instead, as a *Returned.
+type SlotGranted struct{ Now time.Time }
 
 // ChainOffered: the completion of the window's predecessor in its queue
 // lane is about to claim this window in the same store call

@@ -40,11 +40,13 @@ type driver struct {
 	doneReports   int
 	reports       int
 	slot          bool
-	succeeded     int64 // the token whose handler returned nil, until its Complete
+	succeeded     int64          // the token whose handler returned nil, until its Complete
+	start         time.Time      // the window's start (Spec.Start)
+	unclaimed     map[int64]bool // tokens given back
 }
 
 func newDriver(t testing.TB, choose func(int) int) *driver {
-	return &driver{t: t, choose: choose, now: t0, nextToken: 1, claimedTokens: map[int64]bool{}, started: map[int64]bool{}}
+	return &driver{t: t, choose: choose, now: t0, nextToken: 1, claimedTokens: map[int64]bool{}, started: map[int64]bool{}, unclaimed: map[int64]bool{}}
 }
 
 func (d *driver) fail(format string, args ...any) {
@@ -58,7 +60,11 @@ func (d *driver) events() []Event {
 	w := d.w
 	add := func(e ...Event) { es = append(es, e...) }
 	if w.State() == Fetched {
-		return []Event{Arrived{Spec: ptr(spec())}, Arrived{Spec: ptr(spec())}, Arrived{Invalid: "not JSON"}}
+		// Half of the windows arrive before their start (published ahead),
+		// by up to 60s: many steps of the driver's clock.
+		early := spec()
+		early.Start = d.now.Add(time.Duration(1+d.choose(60000)) * ms)
+		return []Event{Arrived{Spec: ptr(spec())}, Arrived{Spec: ptr(early)}, Arrived{Spec: ptr(early)}, Arrived{Invalid: "not JSON"}}
 	}
 	claim := func() {
 		d.nextToken += int64(1 + d.choose(3))
@@ -75,7 +81,7 @@ func (d *driver) events() []Event {
 		add(AheadRefused{})
 	}
 	if d.wantSlot {
-		add(SlotGranted{})
+		add(SlotGranted{Now: d.now}, &SlotGranted{Now: d.now})
 	}
 	if !d.admitted && !d.dropped && w.State() != Fetched {
 		add(Admitted{}, Dropped{By: "j@9", Policy: DropPolicy(d.choose(3))})
@@ -119,6 +125,9 @@ func (d *driver) step() bool {
 	d.trail = append(d.trail, line)
 
 	// What the event answered is answered.
+	if a, ok := e.(Arrived); ok && a.Spec != nil {
+		d.start = a.Spec.Start
+	}
 	switch e := e.(type) {
 	case Claimed, AlreadyDone, Busy, ClaimFailed, AheadRefused:
 		if before.State() == Claiming || before.State() == Ahead && before.ahead == nil || before.unchain {
@@ -127,10 +136,10 @@ func (d *driver) step() bool {
 		if c, ok := e.(Claimed); ok {
 			d.claimedTokens[c.Token] = true
 		}
-	case SlotGranted:
+	case SlotGranted, *SlotGranted:
 		d.wantSlot = false
-		if w.HoldsSlot() {
-			d.slot = true
+		if w.HoldsSlot() || before.State() == Held && before.due {
+			d.slot = true // taken (a Held window gives it back if its start has not come)
 		}
 	case ChainOffered:
 		d.offered = true
@@ -192,6 +201,7 @@ func (d *driver) step() bool {
 			if !d.claimedTokens[a.Token] || d.started[a.Token] {
 				d.fail("unclaims token %d, not a claim it holds unstarted", a.Token)
 			}
+			d.unclaimed[a.Token] = true
 		case Start:
 			tok := w.Token()
 			switch {
@@ -207,11 +217,13 @@ func (d *driver) step() bool {
 				d.fail("starts without a slot")
 			case w.Attempt() > spec().MaxAttempts:
 				d.fail("starts attempt %d of %d", w.Attempt(), spec().MaxAttempts)
+			case d.now.Before(d.start):
+				d.fail("starts at %v, %v before its window's start", d.now.Sub(t0), d.start.Sub(d.now))
 			}
 			d.started[tok], d.running, d.runTok = true, true, tok
 		case Extend:
-			if !d.running || a.Token != d.runTok {
-				d.fail("extends token %d while not running it", a.Token)
+			if (!d.running || a.Token != d.runTok) && before.State() != Held {
+				d.fail("extends token %d while not running it nor holding it", a.Token)
 			}
 		case Abandon:
 			d.running = false
@@ -262,6 +274,23 @@ func (d *driver) step() bool {
 	}
 	if w.State().Final() && !d.aheadReq && !d.claimReq && d.slot {
 		d.fail("ends %v holding a slot", w.State())
+	}
+	// A claim held until the start is run, settled or given back: a Held
+	// window that leaves without its token started gives it back.
+	if before.State() == Held && w.State() != Held {
+		tok := before.Token()
+		switch {
+		case d.started[tok] || d.unclaimed[tok]:
+		case w.State() == Settling && d.settleTok == tok:
+		case w.State() == Waiting || w.State() == Ready || w.State() == Claiming:
+			// Fenced (the claim is not ours), or stepped down at its
+			// start: claimed again.
+		default:
+			d.fail("left Held (%v) with claim %d neither run, settled nor given back", w.State(), tok)
+		}
+	}
+	if w.State() == Held && d.now.Before(before.Spec().Start) && !w.due && d.waitSeq == 0 {
+		d.fail("held before its start with no wait for it")
 	}
 	return !w.State().Final() || d.aheadReq || d.claimReq
 }

@@ -95,10 +95,9 @@ func (s *stepper) on(e Event) {
 	case Superseded:
 		s.superseded(e)
 	case SlotGranted:
-		if w.state == Ready {
-			w.state, w.slot = Claiming, true
-			s.do(Claim{})
-		}
+		s.slotGranted(e.Now)
+	case *SlotGranted:
+		s.slotGranted(e.Now)
 	case ChainOffered:
 		if w.Chainable() {
 			w.state, w.slot = Ahead, true
@@ -127,6 +126,10 @@ func (s *stepper) on(e Event) {
 			w.proven = e.At
 		}
 	case Fenced:
+		if w.state == Held {
+			s.lostHeld()
+			return
+		}
 		if w.Extendable() {
 			w.editCancel().fenced = true
 			s.cancel(e.Now, ctxFenced)
@@ -221,6 +224,52 @@ func (s *stepper) toReady() {
 	s.do(WantSlot{})
 }
 
+// slotGranted gives the window a slot at now: a Ready window claims on
+// it; a Held one, whose start came, starts under the claim it holds.
+func (s *stepper) slotGranted(now time.Time) {
+	w := s.w
+	switch {
+	case w.state == Ready:
+		w.state, w.slot = Claiming, true
+		s.do(Claim{})
+	case w.state == Held && w.due:
+		w.state, w.slot, w.due = Claiming, true, false
+		s.claimed(Claimed{Token: w.token, Attempt: w.attempt, ProvenAt: w.proven, Now: now})
+	}
+}
+
+// hold keeps the claim c of a window whose start has not come (it was
+// published ahead): it holds no slot until its start, and starts then,
+// once it gets one (slotGranted), under this claim if it is still proven.
+// Claiming before the start, and starting at it without a claim's round
+// trip, is the herd's row (1,000 jobs due at once: docs/performance.md).
+func (s *stepper) hold(c Claimed) {
+	w := s.w
+	s.releaseSlot()
+	w.state, w.due, w.proven, w.cx = Held, false, c.ProvenAt, nil
+	w.seq++
+	s.do(Wait{D: w.spec.Start.Sub(c.Now), Seq: w.seq})
+}
+
+// unhold stops what a Held window waits for: its start, or a slot.
+func (s *stepper) unhold() {
+	w := s.w
+	if w.due {
+		w.due = false
+		s.do(WithdrawSlot{})
+		return
+	}
+	s.do(StopWait{})
+}
+
+// lostHeld: an extend found a Held window's claim taken over (or the
+// window settled): it is claimed again, the ordinary way, which waits
+// for the other claim or finds the window done.
+func (s *stepper) lostHeld() {
+	s.unhold()
+	s.toReady()
+}
+
 // giveBack returns a claim taken ahead, and its slot.
 func (s *stepper) giveBack() {
 	w := s.w
@@ -268,7 +317,7 @@ func (s *stepper) dropped(e Dropped) {
 func (s *stepper) superseded(e Superseded) {
 	w := s.w
 	switch w.state {
-	case Ready, Claiming, Running, Settling, Waiting:
+	case Ready, Claiming, Running, Settling, Waiting, Held:
 	default:
 		return // not active
 	}
@@ -283,6 +332,9 @@ func (s *stepper) superseded(e Superseded) {
 	case Waiting:
 		s.do(StopWait{})
 		s.settleIdle(dedupe.OpSupersede, w.superseded)
+	case Held:
+		s.unhold()
+		s.settleHeld(dedupe.OpSupersede, w.superseded, OutcomeSuperseded, CauseSuperseded, false)
 	}
 }
 
@@ -396,6 +448,11 @@ func (s *stepper) claimed(c Claimed) {
 		s.deadLetter(reason, w.attempt-1, w.token, &Report{Outcome: OutcomeDeadLettered, Cause: CauseExhausted, Reason: reason})
 		return
 	}
+	if w.spec.Start.After(c.Now) {
+		// Published ahead of its start: no attempt starts before it.
+		s.hold(c)
+		return
+	}
 	// Start it, unless the claim is no longer proven: then its attempt
 	// ends stepped down before it started.
 	w.state = Running
@@ -417,6 +474,13 @@ func (s *stepper) claimed(c Claimed) {
 func (s *stepper) timer(e TimerFired) {
 	w := s.w
 	switch w.state {
+	case Held:
+		if e.Seq != w.seq || w.due {
+			return // a stopped wait's, or the watchdog's
+		}
+		// Its start came: it starts once it has a slot.
+		w.due = true
+		s.do(WantSlot{})
 	case Waiting:
 		if e.Seq != w.seq {
 			return // a stopped wait's
@@ -727,6 +791,13 @@ func (s *stepper) halt() {
 		w.state = Left
 	case Waiting:
 		s.do(StopWait{})
+		w.state = Left
+	case Held:
+		// Claimed for a start that will not come here: give the claim
+		// back, so the next owner runs it at once with the same attempt
+		// number.
+		s.unhold()
+		s.do(Unclaim{Token: w.token})
 		w.state = Left
 	}
 }

@@ -20,11 +20,12 @@ const (
 	Running
 	Settling
 	Waiting
+	Held
 	Done
 	Left
 )
 
-var stateNames = [...]string{"fetched", "new", "ahead", "ready", "claiming", "running", "settling", "waiting", "done", "left"}
+var stateNames = [...]string{"fetched", "new", "ahead", "ready", "claiming", "running", "settling", "waiting", "held", "done", "left"}
 
 // String returns the state's name.
 func (s State) String() string {
@@ -73,6 +74,10 @@ type Spec struct {
 	// Born is when the record was made: the later of its published_at and
 	// its Kafka timestamp (a redriven record is young again).
 	Born time.Time
+	// Start is the window's start (its scheduled_at): no attempt starts
+	// before it. A window claimed before it (published ahead: the
+	// producer's PublishLead) is Held until it.
+	Start time.Time
 }
 
 // Window is one window's state. The zero Window is a fetched record;
@@ -112,6 +117,7 @@ type Window struct {
 	// flight) has no padding between them.
 	state    State
 	slot     bool    // holds a slot of the worker's Concurrency
+	due      bool    // Held: its start came, it waits for a slot
 	halted   bool    // the partition starts nothing new
 	stopped  bool    // the partition's context ended
 	pending  pending // what the Settle or DeadLetter in flight is for
@@ -218,11 +224,19 @@ func (w Window) Chainable() bool {
 }
 
 // Extendable reports whether the window's claim is to be extended: its
-// handler runs and the claim is neither stepped down nor fenced.
+// handler runs and the claim is neither stepped down nor fenced, or it
+// holds its claim until its start (Held).
 func (w Window) Extendable() bool {
+	if w.state == Held {
+		return true
+	}
 	cx := w.cancel()
 	return w.state == Running && !cx.steppedDown && !cx.fenced
 }
+
+// ProvenAt is the start of the last call that proved the window's claim
+// (its claim, or an extend since).
+func (w Window) ProvenAt() time.Time { return w.proven }
 
 // RetryIn is the backoff before a failed attempt's window is claimed
 // again, decided when the attempt failed (the shell logs it with the
