@@ -14,6 +14,11 @@
 // missing from either build (a row that stops reporting is a regression
 // too), and 2 on bad input. Absolute times are never compared with a
 // threshold: only the two builds of the same run with each other.
+//
+// -keep 'REGEXP=RATIO' (repeatable) sets the bound of the figures matching
+// REGEXP instead of -max-ratio; a RATIO below 1 keeps a gain: the
+// figure must stay that much better than the baseline's, so a change
+// that loses it fails even if it is no worse than the baseline.
 package main
 
 import (
@@ -41,6 +46,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	head := fs.String("head", "", "rows of the build under test")
 	maxRatio := fs.Float64("max-ratio", 1.5, "fail when a figure is this many times worse than the baseline's (median of rounds)")
 	figure := fs.String("figure", ".", "compare only figures matching this regular expression")
+	var keeps []keep
+	fs.Func("keep", "REGEXP=RATIO: the bound of the figures matching REGEXP (below 1: a gain to keep); repeatable", func(v string) error {
+		k, err := parseKeep(v)
+		if err == nil {
+			keeps = append(keeps, k)
+		}
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var h map[string]*series
 		h, err = readRows(*head, re)
 		if err == nil {
-			rep := compare(b, h, *maxRatio)
+			rep := compare(b, h, bounds{max: *maxRatio, keeps: keeps})
 			fmt.Fprint(stdout, rep.text)
 			if rep.failed {
 				return 1
@@ -154,7 +167,45 @@ func worse(unit string, base, head float64) (float64, error) {
 	return head / base, nil
 }
 
-func compare(base, head map[string]*series, maxRatio float64) report {
+// keep is a -keep flag: the bound of the figures matching re.
+type keep struct {
+	re    *regexp.Regexp
+	ratio float64
+}
+
+func parseKeep(v string) (keep, error) {
+	i := strings.LastIndexByte(v, '=')
+	if i < 0 {
+		return keep{}, fmt.Errorf("%q: want REGEXP=RATIO, e.g. 'p99$=0.6'", v)
+	}
+	re, err := regexp.Compile(v[:i])
+	if err != nil {
+		return keep{}, fmt.Errorf("%q: %v", v, err)
+	}
+	r, err := strconv.ParseFloat(v[i+1:], 64)
+	if err != nil || r <= 0 {
+		return keep{}, fmt.Errorf("%q: the ratio %q is not a positive number", v, v[i+1:])
+	}
+	return keep{re: re, ratio: r}, nil
+}
+
+// bounds are the ratios a figure may not exceed: its keep's (the first
+// that matches), else max.
+type bounds struct {
+	max   float64
+	keeps []keep
+}
+
+func (b bounds) of(figure string) float64 {
+	for _, k := range b.keeps {
+		if k.re.MatchString(figure) {
+			return k.ratio
+		}
+	}
+	return b.max
+}
+
+func compare(base, head map[string]*series, lim bounds) report {
 	names := make([]string, 0, len(base))
 	for n := range base {
 		names = append(names, n)
@@ -182,12 +233,17 @@ func compare(base, head map[string]*series, maxRatio float64) report {
 		mb, mh := median(bs.values), median(hs.values)
 		r, err := worse(bs.unit, mb, mh)
 		verdict := ""
-		switch {
+		switch limit := lim.of(n); {
 		case err != nil:
 			verdict = ": " + err.Error()
-		case r > maxRatio:
+		case r > limit && limit < 1:
 			failed = true
-			verdict = fmt.Sprintf(": FAIL, more than %.2f× worse", maxRatio)
+			verdict = fmt.Sprintf(": FAIL, the gain is lost: must stay at most %.2f× the baseline's", limit)
+		case r > limit:
+			failed = true
+			verdict = fmt.Sprintf(": FAIL, more than %.2f× worse", limit)
+		case limit < 1:
+			verdict = fmt.Sprintf(" (kept: at most %.2f×)", limit)
 		}
 		fmt.Fprintf(&b, "%-8.2f %12s %12s  %-14s %s (%d/%d rounds)%s\n", r, num(mb), num(mh), bs.unit, n, len(bs.values), len(hs.values), verdict)
 	}

@@ -42,6 +42,33 @@ func TestBenchsmoke(t *testing.T) {
 	}
 }
 
+// -keep holds a gain: a figure that is no worse than the baseline still
+// fails if it lost the lead the bound keeps.
+func TestBenchsmokeKeep(t *testing.T) {
+	const base = "herd p99\t50\tms\ts\nherd p50\t30\tms\ts\n"
+	for _, tc := range []struct {
+		name, head string
+		want       int
+		says       string
+	}{
+		{"gain kept", "herd p99\t12\tms\ts\nherd p50\t6\tms\ts\n", 0, "(kept: at most 0.50×)"},
+		{"gain lost, yet no worse than the baseline", "herd p99\t40\tms\ts\nherd p50\t6\tms\ts\n", 1, "the gain is lost: must stay at most 0.50×"},
+		{"other figures keep -max-ratio", "herd p99\t12\tms\ts\nherd p50\t40\tms\ts\n", 0, "1.33"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			got := run([]string{"-base", table(t, base), "-head", table(t, tc.head), "-keep", "p99$=0.5"}, &out, &errOut)
+			if got != tc.want || !strings.Contains(out.String(), tc.says) {
+				t.Errorf("exit %d (want %d), output:\n%s%s\nwant it to contain %q", got, tc.want, out.String(), errOut.String(), tc.says)
+			}
+		})
+	}
+	var out, errOut strings.Builder
+	if got := run([]string{"-base", "x", "-head", "y", "-keep", "p99"}, &out, &errOut); got != 2 || !strings.Contains(errOut.String(), "want REGEXP=RATIO") {
+		t.Errorf("-keep without a ratio: exit %d, %s", got, errOut.String())
+	}
+}
+
 func TestBenchsmokeBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
