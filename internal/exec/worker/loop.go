@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
@@ -190,6 +191,13 @@ type loop struct {
 	// held counts the windows Held (claimed before their start), whose
 	// claims the extend tick keeps proven (extendClaims).
 	held int
+	// starts are the Waits of Held windows for their start, by time, on
+	// one timer (startAt) rather than one each: 1,000 windows due at one
+	// instant are stepped in one turn of the loop (the herd's row). A
+	// stopped Wait stays in until its time; its TimerFired is stale then,
+	// and the rules ignore it.
+	starts  startHeap
+	startAt *time.Timer
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -343,6 +351,9 @@ func (l *loop) run() {
 		if l.earlyAt != nil {
 			l.earlyAt.Stop()
 		}
+		if l.startAt != nil {
+			l.startAt.Stop()
+		}
 		l.slots.Close()
 		l.slots.Release(l.slotsHeld)
 		l.w.waitingSlot.Add(int64(-l.waiting))
@@ -367,6 +378,8 @@ func (l *loop) run() {
 			l.extendClaims()
 		case <-l.earlyC():
 			l.arriveEarly()
+		case <-l.startC():
+			l.startsDue()
 		case <-halted:
 			halted = nil
 			l.halt()
@@ -472,6 +485,7 @@ func (l *loop) halt() {
 	}
 	l.fetched = nil // not decoded: left to the partition's next owner
 	l.early = nil   // New: the Halted below leaves them
+	l.starts = nil  // Held: the Halted below gives their claims back
 	l.endClaims()
 	for _, wn := range l.live.all() {
 		l.step(wn, machine.Halted{})
@@ -493,6 +507,7 @@ func (l *loop) stop() {
 	}
 	l.fetched = nil
 	l.early = nil
+	l.starts = nil
 	l.endClaims()
 	now := time.Now()
 	for a := range l.running {
@@ -792,6 +807,69 @@ func (l *loop) putSlot(wn *win) {
 // first.
 func (l *loop) wait(wn *win, d time.Duration, seq uint64) {
 	wn.rare().timer = time.AfterFunc(d, func() { l.inbox.post(waitOver{wn: wn, seq: seq}) })
+}
+
+// waitStart delivers TimerFired{Seq} to wn, Held, after d (starts).
+func (l *loop) waitStart(wn *win, d time.Duration, seq uint64) {
+	at := time.Now().Add(d)
+	heap.Push(&l.starts, startWait{wn: wn, seq: seq, at: at})
+	if l.starts[0].wn == wn && l.starts[0].seq == seq {
+		l.armStarts()
+	}
+}
+
+// armStarts sets startAt to the first start waited for.
+func (l *loop) armStarts() {
+	if len(l.starts) == 0 {
+		return
+	}
+	d := time.Until(l.starts[0].at)
+	if l.startAt == nil {
+		l.startAt = time.NewTimer(d)
+		return
+	}
+	l.startAt.Reset(d)
+}
+
+// startC is startAt's channel while Held windows wait; nil otherwise.
+func (l *loop) startC() <-chan time.Time {
+	if len(l.starts) == 0 || l.startAt == nil {
+		return nil
+	}
+	return l.startAt.C
+}
+
+// startsDue ends the Waits whose time came.
+func (l *loop) startsDue() {
+	now := time.Now()
+	for len(l.starts) > 0 && !l.starts[0].at.After(now) {
+		sw := heap.Pop(&l.starts).(startWait)
+		l.step(sw.wn, machine.TimerFired{Now: now, Seq: sw.seq})
+	}
+	l.armStarts()
+}
+
+// startWait is a Held window's Wait for its start.
+type startWait struct {
+	wn  *win
+	seq uint64
+	at  time.Time
+}
+
+// startHeap orders the starts waited for (container/heap).
+type startHeap []startWait
+
+func (h startHeap) Len() int           { return len(h) }
+func (h startHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h startHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *startHeap) Push(x any)        { *h = append(*h, x.(startWait)) }
+func (h *startHeap) Pop() any {
+	old := *h
+	n := len(old)
+	x := old[n-1]
+	old[n-1] = startWait{}
+	*h = old[:n-1]
+	return x
 }
 
 func (l *loop) stopWait(wn *win) {

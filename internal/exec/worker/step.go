@@ -76,6 +76,10 @@ func (l *loop) step(wn *win, e machine.Event) {
 			l.logLetter(wn, e, a)
 			l.letters = append(l.letters, letter{wn: wn, reason: a.Reason, attempts: a.Attempts})
 		case machine.Wait:
+			if wn.m.State() == machine.Held {
+				l.waitStart(wn, a.D, a.Seq) // one timer for all: the herd's row
+				continue
+			}
 			l.wait(wn, a.D, a.Seq)
 		case machine.StopWait:
 			l.stopWait(wn)
