@@ -306,6 +306,15 @@ func (l *loop) extendClaims() {
 	}
 	var atts []*attempt
 	var ss []dedupe.Settlement
+	for a := range l.running {
+		if a.claim.Err() != nil { // fenced or stepped down
+			continue
+		}
+		atts = append(atts, a)
+		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.token})
+	}
+	// The claims held until their windows' start, after the attempts'
+	// (their answers are res[len(atts):]).
 	var held []heldClaim
 	if l.held > 0 {
 		for wn := l.live.head; wn != nil; wn = wn.nextLive {
@@ -314,13 +323,6 @@ func (l *loop) extendClaims() {
 				ss = append(ss, dedupe.Settlement{ID: wn.msg.ID, Op: dedupe.OpExtend, Token: wn.m.Token()})
 			}
 		}
-	}
-	for a := range l.running {
-		if a.claim.Err() != nil { // fenced or stepped down
-			continue
-		}
-		atts = append(atts, a)
-		ss = append(ss, dedupe.Settlement{ID: a.wn.msg.ID, Op: dedupe.OpExtend, Token: a.wn.claim.token})
 	}
 	if len(ss) == 0 {
 		return

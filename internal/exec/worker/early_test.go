@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kjob/kjob/internal/exec/handler"
+	"github.com/kjob/kjob/internal/store/dedupe"
 	"github.com/kjob/kjob/internal/store/jobmsg"
 	"github.com/kjob/kjob/internal/testkit/testenv"
 )
@@ -32,14 +33,17 @@ type startTimes struct {
 
 func (s *startTimes) handler() handler.Handler {
 	mux := handler.NewMux()
-	mux.HandleFunc("mark", func(ctx context.Context, j *handler.Job) error {
-		now := time.Now()
-		s.mu.Lock()
-		s.at[j.ID()] = now
-		s.mu.Unlock()
-		return nil
-	})
+	mux.HandleFunc("mark", s.mark)
 	return mux
+}
+
+// mark records when the window's handler started.
+func (s *startTimes) mark(_ context.Context, j *handler.Job) error {
+	now := time.Now()
+	s.mu.Lock()
+	s.at[j.ID()] = now
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *startTimes) of(id string) (time.Time, bool) {
@@ -166,5 +170,59 @@ func TestReplaceWindowPublishedAheadCancelsAtItsStart(t *testing.T) {
 	}
 	if got := x.of(first.ID)[0].Outcome; got != OutcomeSuperseded {
 		t.Errorf("the first window ended %s, want %s", got, OutcomeSuperseded)
+	}
+}
+
+// The extend call carries the claims of running attempts and of held
+// windows together; each answer goes to its own: a held claim found
+// taken over is claimed again, and the attempt running beside it keeps
+// its claim proven and completes.
+func TestHeldClaimExtendedBesideRunningAttempt(t *testing.T) {
+	e := newEnv(t, 1, 600*time.Millisecond) // proof 480ms: the running attempt needs its extends
+	st := &startTimes{at: map[string]time.Time{}}
+	mux := handler.NewMux()
+	mux.HandleFunc("slow", func(ctx context.Context, j *handler.Job) error {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	mux.HandleFunc("mark", st.mark)
+	x := &execs{}
+	cfg := e.config("w0", mux, x)
+	cfg.Now = nil
+	w, stop := start(t, cfg)
+	defer stop()
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
+
+	slow := aheadWindow("a", "slow", time.Now(), 0, jobmsg.OverlapQueue)
+	e.publish(slow)
+	testenv.Eventually(t, 10*time.Second, func() bool { return !e.store.proofOf(slow.ID).IsZero() }, "the slow window did not start")
+	due := time.Now().Add(1200 * time.Millisecond)
+	held := aheadWindow("b", "mark", due, 1200*time.Millisecond, jobmsg.OverlapQueue)
+	e.publish(held)
+	testenv.Eventually(t, 10*time.Second, func() bool { return !e.store.proofOf(held.ID).IsZero() }, "the window published ahead was not claimed")
+	// Another owner's takeover, as the next extend finds it: the held
+	// claim is released under its token.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.store.State(ctx, held.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Store.Settle(ctx, []dedupe.Settlement{{ID: held.ID, Op: dedupe.OpRelease, Token: s.Token, Reason: "taken over (test)"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(x.of(slow.ID)) > 0 && x.count(OutcomeDone) == 2 }, "both windows done (have %v)", x.all())
+	if got := x.of(slow.ID); len(got) != 1 || got[0].Outcome != OutcomeDone || got[0].Attempt != 1 {
+		t.Errorf("the running window ended %+v; want done at attempt 1: the held claim's answer went to it", got)
+	}
+	if started, _ := st.of(held.ID); started.Before(due) {
+		t.Errorf("the held window started %v before its start", due.Sub(started))
+	}
+	if got := x.of(held.ID); len(got) != 1 || got[0].Token <= s.Token {
+		t.Errorf("the held window ran %+v; want one run under a new token above %d", got, s.Token)
 	}
 }
