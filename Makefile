@@ -95,7 +95,7 @@ bench:
 ## (KJOB_PEERS_DATABASE_URL, default
 ## postgres://postgres@127.0.0.1:5432/postgres; each run creates and drops
 ## its own database). Not part of make test or CI, which never build it.
-PEERS_HERD_TICKS ?= 5
+PEERS_HERD_TICKS ?= 10
 bench-peers:
 	rm -f bin/bench-peers.tsv
 	mkdir -p bin

@@ -37,12 +37,12 @@ const (
 	herdConcurrency = 100
 )
 
-// herdTicks is KJOB_PEERS_HERD_TICKS, 5 by default: 5,000 samples.
+// herdTicks is KJOB_PEERS_HERD_TICKS, 10 by default: 10,000 samples.
 func herdTicks() int {
 	if n, err := strconv.Atoi(os.Getenv("KJOB_PEERS_HERD_TICKS")); err == nil && n > 0 {
 		return n
 	}
-	return 5
+	return 10
 }
 
 // herdRuns records every handler run of the herd: which job, which tick,
