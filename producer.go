@@ -221,6 +221,8 @@ func (c ProducerConfig) validate() error {
 	case c.LeaseRenew >= c.LeaseTTL/2:
 		return bad("LeaseRenew", c.LeaseRenew, fmt.Sprintf("must be less than ProducerConfig.LeaseTTL/2 (%v; LeaseTTL %v), or the leader cannot renew before its lease expires: lower it or raise ProducerConfig.LeaseTTL",
 			c.LeaseTTL/2, c.LeaseTTL), "ProducerConfig.LeaseTTL")
+	case c.PublishLead > producer.MaxPublishLead:
+		return bad("PublishLead", c.PublishLead, fmt.Sprintf("is above %v: a change would take effect that long after it is committed, and workers would hold claims that long; use the default %v, or a negative value to publish at each window's start", producer.MaxPublishLead, producer.DefaultPublishLead))
 	case c.MaxJobLabels < 0:
 		return bad("MaxJobLabels", c.MaxJobLabels, fmt.Sprintf("is negative; set a positive bound, or 0 for %d", metrics.DefaultMaxJobLabels))
 	}

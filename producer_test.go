@@ -108,6 +108,8 @@ func TestNewProducerRefusesMissingFields(t *testing.T) {
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:0"}, Redis: rdb}, `kjob: ProducerConfig.Brokers[0] = "127.0.0.1:0" has port "0", not a number from 1 to 65535`},
 		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb, Jobs: []*schedule.Job{{Name: "a"}}, LeaseTTL: 4 * time.Second, LeaseRenew: 2 * time.Second},
 			"kjob: ProducerConfig.LeaseRenew = 2s must be less than ProducerConfig.LeaseTTL/2"},
+		{kjob.ProducerConfig{Brokers: []string{"127.0.0.1:9092"}, Redis: rdb, Jobs: []*schedule.Job{{Name: "a"}}, PublishLead: 11 * time.Second},
+			"kjob: ProducerConfig.PublishLead = 11s is above 10s"},
 	} {
 		if _, err := kjob.NewProducer(tc.cfg); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("NewProducer = %v, want an error starting %q", err, tc.want)

@@ -279,8 +279,10 @@ const StateReadStall = 30 * time.Second
 // retry interval, 6s) is still published.
 const DefaultMisfireGrace = 10 * time.Second
 
-// maxPublishLead bounds Config.PublishLead.
-const maxPublishLead = 10 * time.Second
+// MaxPublishLead bounds Config.PublishLead: a change takes effect this
+// long after it is committed, and workers hold claims on the windows
+// published ahead that long.
+const MaxPublishLead = 10 * time.Second
 
 // DefaultPublishLead is Config.PublishLead when it is zero: long enough
 // for the transaction of 10,000 windows due at one instant, its
@@ -375,8 +377,8 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.PublishLead < 0 {
 		cfg.PublishLead = 0
 	}
-	if cfg.PublishLead > maxPublishLead {
-		return nil, configError("PublishLead", cfg.PublishLead, fmt.Sprintf(": must be at most %v (a change takes effect this long after it is committed, and workers hold claims on the windows published ahead)", maxPublishLead))
+	if cfg.PublishLead > MaxPublishLead {
+		return nil, configError("PublishLead", cfg.PublishLead, fmt.Sprintf(": must be at most %v (a change takes effect this long after it is committed, and workers hold claims on the windows published ahead)", MaxPublishLead))
 	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = defaultMaxBatch

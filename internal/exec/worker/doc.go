@@ -142,8 +142,8 @@
 //     step(SlotGranted) → Start under the claim it holds, with no claim's
 //     round trip (the herd's row). A halt gives the claim back (Unclaim).
 //     A window of a skip, latest or replace job fetched before its start
-//     waits in loop.early and enters its lane only at its start
-//     (arriveEarly), so its overlap policy decides then.
+//     waits in loop.untilStart and enters its lane only at its start
+//     (startsDue), so its overlap policy decides then.
 //  7. attempt.go loop.start: the claim's keepalive, the timeout's shared
 //     context (deadlineFor), the watchdog; runner.go loop.dispatch runs
 //     the handler on a runner. ⇒

@@ -25,6 +25,18 @@ func aheadWindow(job, h string, start time.Time, lead time.Duration, o jobmsg.Ov
 	}
 }
 
+// startOwner starts worker id with handler h on the real clock (the
+// windows' starts are real instants) and waits until it owns the one
+// partition; the returned stop cancels it and waits for Run.
+func startOwner(t *testing.T, e *env, id string, h handler.Handler, x *execs) func() {
+	t.Helper()
+	cfg := e.config(id, h, x)
+	cfg.Now = nil
+	w, stop := start(t, cfg)
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "%s: partition not assigned", id)
+	return stop
+}
+
 // startTimes records when each window's handler started.
 type startTimes struct {
 	mu sync.Mutex
@@ -59,11 +71,8 @@ func TestWindowPublishedAheadStartsAtItsStart(t *testing.T) {
 	e := newEnv(t, 1, 5*time.Second)
 	st := &startTimes{at: map[string]time.Time{}}
 	x := &execs{}
-	cfg := e.config("w0", st.handler(), x)
-	cfg.Now = nil // the real clock: the windows' starts are real instants
-	w, stop := start(t, cfg)
+	stop := startOwner(t, e, "w0", st.handler(), x)
 	defer stop()
-	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
 
 	due := time.Now().Add(700 * time.Millisecond)
 	var ids []string
@@ -95,10 +104,7 @@ func TestHeldClaimsGivenBackOnStop(t *testing.T) {
 	e := newEnv(t, 1, 5*time.Second)
 	st := &startTimes{at: map[string]time.Time{}}
 	x := &execs{}
-	cfg := e.config("w0", st.handler(), x)
-	cfg.Now = nil
-	w, stop := start(t, cfg)
-	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
+	stop := startOwner(t, e, "w0", st.handler(), x)
 	due := time.Now().Add(3 * time.Second)
 	m := aheadWindow("a", "mark", due, 3*time.Second, jobmsg.OverlapQueue)
 	e.publish(m)
@@ -111,10 +117,7 @@ func TestHeldClaimsGivenBackOnStop(t *testing.T) {
 		t.Fatal("the window ran before its start")
 	}
 	x2 := &execs{}
-	cfg = e.config("w1", st.handler(), x2)
-	cfg.Now = nil
-	_, stop = start(t, cfg)
-	defer stop()
+	defer startOwner(t, e, "w1", st.handler(), x2)()
 	testenv.Eventually(t, 30*time.Second, func() bool { return x2.count(OutcomeDone) == 1 }, "window not done by the next owner (have %v)", x2.all())
 	if got := x2.of(m.ID)[0]; got.Attempt != 1 || got.Started.Before(due) {
 		t.Errorf("the next owner ran it as attempt %d at %v (start %v); want attempt 1, at or after its start", got.Attempt, got.Started, due)
@@ -148,11 +151,8 @@ func TestReplaceWindowPublishedAheadCancelsAtItsStart(t *testing.T) {
 		}
 	})
 	x := &execs{}
-	cfg := e.config("w0", mux, x)
-	cfg.Now = nil
-	w, stop := start(t, cfg)
+	stop := startOwner(t, e, "w0", mux, x)
 	defer stop()
-	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
 	first := aheadWindow("r", "long", time.Now(), 0, jobmsg.OverlapReplace)
 	e.publish(first)
 	select {
@@ -191,11 +191,8 @@ func TestHeldClaimExtendedBesideRunningAttempt(t *testing.T) {
 	})
 	mux.HandleFunc("mark", st.mark)
 	x := &execs{}
-	cfg := e.config("w0", mux, x)
-	cfg.Now = nil
-	w, stop := start(t, cfg)
+	stop := startOwner(t, e, "w0", mux, x)
 	defer stop()
-	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
 
 	slow := aheadWindow("a", "slow", time.Now(), 0, jobmsg.OverlapQueue)
 	e.publish(slow)

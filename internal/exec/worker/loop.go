@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -180,24 +179,21 @@ type loop struct {
 	claim   machine.Claimed     // claimEvent's
 	grant   machine.SlotGranted // granted's
 
-	// early are decoded windows of jobs whose overlap policy decides on
-	// arrival (skip, latest, replace), fetched before their start
-	// (published ahead: the producer's PublishLead), in start order: they
-	// arrive in their lanes at their start, as if published then, so that
-	// a window published ahead neither skips nor cancels a run that
-	// would have ended by its start. earlyAt fires at the first one's.
-	early   []*win
-	earlyAt *time.Timer
 	// held counts the windows Held (claimed before their start), whose
 	// claims the extend tick keeps proven (extendClaims).
 	held int
-	// starts are the Waits of Held windows for their start, by time, on
-	// one timer (startAt) rather than one each: 1,000 windows due at one
-	// instant are stepped in one turn of the loop (the herd's row). A
-	// stopped Wait stays in until its time; its TimerFired is stale then,
-	// and the rules ignore it.
-	starts  startHeap
-	startAt *time.Timer
+	// untilStart are the windows waiting for their start (published
+	// ahead: the producer's PublishLead), by time, on one timer (startAt)
+	// rather than one each, so 1,000 windows due at one instant are
+	// handled in one turn of the loop (the herd's row): the Waits of Held
+	// windows, and the windows of jobs whose overlap policy decides on
+	// arrival (skip, latest, replace), which enter their lanes at their
+	// start, as if published then, so that a window published ahead
+	// neither skips nor cancels a run that would have ended by its start.
+	// A stopped Wait stays in until its time; its TimerFired is stale
+	// then, and the rules ignore it.
+	untilStart startHeap
+	startAt    *time.Timer
 
 	claimQ   []*win // windows with a slot, to claim
 	claiming int    // claim calls in flight (at most maxClaimCalls)
@@ -348,9 +344,6 @@ func (l *loop) run() {
 		for _, d := range l.deadlines { // none: every attempt ended
 			d.cancel()
 		}
-		if l.earlyAt != nil {
-			l.earlyAt.Stop()
-		}
 		if l.startAt != nil {
 			l.startAt.Stop()
 		}
@@ -376,8 +369,6 @@ func (l *loop) run() {
 			l.granted(l.slots.Take())
 		case <-tick.C:
 			l.extendClaims()
-		case <-l.earlyC():
-			l.arriveEarly()
 		case <-l.startC():
 			l.startsDue()
 		case <-halted:
@@ -483,9 +474,8 @@ func (l *loop) halt() {
 		l.halted = true
 		l.slots.Want(0)
 	}
-	l.fetched = nil // not decoded: left to the partition's next owner
-	l.early = nil   // New: the Halted below leaves them
-	l.starts = nil  // Held: the Halted below gives their claims back
+	l.fetched = nil    // not decoded: left to the partition's next owner
+	l.untilStart = nil // the Halted below leaves New windows and gives Held ones' claims back
 	l.endClaims()
 	for _, wn := range l.live.all() {
 		l.step(wn, machine.Halted{})
@@ -506,8 +496,7 @@ func (l *loop) stop() {
 		l.slots.Want(0)
 	}
 	l.fetched = nil
-	l.early = nil
-	l.starts = nil
+	l.untilStart = nil
 	l.endClaims()
 	now := time.Now()
 	for a := range l.running {
@@ -562,65 +551,11 @@ func (l *loop) arrive() {
 		l.arrived = machine.Arrived{Spec: &wn.spec} // by pointer, as attemptOver's Returned
 		l.step(wn, &l.arrived)
 		if wn.item.Policy != lanes.Queue && wn.item.Policy != lanes.Allow && wn.spec.Start.After(time.Now()) {
-			l.addEarly(wn)
+			l.untilStartPush(startWait{wn: wn, at: wn.spec.Start, arrive: true})
 			continue
 		}
 		l.apply(l.lanes.Arrive(&wn.item))
 	}
-	l.slots.Want(l.ready.Startable())
-}
-
-// addEarly keeps wn, decoded before its start, out of its lane until then
-// (loop.early).
-func (l *loop) addEarly(wn *win) {
-	i := len(l.early)
-	for i > 0 && l.early[i-1].spec.Start.After(wn.spec.Start) {
-		i--
-	}
-	l.early = slices.Insert(l.early, i, wn)
-	if i == 0 {
-		l.armEarly()
-	}
-}
-
-// armEarly sets earlyAt to the first early window's start.
-func (l *loop) armEarly() {
-	if len(l.early) == 0 {
-		return
-	}
-	d := time.Until(l.early[0].spec.Start)
-	if l.earlyAt == nil {
-		l.earlyAt = time.NewTimer(d)
-		return
-	}
-	l.earlyAt.Reset(d)
-}
-
-// earlyC is earlyAt's channel while windows wait in early; nil otherwise.
-func (l *loop) earlyC() <-chan time.Time {
-	if len(l.early) == 0 || l.earlyAt == nil {
-		return nil
-	}
-	return l.earlyAt.C
-}
-
-// arriveEarly puts the early windows whose start came in their lanes.
-func (l *loop) arriveEarly() {
-	now := time.Now()
-	n := 0
-	for n < len(l.early) && !l.early[n].spec.Start.After(now) {
-		wn := l.early[n]
-		l.early[n] = nil
-		n++
-		if wn.m.State() == machine.New { // not left by a halt
-			l.apply(l.lanes.Arrive(&wn.item))
-		}
-	}
-	l.early = l.early[n:]
-	if len(l.early) == 0 {
-		l.early = nil
-	}
-	l.armEarly()
 	l.slots.Want(l.ready.Startable())
 }
 
@@ -809,21 +744,20 @@ func (l *loop) wait(wn *win, d time.Duration, seq uint64) {
 	wn.rare().timer = time.AfterFunc(d, func() { l.inbox.post(waitOver{wn: wn, seq: seq}) })
 }
 
-// waitStart delivers TimerFired{Seq} to wn, Held, after d (starts).
-func (l *loop) waitStart(wn *win, d time.Duration, seq uint64) {
-	at := time.Now().Add(d)
-	heap.Push(&l.starts, startWait{wn: wn, seq: seq, at: at})
-	if l.starts[0].wn == wn && l.starts[0].seq == seq {
-		l.armStarts()
+// untilStartPush adds w to untilStart.
+func (l *loop) untilStartPush(w startWait) {
+	heap.Push(&l.untilStart, w)
+	if l.untilStart[0] == w {
+		l.armStart()
 	}
 }
 
-// armStarts sets startAt to the first start waited for.
-func (l *loop) armStarts() {
-	if len(l.starts) == 0 {
+// armStart sets startAt to the first start waited for.
+func (l *loop) armStart() {
+	if len(l.untilStart) == 0 {
 		return
 	}
-	d := time.Until(l.starts[0].at)
+	d := time.Until(l.untilStart[0].at)
 	if l.startAt == nil {
 		l.startAt = time.NewTimer(d)
 		return
@@ -831,32 +765,46 @@ func (l *loop) armStarts() {
 	l.startAt.Reset(d)
 }
 
-// startC is startAt's channel while Held windows wait; nil otherwise.
+// startC is startAt's channel while windows wait for their start; nil
+// otherwise.
 func (l *loop) startC() <-chan time.Time {
-	if len(l.starts) == 0 || l.startAt == nil {
+	if len(l.untilStart) == 0 || l.startAt == nil {
 		return nil
 	}
 	return l.startAt.C
 }
 
-// startsDue ends the Waits whose time came.
+// startsDue handles the windows whose start came: a Held window's Wait
+// ends; a window kept out of its lane arrives in it.
 func (l *loop) startsDue() {
 	now := time.Now()
-	for len(l.starts) > 0 && !l.starts[0].at.After(now) {
-		sw := heap.Pop(&l.starts).(startWait)
-		l.step(sw.wn, machine.TimerFired{Now: now, Seq: sw.seq})
+	arrived := false
+	for len(l.untilStart) > 0 && !l.untilStart[0].at.After(now) {
+		w := heap.Pop(&l.untilStart).(startWait)
+		switch {
+		case !w.arrive:
+			l.step(w.wn, machine.TimerFired{Now: now, Seq: w.seq})
+		case w.wn.m.State() == machine.New: // not left by a halt
+			l.apply(l.lanes.Arrive(&w.wn.item))
+			arrived = true
+		}
 	}
-	l.armStarts()
+	if arrived {
+		l.slots.Want(l.ready.Startable())
+	}
+	l.armStart()
 }
 
-// startWait is a Held window's Wait for its start.
+// startWait is a window waiting for its start at at: a Held window's Wait
+// numbered seq, or (arrive) a window to put in its lane then.
 type startWait struct {
-	wn  *win
-	seq uint64
-	at  time.Time
+	wn     *win
+	seq    uint64
+	at     time.Time
+	arrive bool
 }
 
-// startHeap orders the starts waited for (container/heap).
+// startHeap orders the windows waiting for their start (container/heap).
 type startHeap []startWait
 
 func (h startHeap) Len() int           { return len(h) }

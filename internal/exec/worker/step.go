@@ -77,7 +77,7 @@ func (l *loop) step(wn *win, e machine.Event) {
 			l.letters = append(l.letters, letter{wn: wn, reason: a.Reason, attempts: a.Attempts})
 		case machine.Wait:
 			if wn.m.State() == machine.Held {
-				l.waitStart(wn, a.D, a.Seq) // one timer for all: the herd's row
+				l.untilStartPush(startWait{wn: wn, seq: a.Seq, at: time.Now().Add(a.D)}) // one timer for all: the herd's row
 				continue
 			}
 			l.wait(wn, a.D, a.Seq)

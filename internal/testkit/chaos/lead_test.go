@@ -47,7 +47,7 @@ func TestAttemptOfUnpublishedWindowNotJudgedByR(t *testing.T) {
 }
 
 // Rule (s): a window is published at most PublishLead before its start,
-// give or take the millisecond rounding of the record's times.
+// give or take 1ms of slack.
 func TestPublishedMoreThanLeadEarly(t *testing.T) {
 	const lead = 500 * time.Millisecond
 	for _, tc := range []struct {
@@ -57,7 +57,7 @@ func TestPublishedMoreThanLeadEarly(t *testing.T) {
 		want  string        // the violation's text; "" for none
 	}{
 		{"exactly the lead early", lead, lead, ""},
-		{"the lead and the rounding early", lead, lead + time.Millisecond, ""},
+		{"the lead and the slack early", lead, lead + time.Millisecond, ""},
 		{"the lead and 2ms early", lead, lead + 2*time.Millisecond, "published at 2026-11-23T02:00:01.498Z (0/2), 502ms before its start 2026-11-23T02:00:02Z: more than the publish lead 500ms"},
 		{"no lead, published at the start", 0, 0, ""},
 		{"no lead, published 5ms early", 0, 5 * time.Millisecond, "5ms before its start 2026-11-23T02:00:02Z: more than the publish lead 0s"},
