@@ -10,6 +10,8 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# go.mod replaces the embedded broker kfake with a patched copy there.
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 # Static binaries (no cgo) for an image without libc.
