@@ -80,7 +80,9 @@ func Graph(root string) (map[string][]string, error) {
 			return err
 		}
 		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+			// third_party holds other projects' modules, copied in for a
+			// replace directive (third_party/kfake): not kjob's packages.
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor" || n == "third_party") {
 				return filepath.SkipDir
 			}
 			return nil
