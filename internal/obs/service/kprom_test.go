@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kjob/kjob/internal/testkit/testenv"
 )
 
 // The producer makes a new client for each publishing term, one at a time,
@@ -41,12 +43,8 @@ func TestKafkaMetricsAcrossSuccessiveClients(t *testing.T) {
 			// kgo runs the produce hook on its own goroutine after the
 			// records' promises, so ProduceSync can return before it:
 			// wait for it, with a deadline.
-			for !exported(t, o, "kjob_kafka_produce_bytes_total") {
-				if ctx.Err() != nil {
-					t.Fatalf("the last client's produced records are not exported")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testenv.Eventually(t, 10*time.Second, func() bool { return exported(t, o, "kjob_kafka_produce_bytes_total") },
+				"the last client's produced records are not exported")
 		}
 		cl.Close()
 	}
