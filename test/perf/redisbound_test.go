@@ -16,12 +16,65 @@ import (
 // worker's bound per partition (internal/exec/worker maxSettleCalls).
 const boundCalls = 3
 
+// historyDelay and maxPendingRuns are the worker's (internal/exec/worker):
+// a partition's runs go with a settle call once the oldest is
+// historyDelay old or maxPendingRuns wait, so that in a burst each job's
+// runs are packed into few history members. Until 2026-11-29 the limit
+// appended each call's runs with the next call, a history member per run,
+// which cost redis-server more per window than the burst it was the
+// limit of (19-22 against 14-18 µs) and so read low.
+const (
+	historyDelay   = 100 * time.Millisecond
+	maxPendingRuns = 4096
+)
+
+// pendingRuns are the runs waiting for the history, shared by the calls
+// in flight as a partition's are.
+type pendingRuns struct {
+	mu    sync.Mutex
+	runs  []dedupe.Run
+	since time.Time // when the oldest of runs was added
+}
+
+// add adds runs done now.
+func (p *pendingRuns) add(runs []dedupe.Run) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.runs) == 0 {
+		p.since = time.Now()
+	}
+	p.runs = append(p.runs, runs...)
+}
+
+// due takes the runs if they are due to go with the next call.
+func (p *pendingRuns) due() []dedupe.Run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.runs) == 0 || len(p.runs) < maxPendingRuns && time.Since(p.since) < historyDelay {
+		return nil
+	}
+	runs := p.runs
+	p.runs = nil
+	return runs
+}
+
+// all takes the runs left.
+func (p *pendingRuns) all() []dedupe.Run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	runs := p.runs
+	p.runs = nil
+	return runs
+}
+
 // redisBound measures the Redis-bound limit of a no-op burst of n windows
 // of jobs jobs, on r, as the worker sends its calls in such a burst: each
 // job's first window claimed in one ClaimBatch, then each window completed
 // by a Settle call that also claims its job's next window
-// (Settlement.Next) and appends the previous call's runs to the history,
-// with boundCalls calls in flight, each for its share of the jobs. No
+// (Settlement.Next), with boundCalls calls in flight, each for its share
+// of the jobs; the runs go to the history as the worker sends them, with
+// the first call that goes out once the oldest waiting run is
+// historyDelay old (or maxPendingRuns wait), all jobs' runs together. No
 // broker, no handler, no worker: what remains is Redis's work per window
 // and the client's round trips. It returns windows/s, redis-server CPU
 // per window and script calls per window.
@@ -42,7 +95,8 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 	cs0, u0 := commandStats(b, r), readUsage(b, rpid)
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, boundCalls)
+	var pending pendingRuns
+	errs := make(chan error, boundCalls+1)
 	for g := range boundCalls {
 		var mine []int
 		for j := g; j < jobs; j += boundCalls {
@@ -77,7 +131,7 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 						ss[k].Next, ss[k].Owner = id(j, i+1), "bound"
 					}
 				}
-				res, err := store.Settle(ctx, ss, runs...)
+				res, err := store.Settle(ctx, ss, pending.due()...)
 				if err != nil {
 					errs <- err
 					return
@@ -95,15 +149,16 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 						tokens[k] = rs.Next.Token
 					}
 				}
-			}
-			if len(runs) > 0 {
-				if err := store.AppendRuns(ctx, runs); err != nil {
-					errs <- err
-				}
+				pending.add(runs)
 			}
 		}()
 	}
 	wg.Wait()
+	if runs := pending.all(); len(runs) > 0 {
+		if err := store.AppendRuns(ctx, runs); err != nil {
+			errs <- err
+		}
+	}
 	took := time.Since(t0)
 	close(errs)
 	for err := range errs {
@@ -119,8 +174,8 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 // redis-server, in the same run.
 func reportRedisBound(b *testing.B, r *testenv.Redis, n, jobs int, rate float64, settings string) {
 	limit, cpu, calls := redisBound(b, r, n, jobs)
-	what := fmt.Sprintf("%d windows of %d jobs: each job's first window claimed, then each window completed by a settle call that claims its job's next one and appends the runs, %d calls in flight (the worker's bound per partition); no broker, no handler; redis-server on loopback; measured right after the burst, same run; %s",
-		n, jobs, boundCalls, machine())
+	what := fmt.Sprintf("%d windows of %d jobs: each job's first window claimed, then each window completed by a settle call that claims its job's next one, %d calls in flight (the worker's bound per partition), the runs appended with the first call %v after the oldest (the worker's history delay); no broker, no handler; redis-server on loopback; measured right after the burst, same run; %s",
+		n, jobs, boundCalls, historyDelay, machine())
 	report(b, "Redis-bound limit (claim + complete scripts alone)", limit, "windows/s", what)
 	report(b, "Redis-bound limit: redis-server CPU per window", cpu, "µs CPU/window", what)
 	report(b, "Redis-bound limit: script calls per window", calls, "calls/window", what)

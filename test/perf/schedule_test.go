@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,12 +170,21 @@ func benchLateness(b *testing.B, jobs int, partitions int32, every, d time.Durat
 	var mu sync.Mutex
 	var from, until time.Time
 	lat, pub := &lateness{}, &lateness{}
+	ticks := map[time.Time]*lateness{} // by window start: which tick was slow, and how
 	mux := handler.NewMux()
 	mux.HandleFunc("noop", func(_ context.Context, j *handler.Job) error {
 		now := time.Now()
 		at := j.ScheduledAt()
 		mu.Lock()
 		in := !at.Before(from) && at.Before(until)
+		if in {
+			t := ticks[at]
+			if t == nil {
+				t = &lateness{}
+				ticks[at] = t
+			}
+			t.add(now.Sub(at))
+		}
 		mu.Unlock()
 		if in {
 			lat.add(now.Sub(at))
@@ -247,6 +258,9 @@ func benchLateness(b *testing.B, jobs int, partitions int32, every, d time.Durat
 		what = fmt.Sprintf("herd %d jobs every %v", jobs, every)
 	}
 	reportLateness(b, what+": window start -> handler start", lat, settings)
+	if every > time.Second {
+		logTicks(ticks)
+	}
 	report(b, what+": Redis script calls per window", float64(scriptCalls(cs0, cs1))/float64(want), "calls/window",
 		settings+"; EVAL/EVALSHA calls from INFO commandstats over the measured period and 2s after (claims, settlements, the lease's renewals)")
 	reportLateness(b, what+": window start -> published_at", pub, settings)
@@ -264,6 +278,39 @@ func benchLateness(b *testing.B, jobs int, partitions int32, every, d time.Durat
 				fmt.Sprintf("%d samples, max %.2f ms, p50 %.2f ms; %s", s.N, ms(s.Max), ms(s.P50), settings))
 		}
 	}
+	fmt.Fprint(os.Stdout, sb.String())
+}
+
+// logTicks prints each tick's handler starts (since the windows' start):
+// the first, the p50 and the last. At 1,000 jobs a tick is a tenth of
+// the herd's samples, so one slow tick sets its p99; the first start
+// tells a tick that began late (a timer, a pause of the process) from
+// one whose waves of slots were slow.
+func logTicks(ticks map[time.Time]*lateness) {
+	at := make([]time.Time, 0, len(ticks))
+	for t := range ticks {
+		at = append(at, t)
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	// This process's garbage collections (the worker runs in it): a
+	// cycle's pauses end in PauseEnd, its concurrent mark between them.
+	var gc debug.GCStats
+	debug.ReadGCStats(&gc)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\neach tick, time since its windows' start:\n")
+	for _, t := range at {
+		ds := ticks[t].sorted()
+		cycles := 0
+		for _, e := range gc.PauseEnd {
+			if !e.Before(t.Add(-50*time.Millisecond)) && !e.After(t.Add(ds[len(ds)-1])) {
+				cycles++
+			}
+		}
+		fmt.Fprintf(&sb, "  tick %s: %d windows, handler start first %.2f / p50 %.2f / last %.2f ms; GC pauses in this process from 50 ms before to the last start: %d\n",
+			t.Format("15:04:05"), len(ds), ms(ds[0]), ms(percentile(ds, 50)), ms(ds[len(ds)-1]), cycles)
+	}
+	// To standard output, as the trace: the benchmark's log keeps ten
+	// lines.
 	fmt.Fprint(os.Stdout, sb.String())
 }
 
