@@ -143,7 +143,11 @@
 //     round trip (the herd's row). A halt gives the claim back (Unclaim).
 //     A window of a skip, latest or replace job fetched before its start
 //     waits in loop.untilStart and enters its lane only at its start
-//     (startsDue), so its overlap policy decides then.
+//     (startsDue), so its overlap policy decides then. Each window that
+//     waits for its start is counted for its start instant (herdgc.go):
+//     when more wait for one instant than the worker has slots, the
+//     process collects its garbage 100 ms before it, so that no
+//     collection runs while the waves of slots turn over (the herd's row).
 //  7. attempt.go loop.start: the claim's keepalive, the timeout's shared
 //     context (deadlineFor), the watchdog; runner.go loop.dispatch runs
 //     the handler on a runner. ⇒

@@ -428,6 +428,8 @@ type Worker struct {
 	// realClock: Config.Now is time.Now (it was not set), so a time the
 	// hot path reads for its timers serves as the clock's reading too.
 	realClock bool
+	// herd collects garbage before a herd's start (real clock only).
+	herd *herdGC
 }
 
 // New validates cfg (a setting it refuses is a *configerr.Error) and builds
@@ -455,6 +457,10 @@ func New(cfg Config) (*Worker, error) {
 		allowLimit: max(1, cfg.Concurrency/AllowShare),
 
 		realClock: realClock,
+	}
+	if realClock {
+		// More windows due at one instant than there are slots.
+		w.herd = newHerdGC(cfg.Concurrency + 1)
 	}
 	c, err := partition.New(partition.Config{
 		Brokers:           cfg.Brokers,
@@ -541,6 +547,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	err := w.consumer.Run(ctx)
 	<-reported
+	if w.herd != nil {
+		w.herd.stop()
+	}
 	if n := w.running.Load(); n > 0 {
 		w.log.Error("handlers that ignored cancellation are still running after shutdown", "handlers", n)
 	}

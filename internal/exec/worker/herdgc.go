@@ -1,0 +1,107 @@
+package worker
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// herdGC collects this process's garbage just before a herd: more
+// windows held for one start instant than the worker has slots, which
+// start in waves as the slots turn over. A collection that runs while
+// they start takes a quarter of the CPU and makes the goroutines that
+// allocate mark in turn, so on 2 cores it made each wave about three
+// times slower: in BenchmarkHerd/jobs=1000 (test/perf, 10 ticks) every
+// tick with a collection among its starts was the slow one (last start
+// 11-24 ms, against 4-8 ms without), and one such tick in ten set the
+// p99. Collecting gcAhead before the start leaves the heap far from the
+// next collection's goal when the herd allocates (docs/performance.md,
+// "A collection before the herd").
+type herdGC struct {
+	threshold int           // windows held for one instant that make a herd
+	ahead     time.Duration // how long before the instant to collect
+	minGap    time.Duration // the least time between two collections
+	gc        func()        // runtime.GC; tests count calls instead
+
+	mu      sync.Mutex
+	held    map[int64]int         // windows held for each start instant to come (Unix ns)
+	armed   map[int64]*time.Timer // the collection set for the instant
+	last    time.Time             // when the last collection was started
+	stopped bool
+	fires   sync.WaitGroup // armed timers not stopped, until their fire returns
+}
+
+const (
+	// herdGCAhead leaves the collection time to finish before the herd
+	// (a few ms for a worker's heap of tens of MB) and comes after the
+	// windows were fetched, decoded and claimed, 450-500 ms before
+	// their start with the default publish lead.
+	herdGCAhead = 100 * time.Millisecond
+	// herdGCMinGap bounds the collections herds may cause to one a
+	// second: a herd every second gets one each.
+	herdGCMinGap = time.Second
+)
+
+func newHerdGC(threshold int) *herdGC {
+	return &herdGC{threshold: threshold, ahead: herdGCAhead, minGap: herdGCMinGap, gc: runtime.GC,
+		held: map[int64]int{}, armed: map[int64]*time.Timer{}}
+}
+
+// expect counts one more window waiting for its start at at; the
+// threshold-th one for the same instant sets a collection ahead of it,
+// if there is still time.
+func (h *herdGC) expect(at time.Time) {
+	k := at.UnixNano()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.held) > 64 { // instants gone by without a herd
+		now := time.Now().UnixNano()
+		for t := range h.held {
+			if t < now && h.armed[t] == nil {
+				delete(h.held, t)
+			}
+		}
+	}
+	h.held[k]++
+	if h.stopped || h.held[k] < h.threshold || h.armed[k] != nil {
+		return
+	}
+	d := time.Until(at.Add(-h.ahead))
+	if d <= 0 { // too late to collect before it
+		return
+	}
+	h.fires.Add(1)
+	h.armed[k] = time.AfterFunc(d, func() { h.fire(k) })
+}
+
+// stop stops the collections set and waits for one under way: the
+// worker's Run returns after it.
+func (h *herdGC) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	for k, t := range h.armed {
+		if t.Stop() {
+			h.fires.Done()
+		}
+		delete(h.armed, k)
+	}
+	h.mu.Unlock()
+	h.fires.Wait()
+}
+
+// fire runs ahead of the herd's instant at (Unix ns).
+func (h *herdGC) fire(at int64) {
+	defer h.fires.Done()
+	h.mu.Lock()
+	delete(h.held, at)
+	delete(h.armed, at)
+	now := time.Now()
+	run := !h.stopped && (h.last.IsZero() || now.Sub(h.last) >= h.minGap)
+	if run {
+		h.last = now
+	}
+	h.mu.Unlock()
+	if run {
+		h.gc()
+	}
+}
