@@ -10,13 +10,14 @@ import (
 // windows held for one start instant than the worker has slots, which
 // start in waves as the slots turn over. A collection that runs while
 // they start takes a quarter of the CPU and makes the goroutines that
-// allocate mark in turn, so on 2 cores it made each wave about three
-// times slower: in BenchmarkHerd/jobs=1000 (test/perf, 10 ticks) every
-// tick with a collection among its starts was the slow one (last start
-// 11-24 ms, against 4-8 ms without), and one such tick in ten set the
-// p99. Collecting gcAhead before the start leaves the heap far from the
-// next collection's goal when the herd allocates (docs/performance.md,
-// "A collection before the herd").
+// allocate mark in turn, so on 2 cores it made each wave 2-3 times
+// slower: in BenchmarkHerd/jobs=1000 (test/perf, 3 runs of 10 ticks), 11
+// of the 13 ticks whose last start came over 11 ms after their start had
+// a collection among their starts, none of the 17 others did, and one
+// such tick in ten set the p99. Collecting herdGCAhead before the start
+// leaves the heap far from the next collection's goal when the herd
+// allocates (docs/performance.md, "The evening: a collection before the
+// herd").
 type herdGC struct {
 	threshold int           // windows held for one instant that make a herd
 	ahead     time.Duration // how long before the instant to collect

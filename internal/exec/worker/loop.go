@@ -747,7 +747,7 @@ func (l *loop) wait(wn *win, d time.Duration, seq uint64) {
 // untilStartPush adds w to untilStart.
 func (l *loop) untilStartPush(w startWait) {
 	if l.w.herd != nil {
-		l.w.herd.expect(w.wn.spec.Start) // the window's start: one instant for a herd
+		l.w.herd.expect(w.wn.spec.Start) // the window's start, one instant for a herd: BenchmarkHerd's row
 	}
 	heap.Push(&l.untilStart, w)
 	if l.untilStart[0] == w {
