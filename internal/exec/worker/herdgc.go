@@ -25,6 +25,7 @@ type herdGC struct {
 	gc        func()        // runtime.GC; tests count calls instead
 
 	mu      sync.Mutex
+	sweepAt int                   // len(held) at which instants gone by are dropped
 	held    map[int64]int         // windows held for each start instant to come (Unix ns)
 	armed   map[int64]*time.Timer // the collection set for the instant
 	last    time.Time             // when the last collection was started
@@ -45,7 +46,7 @@ const (
 
 func newHerdGC(threshold int) *herdGC {
 	return &herdGC{threshold: threshold, ahead: herdGCAhead, minGap: herdGCMinGap, gc: runtime.GC,
-		held: map[int64]int{}, armed: map[int64]*time.Timer{}}
+		sweepAt: 64, held: map[int64]int{}, armed: map[int64]*time.Timer{}}
 }
 
 // expect counts one more window waiting for its start at at; the
@@ -55,13 +56,14 @@ func (h *herdGC) expect(at time.Time) {
 	k := at.UnixNano()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.held) > 64 { // instants gone by without a herd
+	if len(h.held) > h.sweepAt { // instants gone by without a herd; amortised: the bound doubles
 		now := time.Now().UnixNano()
 		for t := range h.held {
 			if t < now && h.armed[t] == nil {
 				delete(h.held, t)
 			}
 		}
+		h.sweepAt = max(64, 2*len(h.held))
 	}
 	h.held[k]++
 	if h.stopped || h.held[k] < h.threshold || h.armed[k] != nil {
@@ -97,7 +99,7 @@ func (h *herdGC) fire(at int64) {
 	delete(h.held, at)
 	delete(h.armed, at)
 	now := time.Now()
-	run := !h.stopped && (h.last.IsZero() || now.Sub(h.last) >= h.minGap)
+	run := !h.stopped && now.Sub(h.last) >= h.minGap // the zero last is long ago
 	if run {
 		h.last = now
 	}

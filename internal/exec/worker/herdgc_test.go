@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -94,15 +93,8 @@ func TestWorkerCollectsBeforeAHerd(t *testing.T) {
 		cfg := e.config("w0", st.handler(), x)
 		cfg.Now = nil
 		cfg.Concurrency = 2
-		w, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		gcs := make(chan time.Time, 4)
-		w.herd.gc = func() { gcs <- time.Now() }
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
+		w, stop := start(t, cfg, func(w *Worker) { w.herd.gc = func() { gcs <- time.Now() } })
 		testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
 
 		due := time.Now().Add(time.Second)
@@ -113,10 +105,7 @@ func TestWorkerCollectsBeforeAHerd(t *testing.T) {
 		e.publish(ms...)
 		testenv.Eventually(t, 10*time.Second, func() bool { return x.count(OutcomeDone) == tc.windows },
 			"%d windows done (have %v)", tc.windows, x.all())
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		stop()
 		var got []time.Time // Run returned: no collection is under way or to come
 		for len(gcs) > 0 {
 			got = append(got, <-gcs)

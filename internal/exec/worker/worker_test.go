@@ -348,12 +348,16 @@ func (e *env) config(id string, h handler.Handler, x *execs) Config {
 	}
 }
 
-// start runs a worker; the returned stop cancels it and waits for Run.
-func start(t *testing.T, cfg Config) (*Worker, func()) {
+// start runs a worker (after before, if given, has set it up); the
+// returned stop cancels it and waits for Run.
+func start(t *testing.T, cfg Config, before ...func(*Worker)) (*Worker, func()) {
 	t.Helper()
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(w)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
