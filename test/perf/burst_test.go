@@ -134,7 +134,7 @@ func burst(b *testing.B, s burstSpec) {
 	settings := fmt.Sprintf("%d windows of %d jobs, %d partition(s), 1 worker process, %s, %s, log level %s, commit interval 1s, "+
 		"embedded broker in the bench process, redis-server on loopback; %s", n, s.jobs, s.partitions, s.handlerText, envText(b, s.env), s.logLevel, machine())
 	b.ResetTimer()
-	cs0 := commandStats(b, r)
+	cs0, us0 := commandStats(b, r), commandUsec(b, r)
 	self0, redis0 := readUsage(b, os.Getpid()), readUsage(b, rpid)
 	w := startEnv(b, "worker", s.env, "",
 		"--brokers", brokers[0], "--redis-url", r.URL(), "--topic", topic, "--group", "bench",
@@ -157,7 +157,7 @@ func burst(b *testing.B, s burstSpec) {
 	}
 	b.StopTimer()
 	wu, self1, redis1 := readUsage(b, w.cmd.Process.Pid), readUsage(b, os.Getpid()), readUsage(b, rpid)
-	cs1 := commandStats(b, r)
+	cs1, us1 := commandStats(b, r), commandUsec(b, r)
 	took := t1.Sub(t0)
 	// The lag reaches 0 only at an offset commit, so the end-to-end
 	// figure includes the commit tail; the time the last window completed
@@ -201,6 +201,7 @@ func burst(b *testing.B, s burstSpec) {
 	report(b, s.figure+" CPU per window: broker and bench process, "+what, perWindow(self1.cpu-self0.cpu), "µs CPU/window", settings+"; from the worker's start, lag polling included")
 	report(b, s.figure+" CPU per window: sum of the three, "+what, perWindow(wu.cpu+redis1.cpu-redis0.cpu+self1.cpu-self0.cpu), "µs CPU/window",
 		settings+fmt.Sprintf("; %d CPUs", runtime.NumCPU()))
+	logCommands(b, s.figure+", "+what, n, cs0, cs1, us0, us1)
 	report(b, s.figure+" Redis script calls per window, "+what, float64(scriptCalls(cs0, cs1))/float64(n), "calls/window", settings+"; EVAL/EVALSHA calls from INFO commandstats, from the worker's start to lag 0")
 	if s.partitions == 1 {
 		reportRedisBound(b, r, n, s.jobs, float64(n)/last.Sub(t0).Seconds(), settings)

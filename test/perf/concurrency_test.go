@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,6 +378,50 @@ func commandStats(b *testing.B, r *testenv.Redis) map[string]int64 {
 		out[name] = n
 	}
 	return out
+}
+
+// commandUsec returns the microseconds redis-server spent in each command
+// from INFO commandstats (a script's commands are counted inside its
+// EVALSHA's time and under their own names too).
+func commandUsec(b *testing.B, r *testenv.Redis) map[string]int64 {
+	b.Helper()
+	info, err := r.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		_, rest, _ = strings.Cut(rest, "usec=")
+		usec, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(usec, 10, 64)
+		if err != nil {
+			b.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		out[name] = n
+	}
+	return out
+}
+
+// logCommands logs, for each command called between two readings, its
+// calls and the server's time in it per window of n.
+func logCommands(b *testing.B, what string, n int, calls0, calls1, usec0, usec1 map[string]int64) {
+	b.Helper()
+	var names []string
+	for name := range calls1 {
+		if calls1[name] > calls0[name] && name != "info" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&sb, " %s %.4f calls, %.2f µs;", name, float64(calls1[name]-calls0[name])/float64(n), float64(usec1[name]-usec0[name])/float64(n))
+	}
+	b.Logf("%s: Redis commands per window (INFO commandstats, server time in the command):%s", what, sb.String())
 }
 
 // scrapeGauge reads an unlabelled gauge from a Prometheus text endpoint.

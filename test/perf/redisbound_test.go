@@ -92,7 +92,7 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 		return jobmsg.WindowID(fmt.Sprintf("bound-%03d", job), base.Add(time.Duration(i)*time.Second))
 	}
 	rpid := redisPID(b, r)
-	cs0, u0 := commandStats(b, r), readUsage(b, rpid)
+	cs0, us0, u0 := commandStats(b, r), commandUsec(b, r), readUsage(b, rpid)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	var pending pendingRuns
@@ -164,8 +164,9 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 	for err := range errs {
 		b.Fatalf("Redis-bound limit: %v", err)
 	}
-	cs1, u1 := commandStats(b, r), readUsage(b, rpid)
+	cs1, us1, u1 := commandStats(b, r), commandUsec(b, r), readUsage(b, rpid)
 	done := float64(perJob * jobs)
+	logCommands(b, "Redis-bound limit", int(done), cs0, cs1, us0, us1)
 	return done / took.Seconds(), float64((u1.cpu - u0.cpu).Microseconds()) / done, float64(scriptCalls(cs0, cs1)) / done
 }
 
