@@ -121,7 +121,11 @@
 // New sets FetchMaxWait to 250ms before Config.ClientOpts, which may change
 // it: a partition whose fetching resumes after it held MaxUncommitted waits for
 // the fetch in flight, which waits up to FetchMaxWait when the other
-// partitions have nothing new (kgo's default of 5s stalled backlogs).
+// partitions have nothing new (kgo's default of 5s stalled backlogs). It
+// also sets FetchMaxPartitionBytes to 128 KiB (kgo's default is 1 MiB): a
+// fetch of a partition then brings fewer records than MaxUncommitted, so
+// pausing drops little that was fetched ahead and must be fetched and
+// decompressed again.
 //
 // New applies these client options after Config.ClientOpts, so they win:
 // ConsumerGroup, Balancers(CooperativeStickyBalancer), FetchIsolationLevel

@@ -82,6 +82,20 @@ const minDrainCommitGap = 50 * time.Millisecond
 // that fetch waits this long, and the resumed partition's backlog with it.
 const defaultFetchMaxWait = 250 * time.Millisecond
 
+// defaultFetchMaxPartitionBytes bounds the compressed bytes one fetch
+// brings of a partition (kgo's default is 1 MiB). Windows are small JSON
+// records that compress about tenfold in a batch, so 1 MiB brought some
+// 27,000 records at once: more than MaxUncommitted lets a partition hold,
+// so the fetch kgo had buffered behind it was dropped at each pause and
+// fetched and decompressed again at each resume (a backlog of 100,000
+// windows decoded 145,000 records), and the heap held 100 MB. At 128 KiB
+// a fetch brings a batch or two (the same backlog decoded 102,500; a
+// broker always returns at least one whole batch, however large).
+// Served row: BenchmarkBurst (test/perf), the no-op burst on 1 partition:
+// the worker's CPU per window 30.7 -> 27.3 µs in one pair, kfake, 2 CPUs
+// (docs/performance.md).
+const defaultFetchMaxPartitionBytes = 128 << 10
+
 // Config configures a Consumer. Zero durations pick their defaults; Brokers,
 // Group, Topic and Process are required.
 type Config struct {
@@ -244,7 +258,7 @@ func New(cfg Config) (*Consumer, error) {
 		parts:   map[int32]*part{},
 		drained: make(chan struct{}, 1),
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait), kgo.WithHooks(&connWatch{c: c})}
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(defaultFetchMaxWait), kgo.FetchMaxPartitionBytes(defaultFetchMaxPartitionBytes), kgo.WithHooks(&connWatch{c: c})}
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),

@@ -825,3 +825,33 @@ func TestCaughtUpPartitionCommitsAtOnce(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, func() bool { return committed(t, brokers, "g", "t")[1] == 15 },
 		"offset 15 of partition 1 committed while the member runs")
 }
+
+// TestFetchMaxPartitionBytes: New bounds a partition's fetch at 128 KiB
+// (kgo's default of 1 MiB brought more records than MaxUncommitted, and
+// each pause dropped, and each resume fetched and decompressed again, what
+// kgo had fetched ahead), and a FetchMaxPartitionBytes in ClientOpts wins.
+func TestFetchMaxPartitionBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		want int32
+	}{
+		{"default", nil, 128 << 10},
+		{"ClientOpts", []kgo.Opt{kgo.FetchMaxPartitionBytes(1 << 20)}, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(t, []string{"127.0.0.1:1"}, "g", "t", "a", func(context.Context, *kgo.Record) error { return nil })
+			cfg.ClientOpts = tc.opts
+			c := newConsumer(t, cfg)
+			got := c.Client().OptValue(kgo.FetchMaxPartitionBytes)
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := c.Run(done); err != nil { // closes the client without joining
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("FetchMaxPartitionBytes = %v, want %d", got, tc.want)
+			}
+		})
+	}
+}
