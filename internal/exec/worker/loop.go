@@ -229,6 +229,8 @@ type loop struct {
 	halted  bool // start nothing new
 	stopped bool // ctx ended: nothing more is committed, in-flight work is cancelled
 
+	done doneLog // the windows completed and not yet logged at info (doneLogged)
+
 	inbox inbox
 }
 
@@ -269,6 +271,10 @@ type abandonDue struct{ a *attempt }
 // extendAnswered: the partition's extend call is over (extendClaims).
 type extendAnswered struct{}
 
+// doneLogDue: the windows completed since the last "windows done" line
+// are due to be logged (doneLogged).
+type doneLogDue struct{}
+
 // waitOver: the Wait numbered seq of wn ended.
 type waitOver struct {
 	wn  *win
@@ -282,6 +288,7 @@ func (handlerReturned) input() {}
 func (abandonDue) input()      {}
 func (extendAnswered) input()  {}
 func (waitOver) input()        {}
+func (doneLogDue) input()      {}
 
 // inbox carries the inputs posted by other goroutines to the loop.
 // Posting never blocks, also after the loop has ended (the inputs are
@@ -347,6 +354,10 @@ func (l *loop) run() {
 		if l.startAt != nil {
 			l.startAt.Stop()
 		}
+		if l.done.timer != nil {
+			l.done.timer.Stop()
+		}
+		l.flushDone()
 		l.slots.Close()
 		l.slots.Release(l.slotsHeld)
 		l.w.waitingSlot.Add(int64(-l.waiting))
@@ -457,6 +468,9 @@ func (l *loop) receive(in input) {
 		l.step(in.wn, machine.TimerFired{Now: time.Now(), Seq: in.seq})
 	case heldExtended:
 		l.heldExtended(in)
+	case doneLogDue:
+		l.done.timer = nil
+		l.flushDone()
 	}
 }
 
