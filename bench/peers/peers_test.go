@@ -27,7 +27,17 @@ type workload struct {
 
 var workloads = []workload{
 	{name: "io", title: "I/O burst", n: 2000, sleep: 50 * time.Millisecond},
-	{name: "noop", title: "no-op burst", n: 20_000},
+	{name: "noop", title: "no-op burst", n: noopTasks()},
+}
+
+// noopTasks is the no-op burst's size: 20,000, as test/perf's
+// BenchmarkBurst runs it in make bench-peers, or KJOB_PEERS_NOOP_TASKS
+// (compare it with test/perf run with the same KJOB_BENCH_BURST).
+func noopTasks() int {
+	if n, err := strconv.Atoi(os.Getenv("KJOB_PEERS_NOOP_TASKS")); err == nil && n > 0 {
+		return n
+	}
+	return 20_000
 }
 
 // concurrencies returns the concurrencies measured for w on peer

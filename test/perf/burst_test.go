@@ -114,7 +114,7 @@ func burst(b *testing.B, s burstSpec) {
 	for i := range n {
 		job, start := s.job(i), windowStart(i)
 		m := &jobmsg.Message{
-			ID: jobmsg.WindowID(job, start), Job: job, Handler: s.handler,
+			Namespace: "bench", ID: jobmsg.WindowID(job, start), Job: job, Handler: s.handler,
 			Window:      jobmsg.Window{Start: start, End: start.Add(time.Second)},
 			ScheduledAt: start, PublishedAt: start, Trigger: jobmsg.TriggerBackfill,
 			Payload: s.payload, Policy: benchPolicy,

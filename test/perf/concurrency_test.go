@@ -130,7 +130,7 @@ func headOfLine(b *testing.B) {
 	slowPolicy := benchPolicy
 	slowPolicy.Timeout = jobmsg.Duration(hold + time.Minute)
 	slow := &jobmsg.Message{
-		ID: jobmsg.WindowID("export", now), Job: "export", Handler: "sleep",
+		Namespace: "bench", ID: jobmsg.WindowID("export", now), Job: "export", Handler: "sleep",
 		Window:      jobmsg.Window{Start: now, End: now.Add(time.Second)},
 		ScheduledAt: now, PublishedAt: now, Trigger: jobmsg.TriggerManual,
 		Payload: mustJSON(map[string]string{"duration": hold.String()}), Policy: slowPolicy,
@@ -214,7 +214,7 @@ func inFlight(b *testing.B, n int) {
 	for i := range n {
 		job := fmt.Sprintf("held-%05d", i)
 		m := &jobmsg.Message{
-			ID: jobmsg.WindowID(job, base), Job: job, Handler: "sleep",
+			Namespace: "bench", ID: jobmsg.WindowID(job, base), Job: job, Handler: "sleep",
 			Window:      jobmsg.Window{Start: base, End: base.Add(time.Second)},
 			ScheduledAt: base, PublishedAt: base, Trigger: jobmsg.TriggerBackfill,
 			Payload: payload, Policy: policy,

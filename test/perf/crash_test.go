@@ -47,7 +47,7 @@ func crashRedelivery(b *testing.B) {
 	for i := range n {
 		job := fmt.Sprintf("crash-%04d", i)
 		m := &jobmsg.Message{
-			ID: jobmsg.WindowID(job, base), Job: job, Handler: "sleep",
+			Namespace: "crash", ID: jobmsg.WindowID(job, base), Job: job, Handler: "sleep",
 			Window:      jobmsg.Window{Start: base, End: base.Add(time.Hour)},
 			ScheduledAt: base, PublishedAt: base, Trigger: jobmsg.TriggerBackfill,
 			Payload: json.RawMessage(`{"duration":"1s"}`), Policy: benchPolicy,
