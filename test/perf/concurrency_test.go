@@ -358,6 +358,19 @@ func scriptCalls(cs0, cs1 map[string]int64) int64 {
 // commandStats returns the calls of each command from INFO commandstats
 // (commands a script runs are counted under their own names too).
 func commandStats(b *testing.B, r *testenv.Redis) map[string]int64 {
+	return commandStatsField(b, r, "calls")
+}
+
+// commandUsec returns the microseconds redis-server spent in each command
+// from INFO commandstats (a script's commands are counted inside its
+// EVALSHA's time and under their own names too).
+func commandUsec(b *testing.B, r *testenv.Redis) map[string]int64 {
+	return commandStatsField(b, r, "usec")
+}
+
+// commandStatsField returns one integer field ("calls", "usec") of each
+// command from INFO commandstats.
+func commandStatsField(b *testing.B, r *testenv.Redis, field string) map[string]int64 {
 	b.Helper()
 	info, err := r.Client().Info(context.Background(), "commandstats").Result()
 	if err != nil {
@@ -366,42 +379,21 @@ func commandStats(b *testing.B, r *testenv.Redis) map[string]int64 {
 	out := map[string]int64{}
 	for _, line := range strings.Split(info, "\r\n") {
 		// cmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,...
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		name, fields, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
 		if !ok || !strings.HasPrefix(line, "cmdstat_") {
 			continue
 		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			b.Fatalf("INFO commandstats: %q: %v", line, err)
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k != field {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatalf("INFO commandstats: %q: %v", line, err)
+			}
+			out[name] = n
 		}
-		out[name] = n
-	}
-	return out
-}
-
-// commandUsec returns the microseconds redis-server spent in each command
-// from INFO commandstats (a script's commands are counted inside its
-// EVALSHA's time and under their own names too).
-func commandUsec(b *testing.B, r *testenv.Redis) map[string]int64 {
-	b.Helper()
-	info, err := r.Client().Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok || !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		_, rest, _ = strings.Cut(rest, "usec=")
-		usec, _, _ := strings.Cut(rest, ",")
-		n, err := strconv.ParseInt(usec, 10, 64)
-		if err != nil {
-			b.Fatalf("INFO commandstats: %q: %v", line, err)
-		}
-		out[name] = n
 	}
 	return out
 }

@@ -258,15 +258,12 @@ func (l *loop) doneLogged(batch []op, res []dedupe.Result, err error) {
 		return
 	}
 	d := &l.done
-	if d.n == 0 && time.Since(d.at) >= doneLogEvery {
+	quiet := d.n == 0 && time.Since(d.at) >= doneLogEvery
+	if quiet && n == 1 {
+		// The window's attributes go with the call, not through l.logger.
+		r := first.wn.ran
+		l.log.Info("window done", winAttrs(first.wn, "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(first.wn.msg.ScheduledAt))...)
 		d.at = time.Now()
-		if n == 1 {
-			// The window's attributes go with the call, not through l.logger.
-			r := first.wn.ran
-			l.log.Info("window done", winAttrs(first.wn, "duration", r.finished.Sub(r.started), "lateness", r.started.Sub(first.wn.msg.ScheduledAt))...)
-		} else {
-			l.log.Info("windows done", "windows", n, "first_window", first.wn.msg.ID, "last_window", last.wn.msg.ID)
-		}
 		return
 	}
 	if d.n == 0 {
@@ -274,8 +271,11 @@ func (l *loop) doneLogged(batch []op, res []dedupe.Result, err error) {
 	}
 	d.n += n
 	d.last = last.wn.msg.ID
-	if d.timer == nil {
-		d.timer = time.AfterFunc(max(0, doneLogEvery-time.Since(d.at)), func() { l.inbox.post(doneLogDue{}) })
+	switch {
+	case quiet:
+		l.flushDone()
+	case d.timer == nil:
+		d.timer = time.AfterFunc(doneLogEvery-time.Since(d.at), func() { l.inbox.post(doneLogDue{}) })
 	}
 }
 
