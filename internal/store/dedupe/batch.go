@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -252,23 +253,43 @@ func (s *Store) settle(ctx context.Context, ss []Settlement, runs []Run, invalid
 	return res, nil
 }
 
-// settleArgs returns the arguments of a settleScript call over g.
+// settleArgs returns the arguments of a settleScript call over g. The
+// windows' op letters and tokens are written into one string and passed,
+// as the owners are, by pointer: boxing a pointer into an interface costs
+// no allocation, boxing a string one each (the no-op burst row, test/perf
+// BenchmarkBurst).
 func (s *Store) settleArgs(ss []Settlement, g *batchGroup, fence [3]any) []any {
-	args := make([]any, 0, 6+2*len(g.idx))
-	args = append(args, s.claimMS, s.holdMS, s.retainMS, fence[0], fence[1], fence[2])
-	for _, i := range g.idx {
-		st := ss[i]
-		spec := make([]byte, 1, 21)
-		spec[0] = opCodes[st.Op]
+	var buf strings.Builder
+	buf.Grow(21 * len(g.idx))
+	ends := make([]int, len(g.idx))
+	n := 0
+	for k, i := range g.idx {
+		st := &ss[i]
+		c := opCodes[st.Op]
 		if st.Next != "" {
-			spec[0] = opChain
+			c = opChain
+			n++
 		}
-		args = append(args, string(strconv.AppendInt(spec, st.Token, 10)))
+		var spec [21]byte
+		spec[0] = c
+		buf.Write(strconv.AppendInt(spec[:1], st.Token, 10))
+		ends[k] = buf.Len()
+	}
+	all := buf.String()
+	specs := make([]string, len(g.idx))
+	args := make([]any, 0, 6+len(g.idx)+n)
+	args = append(args, s.claimMS, s.holdMS, s.retainMS, fence[0], fence[1], fence[2])
+	from := 0
+	for k, i := range g.idx {
+		st := &ss[i]
+		specs[k] = all[from:ends[k]]
+		from = ends[k]
+		args = append(args, &specs[k])
 		if st.Op.takesReason() {
 			args = append(args, truncate(st.Reason, maxReasonBytes))
 		}
 		if st.Next != "" {
-			args = append(args, st.Owner)
+			args = append(args, &st.Owner)
 		}
 	}
 	return args
@@ -325,7 +346,7 @@ func settleResults(ss []Settlement, idx []int, cmd *redis.Cmd, res []Result) err
 			}
 		}
 		var c [1]Claim
-		if err := parseClaims(c[:], []string{st.Next}, []int{0}, st.Owner, pair); err != nil {
+		if err := parseClaimList(c[:], []string{st.Next}, []int{0}, st.Owner, pair); err != nil {
 			return fmt.Errorf("settle batch: next window of %s: %w", st.ID, err)
 		}
 		res[i].Next = c[0]
@@ -421,82 +442,140 @@ type batchArrays struct {
 // the next window's key and its job's token counter key. A next window of
 // another job than its id's is an error (ErrInvalidID).
 func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGroup, error) {
-	type tagged struct {
-		key   string // the window's hash key
-		group int32  // its group, in order of first appearance
+	// A batch's keys are written one after the other into one string and
+	// sliced from it: an allocation per call rather than one per key (the
+	// window's, its Next's, its job's token counter's). That and the keys
+	// passed by pointer (scriptCmd) serve the no-op burst row
+	// (test/perf BenchmarkBurst; BenchmarkSettleChain counts them).
+	type job struct {
+		name       string
+		n, keys    int    // windows, keys
+		token      bool   // has a token key: withToken, or a chained window
+		tokenKey   string // set once the arena is built
+		tokA, tokB int
 	}
-	byID := make([]tagged, len(ids))
 	var (
-		counts  []int    // windows per group
-		nkeys   []int    // keys per group
-		tokens  []string // token key per group (withToken)
-		chained []string // per chaining id in order: the next window's key and its token key
-		byTag   map[string]int32
-		last    int32 = -1
-		lastTag string
+		jobs   []job
+		byName map[string]int32
+		last   int32 = -1
+		size   int
 	)
+	grp := make([]int32, len(ids))
+	winKey := len(s.keyPrefix) + len("}:w:")
 	for i, id := range ids {
-		w, tag, err := s.key(id)
+		name, err := s.jobOf(id)
 		if err != nil {
 			return nil, err
 		}
 		g := last
-		if last < 0 || w[:tag] != lastTag { // runs of one job skip the map
-			if byTag == nil {
-				byTag = make(map[string]int32, min(len(ids), 64))
+		if last < 0 || name != jobs[last].name { // runs of one job skip the map
+			if byName == nil {
+				byName = make(map[string]int32, min(len(ids), 64))
 			}
 			var ok bool
-			if g, ok = byTag[w[:tag]]; !ok {
-				g = int32(len(counts))
-				byTag[w[:tag]] = g
-				counts = append(counts, 0)
-				nkeys = append(nkeys, 0)
+			if g, ok = byName[name]; !ok {
+				g = int32(len(jobs))
+				byName[name] = g
+				jobs = append(jobs, job{name: name, token: withToken})
 				if withToken {
-					tokens = append(tokens, tokenKey(w, tag))
-					nkeys[g]++
+					jobs[g].keys++
 				}
 			}
-			last, lastTag = g, w[:tag]
+			last = g
 		}
-		byID[i] = tagged{key: w, group: g}
-		counts[g]++
-		nkeys[g]++
+		grp[i] = g
+		jobs[g].n++
+		jobs[g].keys++
+		size += winKey + len(name) + len(id)
 		if next != nil && next[i] != "" {
-			n, ntag, err := s.key(next[i])
+			nname, err := s.jobOf(next[i])
 			if err != nil {
 				return nil, fmt.Errorf("next window of %s: %w", id, err)
 			}
-			if n[:ntag] != w[:tag] {
+			if nname != name {
 				return nil, fmt.Errorf("%w %q: the next window of %s must be of the same job", ErrInvalidID, next[i], id)
 			}
-			chained = append(chained, n, tokenKey(w, tag))
-			nkeys[g] += 2
+			size += winKey + len(name) + len(next[i])
+			jobs[g].keys += 2
+			jobs[g].token = true
 		}
 	}
-	all := &batchArrays{idx: make([]int, len(ids)), keys: make([]string, len(ids)+len(tokens)+len(chained))}
-	groups := make([]batchGroup, len(counts))
-	ptrs := make([]*batchGroup, len(counts))
-	at := batchAt{}
-	for g, n := range counts {
-		k := nkeys[g]
-		grp := &groups[g]
-		grp.at, grp.all = at, all
-		grp.idx = all.idx[at.idx : at.idx : at.idx+n]
-		grp.keys = all.keys[at.keys : at.keys : at.keys+k]
-		if withToken {
-			grp.keys = append(grp.keys, tokens[g])
+	for g := range jobs {
+		if jobs[g].token {
+			size += len(s.keyPrefix) + len(jobs[g].name) + len("}:token")
 		}
-		at.idx += n
-		at.keys += k
+	}
+	var buf strings.Builder // String() does not copy
+	buf.Grow(size)
+	put := func(parts ...string) int {
+		for _, p := range parts {
+			buf.WriteString(p)
+		}
+		return buf.Len()
+	}
+	for g := range jobs {
+		if j := &jobs[g]; j.token {
+			j.tokA = buf.Len()
+			j.tokB = put(s.keyPrefix, j.name, "}:token")
+		}
+	}
+	// at[i] is where the key of ids[i] ends in buf; with next, at[len(ids)+i]
+	// where that of next[i] does (each starts where the one before ends,
+	// the first where the token keys end).
+	tokens := buf.Len()
+	n := len(ids)
+	if next != nil {
+		n *= 2
+	}
+	at := make([]int, n)
+	for i, id := range ids {
+		name := jobs[grp[i]].name
+		at[i] = put(s.keyPrefix, name, "}:w:", id)
+		if next != nil {
+			at[len(ids)+i] = buf.Len()
+			if next[i] != "" {
+				at[len(ids)+i] = put(s.keyPrefix, name, "}:w:", next[i])
+			}
+		}
+	}
+	arena := buf.String()
+	for g := range jobs {
+		if j := &jobs[g]; j.token {
+			j.tokenKey = arena[j.tokA:j.tokB]
+		}
+	}
+
+	nkeys := 0
+	for _, j := range jobs {
+		nkeys += j.keys
+	}
+	all := &batchArrays{idx: make([]int, len(ids)), keys: make([]string, nkeys)}
+	groups := make([]batchGroup, len(jobs))
+	ptrs := make([]*batchGroup, len(jobs))
+	pos := batchAt{}
+	for g, j := range jobs {
+		grp := &groups[g]
+		grp.at, grp.all = pos, all
+		grp.idx = all.idx[pos.idx : pos.idx : pos.idx+j.n]
+		grp.keys = all.keys[pos.keys : pos.keys : pos.keys+j.keys]
+		if withToken {
+			grp.keys = append(grp.keys, j.tokenKey)
+		}
+		pos.idx += j.n
+		pos.keys += j.keys
 		ptrs[g] = grp
 	}
-	for i, t := range byID {
-		grp := &groups[t.group]
-		grp.idx = append(grp.idx, i)
-		grp.keys = append(grp.keys, t.key)
-		if next != nil && next[i] != "" {
-			grp.keys = append(grp.keys, chained[0], chained[1])
-			chained = chained[2:]
+	from := tokens
+	for i := range ids {
+		g := &groups[grp[i]]
+		g.idx = append(g.idx, i)
+		g.keys = append(g.keys, arena[from:at[i]])
+		from = at[i]
+		if next != nil {
+			if next[i] != "" {
+				g.keys = append(g.keys, arena[from:at[len(ids)+i]], jobs[grp[i]].tokenKey)
+			}
+			from = at[len(ids)+i]
 		}
 	}
 	return ptrs, nil
@@ -504,7 +583,7 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 
 // pipeline runs script once per group; see pipelineCmds. It returns an
 // error if any command failed.
-func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+func (s *Store) pipeline(ctx context.Context, script *batchScript, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) ([]*redis.Cmd, error) {
 	cmds := s.pipelineCmds(ctx, script, groups, argsOf, extra...)
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
@@ -520,13 +599,13 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, groups []*ba
 // EVAL, which also caches the script. The caller checks each command's
 // error. extra adds commands of the caller's own to the same pipeline,
 // after the scripts (sent once: not again with the EVALs).
-func (s *Store) pipelineCmds(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) []*redis.Cmd {
+func (s *Store) pipelineCmds(ctx context.Context, script *batchScript, groups []*batchGroup, argsOf func(*batchGroup) []any, extra ...func(redis.Pipeliner)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(groups))
 	args := make([][]any, len(groups))
 	pipe := s.rdb.Pipeline()
 	for i, g := range groups {
 		args[i] = argsOf(g)
-		cmds[i] = script.EvalSha(ctx, pipe, g.keys, args[i]...)
+		cmds[i] = script.cmd(ctx, pipe, true, g.keys, args[i])
 	}
 	for _, add := range extra {
 		add(pipe)
@@ -542,7 +621,7 @@ func (s *Store) pipelineCmds(ctx context.Context, script *redis.Script, groups [
 	if len(retry) > 0 {
 		pipe := s.rdb.Pipeline()
 		for _, i := range retry {
-			cmds[i] = script.Eval(ctx, pipe, groups[i].keys, args[i]...)
+			cmds[i] = script.cmd(ctx, pipe, false, groups[i].keys, args[i])
 		}
 		_, _ = pipe.Exec(ctx)
 	}
@@ -635,7 +714,7 @@ func (s *Store) claimAcross(ctx context.Context, out []Claim, ids []string, owne
 // because their keys span hash slots (a cluster behind a proxy that
 // reported itself standalone): those did not run, and the caller runs them
 // one job per call; from then on the store makes only such calls.
-func (s *Store) across(ctx context.Context, script *redis.Script, groups []*batchGroup, argsOf func(*batchGroup) []any, use func(call *batchGroup, cmd *redis.Cmd) error, extra ...func(redis.Pipeliner)) ([]*batchGroup, error) {
+func (s *Store) across(ctx context.Context, script *batchScript, groups []*batchGroup, argsOf func(*batchGroup) []any, use func(call *batchGroup, cmd *redis.Cmd) error, extra ...func(redis.Pipeliner)) ([]*batchGroup, error) {
 	calls := make([]*batchGroup, 0, 1)
 	for _, run := range bundle(groups) {
 		calls = append(calls, merge(run))

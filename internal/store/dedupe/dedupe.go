@@ -266,15 +266,25 @@ type State struct {
 // (names.Deployment.JobKey(job, "w:"+id), built here in one allocation),
 // and the length of its prefix up to and including the hash tag's '}'.
 func (s *Store) key(id string) (key string, tag int, err error) {
-	job, _, ok := strings.Cut(id, "@")
-	if !ok {
-		return "", 0, fmt.Errorf(`%w %q: no '@'; window ids are "<job>@<window>", e.g. "report@2026-11-22T10:00:00Z"`, ErrInvalidID, id)
-	}
-	if job == "" {
-		return "", 0, fmt.Errorf(`%w %q: empty job name before '@'; window ids are "<job>@<window>"`, ErrInvalidID, id)
+	job, err := s.jobOf(id)
+	if err != nil {
+		return "", 0, err
 	}
 	tag = len(s.keyPrefix) + len(job) + 1
 	return s.keyPrefix + job + "}:w:" + id, tag, nil
+}
+
+// jobOf returns the job name of window id, the part before its '@', or an
+// ErrInvalidID.
+func (s *Store) jobOf(id string) (string, error) {
+	job, _, ok := strings.Cut(id, "@")
+	if !ok {
+		return "", fmt.Errorf(`%w %q: no '@'; window ids are "<job>@<window>", e.g. "report@2026-11-22T10:00:00Z"`, ErrInvalidID, id)
+	}
+	if job == "" {
+		return "", fmt.Errorf(`%w %q: empty job name before '@'; window ids are "<job>@<window>"`, ErrInvalidID, id)
+	}
+	return job, nil
 }
 
 // tokenKey returns the token counter key of the job whose window key is
@@ -420,12 +430,22 @@ func (s *Store) State(ctx context.Context, id string) (State, error) {
 // i in idx, claimed for owner, into out[i].
 func parseClaims(out []Claim, ids []string, idx []int, owner string, v any) error {
 	a, ok := v.([]any)
-	if !ok || len(a) != len(idx)+1 {
+	if !ok {
 		return fmt.Errorf("dedupe: unexpected reply %#v", v)
+	}
+	return parseClaimList(out, ids, idx, owner, a)
+}
+
+// parseClaimList is parseClaims of a reply known to be a list (a settle
+// reply's claim of a Next: boxing that slice again into an interface
+// would cost an allocation per window).
+func parseClaimList(out []Claim, ids []string, idx []int, owner string, a []any) error {
+	if len(a) != len(idx)+1 {
+		return fmt.Errorf("dedupe: unexpected reply %#v", a)
 	}
 	next, ok := a[0].(int64)
 	if !ok {
-		return fmt.Errorf("dedupe: unexpected reply %#v", v)
+		return fmt.Errorf("dedupe: unexpected reply %#v", a)
 	}
 	for k, i := range idx {
 		c := Claim{WindowID: ids[i]}

@@ -1,6 +1,8 @@
 package dedupe
 
 import (
+	"context"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -95,7 +97,7 @@ const fenceRefusal = `'KJOBUNPROVEN the epoch marker does not hold epoch ' .. fe
 // (an integer) of a claimed window, whose token is the next one from
 // first token on, or "outcome|token|attempts|claim ms left|holder" for any
 // other.
-var claimBatchScript = redis.NewScript(luaNow + fenceLua + claimGroupLua + `
+var claimBatchScript = newBatchScript(luaNow + fenceLua + claimGroupLua + `
 if not fence_ok() then return redis.error_reply(` + fenceRefusal + `) end
 return claim_group(KEYS[1], 2, #KEYS)
 `)
@@ -107,7 +109,7 @@ return claim_group(KEYS[1], 2, #KEYS)
 // number of windows of each job. Each job's
 // windows are decided exactly as by claimBatchScript, and the reply is the
 // concatenation of the replies claimBatchScript would give for each job.
-var claimJobsScript = redis.NewScript(luaNow + fenceLua + claimGroupLua + `
+var claimJobsScript = newBatchScript(luaNow + fenceLua + claimGroupLua + `
 if not fence_ok() then return redis.error_reply(` + fenceRefusal + `) end
 local reply, k = {}, 1
 for g = 7, #ARGV do
@@ -251,7 +253,7 @@ end
 // released); without one (token 0), they need no live claim: a window
 // whose claim expired, or that was released or never claimed, is settled,
 // while a live claim (someone runs it) answers resBusy.
-var settleScript = redis.NewScript(luaNow + fenceLua + claimOneLua + `
+var settleScript = newBatchScript(luaNow + fenceLua + claimOneLua + `
 local claim_ms, hold_ms, retain_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local out, nexts, until_s, a, k, i = {}, nil, nil, 7, 1, 0
 while k <= #KEYS do
@@ -360,3 +362,40 @@ const (
 	resFenced = '2'
 	resBusy   = '3'
 )
+
+// batchScript is a script the batch calls send in pipelines (Store.pipelineCmds),
+// with its source for the EVAL that follows a NOSCRIPT.
+type batchScript struct {
+	*redis.Script
+	src string
+}
+
+func newBatchScript(src string) *batchScript {
+	return &batchScript{Script: redis.NewScript(src), src: src}
+}
+
+// cmd queues a call of the script on pipe, by hash (EVALSHA) or by source
+// (EVAL), with keys and args. The keys go in by pointer, as settleArgs'
+// strings do: a pointer in an interface costs no allocation where a
+// string costs one, and a batch has up to three keys per window (the
+// no-op burst row, test/perf BenchmarkBurst). go-redis writes a *string
+// as the string and routes the call by its first key (position 3), as it
+// does Script.EvalSha's.
+func (b *batchScript) cmd(ctx context.Context, pipe redis.Pipeliner, bySHA bool, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 3+len(keys)+len(args))
+	a[0], a[1] = "evalsha", b.Hash()
+	if !bySHA {
+		a[0], a[1] = "eval", b.src
+	}
+	a[2] = len(keys)
+	for i := range keys {
+		a[3+i] = &keys[i]
+	}
+	copy(a[3+len(keys):], args)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}

@@ -84,7 +84,12 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 		s.src = string(value)
 	}
 	s.ws()
-	if !s.object(func(key []byte, seen *int) bool {
+	// Each object's seen fields are a variable its field function
+	// closes over, not a parameter of it: an argument of a function
+	// value escapes, and cost an allocation per object per window (the
+	// no-op burst row, test/perf BenchmarkBurst).
+	seen := new(int)
+	if !s.object(func(key []byte) bool {
 		switch string(key) {
 		case "v":
 			return s.once(seen, fV) && s.int(&w.V)
@@ -121,7 +126,11 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 			w.Payload = append([]byte(nil), s.b[start:s.i]...)
 			return true
 		case "window":
-			return s.once(seen, fWindow) && s.object(func(key []byte, seen *int) bool {
+			if !s.once(seen, fWindow) {
+				return false
+			}
+			seen := new(int)
+			return s.object(func(key []byte) bool {
 				switch string(key) {
 				case "start":
 					return s.once(seen, fStart) && s.str(&w.Window.Start)
@@ -132,7 +141,11 @@ func (w *wire) decodeFast(value []byte, alias bool) bool {
 			})
 		case "policy":
 			p := &w.Policy
-			return s.once(seen, fPolicy) && s.object(func(key []byte, seen *int) bool {
+			if !s.once(seen, fPolicy) {
+				return false
+			}
+			seen := new(int)
+			return s.object(func(key []byte) bool {
 				switch string(key) {
 				case "timeout":
 					return s.once(seen, fTimeout) && s.duration(&p.Timeout)
@@ -188,7 +201,7 @@ func (s *scanner) once(seen *int, bit int) bool {
 // object reads an object, calling field with each key (the scanner then
 // stands at the key's value, past the colon and white space). field reads
 // the value and reports success.
-func (s *scanner) object(field func(key []byte, seen *int) bool) bool {
+func (s *scanner) object(field func(key []byte) bool) bool {
 	if s.peek() != '{' {
 		return false
 	}
@@ -198,7 +211,6 @@ func (s *scanner) object(field func(key []byte, seen *int) bool) bool {
 		s.i++
 		return true
 	}
-	seen := 0
 	for {
 		key, ok := s.plain()
 		if !ok {
@@ -210,7 +222,7 @@ func (s *scanner) object(field func(key []byte, seen *int) bool) bool {
 		}
 		s.i++
 		s.ws()
-		if !field(key, &seen) {
+		if !field(key) {
 			return false
 		}
 		s.ws()

@@ -188,3 +188,21 @@ func BenchmarkUnmarshalReference(b *testing.B) {
 		}
 	}
 }
+
+// Decoding a window as the worker does (FromRecordAliased of a record as
+// the producer writes it) allocates the Message and its payload's copy:
+// the decoder's state stays on the stack (the no-op burst row, test/perf
+// BenchmarkBurst; it was 6 objects).
+func TestFromRecordAliasedAllocatesTheMessage(t *testing.T) {
+	r, err := Record("jobs", sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := FromRecordAliased(r); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 2 {
+		t.Errorf("FromRecordAliased allocates %.0f objects, want 2 (the Message and its payload)", n)
+	}
+}
