@@ -216,6 +216,7 @@ type loop struct {
 	// settle call carried: the next batch starts with that capacity
 	// instead of growing to it by doubling.
 	lastOps, lastRuns int
+	spare             spares // slices of settle calls that answered, for reuse
 
 	running   map[*attempt]struct{} // attempts whose handler has not returned nor been abandoned
 	dog       watchdog              // their deadlines
@@ -449,6 +450,9 @@ func (l *loop) receive(in input) {
 	case settleAnswer:
 		l.settling--
 		l.inFlightOps -= len(in.rp.batch)
+		keep(&l.spare.ss, in.rp.ss)
+		keep(&l.spare.runs, in.rp.runs)
+		in.rp.ss, in.rp.runs = nil, nil
 		l.replies = append(l.replies, in.rp)
 	case letterAnswer:
 		l.writing = false

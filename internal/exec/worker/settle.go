@@ -23,7 +23,7 @@ type op struct {
 // queue adds a settlement of wn (nil for none) to the next settle call.
 func (l *loop) queue(wn *win, st dedupe.Settlement) {
 	if l.ops == nil {
-		l.ops = make([]op, 0, max(8, l.lastOps))
+		l.ops = l.spare.opsOf(max(8, l.lastOps))
 	}
 	l.ops = append(l.ops, op{st: st, wn: wn})
 }
@@ -100,14 +100,17 @@ func (l *loop) kick() {
 		if historyDue {
 			runs, l.runs, l.flushRuns, l.lastRuns = l.runs, nil, false, len(l.runs)
 		}
-		ss := make([]dedupe.Settlement, len(batch))
+		ss := l.spare.settlementsOf(len(batch))[:len(batch)]
 		for i, o := range batch {
 			ss[i] = o.st
 		}
 		go func() {
 			res, proven, err := l.w.settleBatch(l.ctx, ss, runs)
-			l.inbox.post(settleAnswer{&reply{batch: batch, res: res, proven: proven, err: err}})
+			l.inbox.post(settleAnswer{&reply{batch: batch, res: res, proven: proven, err: err, ss: ss, runs: runs}})
 		}()
+	}
+	if l.settling == 0 && len(l.ops) == 0 && len(l.runs) == 0 && len(l.replies) == 0 {
+		l.spare = spares{}
 	}
 }
 
@@ -119,6 +122,53 @@ type reply struct {
 	proven time.Time
 	err    error
 	next   int // the next settlement to handle
+
+	// ss and runs are what the call sent, given back to the loop's spare
+	// slices once it answered (spares).
+	ss   []dedupe.Settlement
+	runs []dedupe.Run
+}
+
+// spares keeps the slices of the last settle call that answered for the
+// next one, as the run history's: a burst's settle calls carry a
+// settlement (twice: as the loop's op and as the call's Settlement) and a
+// run per window, a few hundred bytes the collector no longer has to
+// clear and mark per window (the no-op burst row, test/perf
+// BenchmarkBurst). The kick that finds nothing to send and no settle call
+// in flight drops them, so a quiet partition holds none.
+type spares struct {
+	ops  []op
+	ss   []dedupe.Settlement
+	runs []dedupe.Run
+}
+
+// opsOf returns an empty slice of ops with room for at least n.
+func (s *spares) opsOf(n int) []op { return take(&s.ops, n) }
+
+// settlementsOf returns an empty slice of settlements with room for at
+// least n.
+func (s *spares) settlementsOf(n int) []dedupe.Settlement { return take(&s.ss, n) }
+
+// runsOf returns an empty slice of runs with room for at least n.
+func (s *spares) runsOf(n int) []dedupe.Run { return take(&s.runs, n) }
+
+// take returns *spare emptied, and forgets it, if it has room for n;
+// otherwise a new slice.
+func take[T any](spare *[]T, n int) []T {
+	if s := *spare; cap(s) >= n {
+		*spare = nil
+		return s[:0]
+	}
+	return make([]T, 0, n)
+}
+
+// keep makes s the spare if it is larger than the one kept, cleared so
+// that it holds on to nothing it pointed to.
+func keep[T any](spare *[]T, s []T) {
+	if cap(s) > cap(*spare) {
+		clear(s[:cap(s)])
+		*spare = s[:0]
+	}
 }
 
 const replyChunk = 32
@@ -158,6 +208,7 @@ func (l *loop) answer() {
 		}
 		if rp.next == len(rp.batch) {
 			l.doneLogged(rp.batch, rp.res, rp.err)
+			keep(&l.spare.ops, rp.batch)
 			l.replies[0] = nil
 			l.replies = l.replies[1:]
 		}

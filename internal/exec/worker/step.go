@@ -145,7 +145,7 @@ func (l *loop) report(wn *win, r machine.Report) {
 	if len(l.runs) == 0 {
 		l.runsSince = time.Now()
 		if l.runs == nil {
-			l.runs = make([]dedupe.Run, 0, max(8, l.lastRuns))
+			l.runs = l.spare.runsOf(max(8, l.lastRuns))
 		}
 	}
 	l.runs = append(l.runs, run)
