@@ -445,8 +445,8 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 	// A batch's keys are written one after the other into one string and
 	// sliced from it: an allocation per call rather than one per key (the
 	// window's, its Next's, its job's token counter's). That and the keys
-	// passed by pointer (scriptCmd) serve the no-op burst row
-	// (test/perf BenchmarkBurst; BenchmarkSettleChain counts them).
+	// passed by pointer (batchScript.cmd) serve the no-op burst row
+	// (test/perf BenchmarkBurst; TestSettleAllocatesPerCall).
 	type job struct {
 		name       string
 		n, keys    int    // windows, keys
@@ -554,16 +554,16 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 	ptrs := make([]*batchGroup, len(jobs))
 	pos := batchAt{}
 	for g, j := range jobs {
-		grp := &groups[g]
-		grp.at, grp.all = pos, all
-		grp.idx = all.idx[pos.idx : pos.idx : pos.idx+j.n]
-		grp.keys = all.keys[pos.keys : pos.keys : pos.keys+j.keys]
+		bg := &groups[g]
+		bg.at, bg.all = pos, all
+		bg.idx = all.idx[pos.idx : pos.idx : pos.idx+j.n]
+		bg.keys = all.keys[pos.keys : pos.keys : pos.keys+j.keys]
 		if withToken {
-			grp.keys = append(grp.keys, j.tokenKey)
+			bg.keys = append(bg.keys, j.tokenKey)
 		}
 		pos.idx += j.n
 		pos.keys += j.keys
-		ptrs[g] = grp
+		ptrs[g] = bg
 	}
 	from := tokens
 	for i := range ids {
