@@ -447,12 +447,12 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 	// window's, its Next's, its job's token counter's). That and the keys
 	// passed by pointer (batchScript.cmd) serve the no-op burst row
 	// (test/perf BenchmarkBurst; TestSettleAllocatesPerCall).
+	type span struct{ from, to int } // of a key in the call's keys string
 	type job struct {
-		name       string
-		n, keys    int    // windows, keys
-		token      bool   // has a token key: withToken, or a chained window
-		tokenKey   string // set once the arena is built
-		tokA, tokB int
+		name     string
+		n, keys  int  // windows, keys
+		token    bool // has a token key: withToken, or a chained window
+		tokenKey span
 	}
 	var (
 		jobs   []job
@@ -507,43 +507,32 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 	}
 	var buf strings.Builder // String() does not copy
 	buf.Grow(size)
-	put := func(parts ...string) int {
+	put := func(parts ...string) span {
+		from := buf.Len()
 		for _, p := range parts {
 			buf.WriteString(p)
 		}
-		return buf.Len()
+		return span{from, buf.Len()}
 	}
 	for g := range jobs {
 		if j := &jobs[g]; j.token {
-			j.tokA = buf.Len()
-			j.tokB = put(s.keyPrefix, j.name, "}:token")
+			j.tokenKey = put(s.keyPrefix, j.name, "}:token")
 		}
 	}
-	// at[i] is where the key of ids[i] ends in buf; with next, at[len(ids)+i]
-	// where that of next[i] does (each starts where the one before ends,
-	// the first where the token keys end).
-	tokens := buf.Len()
-	n := len(ids)
+	keyOf := make([]span, len(ids))
+	var nextOf []span
 	if next != nil {
-		n *= 2
+		nextOf = make([]span, len(ids))
 	}
-	at := make([]int, n)
 	for i, id := range ids {
 		name := jobs[grp[i]].name
-		at[i] = put(s.keyPrefix, name, "}:w:", id)
-		if next != nil {
-			at[len(ids)+i] = buf.Len()
-			if next[i] != "" {
-				at[len(ids)+i] = put(s.keyPrefix, name, "}:w:", next[i])
-			}
+		keyOf[i] = put(s.keyPrefix, name, "}:w:", id)
+		if next != nil && next[i] != "" {
+			nextOf[i] = put(s.keyPrefix, name, "}:w:", next[i])
 		}
 	}
 	arena := buf.String()
-	for g := range jobs {
-		if j := &jobs[g]; j.token {
-			j.tokenKey = arena[j.tokA:j.tokB]
-		}
-	}
+	key := func(sp span) string { return arena[sp.from:sp.to] }
 
 	nkeys := 0
 	for _, j := range jobs {
@@ -559,23 +548,18 @@ func (s *Store) group(ids []string, withToken bool, next []string) ([]*batchGrou
 		bg.idx = all.idx[pos.idx : pos.idx : pos.idx+j.n]
 		bg.keys = all.keys[pos.keys : pos.keys : pos.keys+j.keys]
 		if withToken {
-			bg.keys = append(bg.keys, j.tokenKey)
+			bg.keys = append(bg.keys, key(j.tokenKey))
 		}
 		pos.idx += j.n
 		pos.keys += j.keys
 		ptrs[g] = bg
 	}
-	from := tokens
 	for i := range ids {
 		g := &groups[grp[i]]
 		g.idx = append(g.idx, i)
-		g.keys = append(g.keys, arena[from:at[i]])
-		from = at[i]
-		if next != nil {
-			if next[i] != "" {
-				g.keys = append(g.keys, arena[from:at[len(ids)+i]], jobs[grp[i]].tokenKey)
-			}
-			from = at[len(ids)+i]
+		g.keys = append(g.keys, key(keyOf[i]))
+		if next != nil && next[i] != "" {
+			g.keys = append(g.keys, key(nextOf[i]), key(jobs[grp[i]].tokenKey))
 		}
 	}
 	return ptrs, nil

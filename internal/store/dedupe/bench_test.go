@@ -155,37 +155,56 @@ func benchClaimComplete(b *testing.B, batch, jobs int, scripts int32) {
 func BenchmarkSettleChain(b *testing.B) {
 	const jobs = 100
 	s, _, rdb := newStore(b, Config{})
-	ctx := context.Background()
 	id := func(j, i int) string { return "chain" + strconv.Itoa(j) + "@" + strconv.Itoa(i) }
-	ss := make([]Settlement, jobs)
 	first := make([]string, jobs)
 	for j := range first {
 		first[j] = id(j, 0)
 	}
-	cs, err := s.ClaimBatch(ctx, first, "w")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for j, c := range cs {
-		ss[j] = Settlement{ID: first[j], Op: OpComplete, Token: c.Token, Owner: "w"}
-	}
+	c := newChain(b, s, first)
 	n := 0
 	before := readServerStats(b, rdb)
 	for b.Loop() {
 		n++
-		for j := range ss {
-			ss[j].Next = id(j, n)
-		}
-		res, err := s.Settle(ctx, ss)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for j, r := range res {
-			if r.Err != nil || r.Next.Outcome != Claimed {
-				b.Fatalf("settle %s: %+v", ss[j].ID, r)
-			}
-			ss[j].ID, ss[j].Token = r.Next.WindowID, r.Next.Token
-		}
+		c.step(b, func(j int) string { return id(j, n) })
 	}
 	reportServer(b, rdb, before, n*jobs)
+}
+
+// chain holds the running window of each of a few jobs, claimed by "w",
+// as a worker's queue lanes in a backlog do.
+type chain struct {
+	s  *Store
+	ss []Settlement
+}
+
+// newChain claims first, one window per job.
+func newChain(tb testing.TB, s *Store, first []string) *chain {
+	tb.Helper()
+	cs, err := s.ClaimBatch(context.Background(), first, "w")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &chain{s: s, ss: make([]Settlement, len(first))}
+	for j, cl := range cs {
+		c.ss[j] = Settlement{ID: first[j], Op: OpComplete, Token: cl.Token, Owner: "w"}
+	}
+	return c
+}
+
+// step completes each job's running window in one Settle call that also
+// claims the job's next window, next(j), which then runs.
+func (c *chain) step(tb testing.TB, next func(j int) string) {
+	for j := range c.ss {
+		c.ss[j].Next = next(j)
+	}
+	res, err := c.s.Settle(context.Background(), c.ss)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for j, r := range res {
+		if r.Err != nil || r.Next.Outcome != Claimed {
+			tb.Fatalf("settle %s: %+v", c.ss[j].ID, r)
+		}
+		c.ss[j].ID, c.ss[j].Token = r.Next.WindowID, r.Next.Token
+	}
 }

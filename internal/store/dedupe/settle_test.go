@@ -228,17 +228,11 @@ func TestSettleChainsTheNextClaim(t *testing.T) {
 // three keys, its op letter and token, each boxed into an interface).
 func TestSettleAllocatesPerCall(t *testing.T) {
 	s, _, _ := newStore(t, Config{})
-	ctx := context.Background()
 	allocs := func(jobs int) float64 {
-		ids := make([]string, jobs)
-		for j := range ids {
-			ids[j] = fmt.Sprintf("alloc%d-%03d@0", jobs, j)
+		first := make([]string, jobs)
+		for j := range first {
+			first[j] = fmt.Sprintf("alloc%d-%03d@0", jobs, j)
 		}
-		cs, err := s.ClaimBatch(ctx, ids, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss := make([]Settlement, jobs)
 		nexts := make([][]string, 12) // AllocsPerRun runs once more than asked
 		for n := range nexts {
 			nexts[n] = make([]string, jobs)
@@ -246,24 +240,10 @@ func TestSettleAllocatesPerCall(t *testing.T) {
 				nexts[n][j] = fmt.Sprintf("alloc%d-%03d@%d", jobs, j, n+1)
 			}
 		}
-		for j, c := range cs {
-			ss[j] = Settlement{ID: ids[j], Op: OpComplete, Token: c.Token, Owner: "w"}
-		}
+		c := newChain(t, s, first)
 		n := 0
 		return testing.AllocsPerRun(10, func() {
-			for j := range ss {
-				ss[j].Next = nexts[n][j]
-			}
-			res, err := s.Settle(ctx, ss)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j, r := range res {
-				if r.Err != nil || r.Next.Outcome != Claimed {
-					t.Fatalf("settle %s: %+v", ss[j].ID, r)
-				}
-				ss[j].ID, ss[j].Token = r.Next.WindowID, r.Next.Token
-			}
+			c.step(t, func(j int) string { return nexts[n][j] })
 			n++
 		})
 	}

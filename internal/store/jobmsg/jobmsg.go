@@ -452,7 +452,11 @@ func unmarshal(value []byte, alias bool) (*Message, error) {
 	// reported as unsupported rather than as a confusing field error.
 	var w wire
 	if !w.decodeFast(value, alias) {
-		return unmarshalJSON(value)
+		j, err := decodeJSON(value)
+		if err != nil {
+			return nil, explain(value)
+		}
+		w = *j
 	}
 	if w.V != Version {
 		return nil, explain(value)
@@ -460,20 +464,14 @@ func unmarshal(value []byte, alias bool) (*Message, error) {
 	return w.finish()
 }
 
-// unmarshalJSON is unmarshal with encoding/json, for what the fast
-// decoder does not take. Its wire is its own: one that encoding/json
-// decodes into lives on the heap, and unmarshal's stays on the stack (an
+// decodeJSON decodes value with encoding/json, for what the fast decoder
+// does not take, into a wire of its own: one whose address encoding/json
+// takes lives on the heap, and unmarshal's stays on the stack (an
 // allocation per window less in the no-op burst row, test/perf
 // BenchmarkBurst).
-func unmarshalJSON(value []byte) (*Message, error) {
-	var w wire
-	if err := json.Unmarshal(value, &w); err != nil {
-		return nil, explain(value)
-	}
-	if w.V != Version {
-		return nil, explain(value)
-	}
-	return w.finish()
+func decodeJSON(value []byte) (*wire, error) {
+	w := new(wire)
+	return w, json.Unmarshal(value, w)
 }
 
 // unmarshalReference is Unmarshal with encoding/json only: the definition
