@@ -152,6 +152,40 @@ func TestSlowJobDoesNotBlockOtherJobs(t *testing.T) {
 	}
 }
 
+// Windows started in one turn share a runner (runner.go); a handler that
+// blocks on it holds up no other window: the ones that ran before it are
+// done while it still runs, and the ones queued behind it move to
+// goroutines of their own, wherever it is in the runner's queue.
+func TestResultsNotHeldBehindABlockedHandler(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		blocked int // of the 11 windows, in the order they are published and started
+	}{{"middle", 5}, {"last", 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1, 30*time.Second)
+			g := newGates()
+			pol := defaultPolicy
+			pol.Timeout = jobmsg.Duration(time.Minute) // the blocked handler runs until opened, past the wait below
+			var ms []*jobmsg.Message
+			for i := range 11 {
+				ms = append(ms, window(fmt.Sprintf("j%02d", i), "g", 0, pol))
+			}
+			blocked := ms[tc.blocked]
+			g.hold(blocked.ID)
+			mux := handler.NewMux()
+			mux.Handle("g", g)
+			x := &execs{}
+			w, _ := start(t, e.config("w1", mux, x))
+			testenv.Eventually(t, 30*time.Second, func() bool { return len(w.Assigned()) == 1 }, "partition not assigned")
+			e.publish(ms...)
+			g.waitStarted(t, blocked.ID)
+			testenv.Eventually(t, 10*time.Second, func() bool { return x.count(OutcomeDone) == len(ms)-1 }, "the other windows are done while %s runs (have %v)", blocked.ID, x.all())
+			g.open(blocked.ID)
+			testenv.Eventually(t, 10*time.Second, func() bool { return x.count(OutcomeDone) == len(ms) }, "every window done once the blocked one returns")
+		})
+	}
+}
+
 // Concurrency bounds the windows running at once across the worker.
 func TestConcurrencyBoundsRunningWindows(t *testing.T) {
 	e := newEnv(t, 2, 30*time.Second)
