@@ -199,11 +199,23 @@ func burst(b *testing.B, s burstSpec) {
 	report(b, s.figure+" CPU per window: worker process, "+what, perWindow(wu.cpu), "µs CPU/window", settings+"; from the worker's start")
 	report(b, s.figure+" CPU per window: redis-server, "+what, perWindow(redis1.cpu-redis0.cpu), "µs CPU/window", settings+"; from the worker's start")
 	report(b, s.figure+" CPU per window: broker and bench process, "+what, perWindow(self1.cpu-self0.cpu), "µs CPU/window", settings+"; from the worker's start, lag polling included")
-	report(b, s.figure+" CPU per window: sum of the three, "+what, perWindow(wu.cpu+redis1.cpu-redis0.cpu+self1.cpu-self0.cpu), "µs CPU/window",
+	sum := perWindow(wu.cpu + redis1.cpu - redis0.cpu + self1.cpu - self0.cpu)
+	report(b, s.figure+" CPU per window: sum of the three, "+what, sum, "µs CPU/window",
 		settings+fmt.Sprintf("; %d CPUs", runtime.NumCPU()))
+	// What this machine's CPUs carry at the CPU per window just measured,
+	// had they nothing else to do and never waited: the ceiling the burst
+	// (and the Redis-bound limit's share) meets on a machine that runs the
+	// worker, redis-server and the broker on the same CPUs. Reported
+	// last: without -v go test keeps a benchmark's first 10 log lines,
+	// and the Redis-bound limit's is the tenth.
+	rate := float64(n) / last.Sub(t0).Seconds()
+	ceiling := float64(runtime.NumCPU()) * 1e6 / sum
 	logCommands(b, s.figure+", "+what, n, cs0, cs1, us0, us1)
 	report(b, s.figure+" Redis script calls per window, "+what, float64(scriptCalls(cs0, cs1))/float64(n), "calls/window", settings+"; EVAL/EVALSHA calls from INFO commandstats, from the worker's start to lag 0")
 	if s.partitions == 1 {
-		reportRedisBound(b, r, n, s.jobs, float64(n)/last.Sub(t0).Seconds(), settings)
+		reportRedisBound(b, r, n, s.jobs, rate, ceiling, settings)
 	}
+	report(b, s.figure+" CPU ceiling: the machine's CPUs / the sum of the three, "+what, ceiling, "windows/s at most",
+		settings+fmt.Sprintf("; %d CPUs / %.1f µs CPU per window", runtime.NumCPU(), sum))
+	report(b, s.figure+" throughput to the last window done / CPU ceiling, "+what, 100*rate/ceiling, "% of the CPU ceiling", settings)
 }

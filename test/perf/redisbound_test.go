@@ -172,8 +172,9 @@ func redisBound(b *testing.B, r *testenv.Redis, n, jobs int) (rate, redisCPU, ca
 
 // reportRedisBound reports the Redis-bound limit beside a burst of n
 // windows of jobs jobs that ran at rate windows/s on the same
-// redis-server, in the same run.
-func reportRedisBound(b *testing.B, r *testenv.Redis, n, jobs int, rate float64, settings string) {
+// redis-server, in the same run, and beside the burst's CPU ceiling (the
+// most windows/s the machine's CPUs carry at the burst's CPU per window).
+func reportRedisBound(b *testing.B, r *testenv.Redis, n, jobs int, rate, ceiling float64, settings string) {
 	limit, cpu, calls := redisBound(b, r, n, jobs)
 	what := fmt.Sprintf("%d windows of %d jobs: each job's first window claimed, then each window completed by a settle call that claims its job's next one, %d calls in flight (the worker's bound per partition), the runs appended with the first call %v after the oldest (the worker's history delay); no broker, no handler; redis-server on loopback; measured right after the burst, same run; %s",
 		n, jobs, boundCalls, historyDelay, machine())
@@ -181,4 +182,5 @@ func reportRedisBound(b *testing.B, r *testenv.Redis, n, jobs int, rate float64,
 	report(b, "Redis-bound limit: redis-server CPU per window", cpu, "µs CPU/window", what)
 	report(b, "Redis-bound limit: script calls per window", calls, "calls/window", what)
 	report(b, "burst throughput to the last window done / Redis-bound limit", 100*rate/limit, "%", settings+"; the limit: "+what)
+	report(b, "burst CPU ceiling / Redis-bound limit: the most of the limit this machine allows at the burst's CPU per window", 100*ceiling/limit, "% of the limit at most", settings+"; the limit: "+what)
 }
